@@ -1,0 +1,248 @@
+//! The engine: brings the plan's targets up, drives each cell with the
+//! closed- or open-loop executor under deadlines and the hang watchdog, and
+//! takes everything down again, whatever happens.
+
+mod closed_loop;
+mod open_loop;
+pub mod progress;
+mod watchdog;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::{CellMetrics, LiveCounters, Recorder};
+use crate::plan::{Cell, Plan};
+use crate::provider::{self, RunningTarget};
+use crate::results::{CellResult, CellStatus, TargetInfo};
+use crate::spec::{Load, Spec};
+use crate::target::{self, Client, ClientSettings};
+use crate::workload::Workload;
+use progress::Progress;
+
+pub struct EngineOutcome {
+    pub cells: Vec<CellResult>,
+    pub targets: Vec<TargetInfo>,
+    pub errors: Vec<String>,
+    pub interrupted: bool,
+}
+
+pub struct Engine<'a> {
+    pub spec: &'a Spec,
+    pub plan: &'a Plan,
+    pub log_dir: &'a Path,
+    pub cancel: CancellationToken,
+    pub progress: Progress,
+}
+
+impl Engine<'_> {
+    pub async fn run(&self) -> EngineOutcome {
+        let mut outcome = EngineOutcome { cells: Vec::new(), targets: Vec::new(), errors: Vec::new(), interrupted: false };
+        let mut running: Vec<RunningTarget> = Vec::new();
+
+        // Bring up every target the plan uses, in spec order.
+        let needed: Vec<&String> =
+            self.spec.targets.keys().filter(|t| self.plan.cells.iter().any(|c| &c.target == *t)).collect();
+        for name in needed {
+            let spec = &self.spec.targets[name];
+            self.progress.println(&format!("starting target `{name}` ({:?} via {:?})", spec.kind, spec.provider).to_lowercase());
+            let started = tokio::select! {
+                r = provider::start(name, spec, target::driver(spec.kind), self.log_dir) => Some(r),
+                _ = self.cancel.cancelled() => None,
+            };
+            match started {
+                Some(Ok(t)) => {
+                    self.progress.println(&format!("target `{name}` is up: {} at {}", t.server.version, t.uri));
+                    outcome.targets.push(TargetInfo {
+                        name: name.clone(),
+                        kind: format!("{:?}", spec.kind).to_lowercase(),
+                        provider: format!("{:?}", t.provider).to_lowercase(),
+                        uri: t.uri.clone(),
+                        server: t.server.version.clone(),
+                    });
+                    running.push(t);
+                }
+                Some(Err(e)) => {
+                    outcome.errors.push(format!("{e:#}"));
+                    break;
+                }
+                None => {
+                    outcome.interrupted = true;
+                    break;
+                }
+            }
+        }
+
+        let all_up = outcome.errors.is_empty() && !outcome.interrupted;
+        let uris: HashMap<&str, &str> = running.iter().map(|t| (t.name.as_str(), t.uri.as_str())).collect();
+        let mut workloads: HashMap<&str, Arc<Workload>> = HashMap::new();
+        let total = self.plan.cells.len();
+        for (i, cell) in self.plan.cells.iter().enumerate() {
+            if !all_up || self.cancel.is_cancelled() {
+                outcome.cells.push(self.skipped(cell));
+                continue;
+            }
+            let workload = workloads
+                .entry(cell.workload.as_str())
+                .or_insert_with(|| Arc::new(Workload::new(&self.spec.workloads[&cell.workload], self.spec.seed)))
+                .clone();
+            let remaining: Duration =
+                self.plan.cells[i + 1..].iter().map(|c| c.timing.warmup + c.timing.duration).sum();
+            let result = self.run_cell(cell, (i + 1, total), uris[cell.target.as_str()], workload, remaining).await;
+            let line = match (&result.status, &result.stats) {
+                (CellStatus::Completed, Some(s)) => format!(
+                    "{}: {:.0} ops/s, {} errors{}",
+                    cell.label(),
+                    s.throughput,
+                    s.failed,
+                    s.per_op
+                        .iter()
+                        .filter_map(|(k, o)| o.latency_ms.map(|l| format!(", {k} p99 {:.2}ms", l.p99)))
+                        .collect::<String>()
+                ),
+                (status, _) => format!(
+                    "{}: {:?}{}",
+                    cell.label(),
+                    status,
+                    result.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+                ),
+            };
+            self.progress.println(&line);
+            if let Some(e) = &result.error {
+                outcome.errors.push(format!("{}: {e}", cell.label()));
+            }
+            outcome.cells.push(result);
+        }
+        outcome.interrupted |= self.cancel.is_cancelled();
+        self.progress.finish();
+
+        for t in running {
+            t.stop().await;
+        }
+        outcome
+    }
+
+    fn skipped(&self, cell: &Cell) -> CellResult {
+        CellResult {
+            scenario: cell.scenario.clone(),
+            profile: cell.profile.clone(),
+            shape: self.shape(cell),
+            target: cell.target.clone(),
+            workload: cell.workload.clone(),
+            repeat: cell.repeat,
+            status: CellStatus::Skipped,
+            error: None,
+            measured_s: 0.0,
+            stats: None,
+        }
+    }
+
+    fn shape(&self, cell: &Cell) -> String {
+        self.spec.profiles[&cell.profile].load().to_string()
+    }
+
+    async fn run_cell(
+        &self,
+        cell: &Cell,
+        position: (usize, usize),
+        uri: &str,
+        workload: Arc<Workload>,
+        remaining_after: Duration,
+    ) -> CellResult {
+        let mut result = self.skipped(cell);
+        let target_spec = &self.spec.targets[&cell.target];
+        let driver = target::driver(target_spec.kind);
+        let settings = ClientSettings { cancel_at_deadline: target_spec.cancel_at_deadline };
+        let load = self.spec.profiles[&cell.profile].load();
+        let (connections, in_flight) = match load {
+            Load::Closed(s) => (s.clients, s.in_flight),
+            Load::Open(o) => (o.connections, o.in_flight),
+        };
+
+        // Connect every client before the clock starts: connection set-up is
+        // not part of what a cell measures.
+        let connecting = futures::future::try_join_all(
+            (0..connections).map(|_| driver.connect(uri, settings, Arc::clone(&workload))),
+        );
+        let clients: Vec<Box<dyn Client>> = tokio::select! {
+            r = tokio::time::timeout(target_spec.ready_timeout.0, connecting) => match r {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => return self.failed(result, format!("cannot open {connections} connections: {e:#}")),
+                Err(_) => return self.failed(result, format!("opening {connections} connections took longer than {}", target_spec.ready_timeout)),
+            },
+            _ = self.cancel.cancelled() => { result.status = CellStatus::Interrupted; return result; }
+        };
+
+        let t = cell.timing;
+        let t0 = Instant::now() + Duration::from_millis(5);
+        let measure_from = t0 + t.warmup;
+        let stop_at = measure_from + t.duration;
+        let salt = position.0 as u64;
+        let mut live = Vec::new();
+        let mut tasks = Vec::new();
+        for (i, client) in clients.into_iter().enumerate() {
+            let counters = Arc::new(LiveCounters::default());
+            live.push(Arc::clone(&counters));
+            let recorder = Recorder::new(workload.kinds(), measure_from, counters, matches!(load, Load::Open(_)));
+            let ops = workload.stream(i as u64, connections as u64, salt);
+            let cancel = self.cancel.clone();
+            tasks.push(match load {
+                Load::Closed(_) => tokio::spawn(async move {
+                    tokio::time::sleep_until(t0).await;
+                    closed_loop::run_client(client, ops, in_flight, t, stop_at, recorder, cancel).await
+                }),
+                Load::Open(o) => {
+                    let schedule = open_loop::Schedule {
+                        t0,
+                        period: Duration::from_secs_f64(1.0 / o.rate),
+                        first: i as u64,
+                        stride: connections as u64,
+                    };
+                    tokio::spawn(open_loop::run_client(client, ops, in_flight, schedule, t, stop_at, recorder, cancel))
+                }
+            });
+        }
+        let watcher = self.progress.watch_cell(
+            position,
+            cell.label(),
+            live,
+            t0,
+            t.warmup + t.duration,
+            remaining_after,
+        );
+        let mut metrics = CellMetrics::new();
+        let mut panicked = None;
+        for task in tasks {
+            match task.await {
+                Ok(recorder) => metrics.merge(recorder),
+                Err(e) => panicked = Some(format!("a load client crashed: {e}")),
+            }
+        }
+        watcher.abort();
+        let ended = Instant::now();
+
+        let window = if self.cancel.is_cancelled() {
+            result.status = CellStatus::Interrupted;
+            ended.min(stop_at).saturating_duration_since(measure_from)
+        } else {
+            result.status = CellStatus::Completed;
+            t.duration
+        };
+        if let Some(e) = panicked {
+            return self.failed(result, e);
+        }
+        result.measured_s = window.as_secs_f64();
+        result.stats = Some(metrics.summarize(window));
+        result
+    }
+
+    fn failed(&self, mut result: CellResult, error: String) -> CellResult {
+        result.status = CellStatus::Failed;
+        result.error = Some(error);
+        result
+    }
+}

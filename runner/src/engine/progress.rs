@@ -1,0 +1,107 @@
+//! What a person watching a run sees: a live status line on a terminal, plain
+//! periodic lines elsewhere (CI logs).
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::metrics::LiveCounters;
+use crate::spec::units::format_duration;
+
+#[derive(Clone)]
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    plain_every: Duration,
+    /// The run's log file: every line shown also lands here.
+    log: Option<Arc<Mutex<std::fs::File>>>,
+}
+
+impl Progress {
+    pub fn new(log_path: Option<PathBuf>) -> std::io::Result<Progress> {
+        let log = match log_path {
+            Some(p) => Some(Arc::new(Mutex::new(std::fs::File::create(p)?))),
+            None => None,
+        };
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(1000);
+            bar.set_style(
+                ProgressStyle::with_template("{prefix:.bold} [{bar:24}] {msg}")
+                    .expect("static template")
+                    .progress_chars("=> "),
+            );
+            bar
+        });
+        Ok(Progress { bar, plain_every: Duration::from_secs(5), log })
+    }
+
+    /// A line above the live display (or a plain line).
+    pub fn println(&self, line: &str) {
+        if let Some(log) = &self.log {
+            let mut file = log.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = writeln!(file, "{line}");
+        }
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    /// Reports one cell's progress until the returned task is aborted.
+    pub fn watch_cell(
+        &self,
+        position: (usize, usize),
+        label: String,
+        live: Vec<Arc<LiveCounters>>,
+        started: Instant,
+        length: Duration,
+        remaining_after: Duration,
+    ) -> JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let every = if this.bar.is_some() { Duration::from_millis(250) } else { this.plain_every };
+            let mut last = (Instant::now(), 0u64);
+            let mut ticker = tokio::time::interval(every);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                let (ok, failed) = live.iter().fold((0, 0), |(o, f), c| {
+                    let (a, b) = c.snapshot();
+                    (o + a, f + b)
+                });
+                let now = Instant::now();
+                let rate = (ok + failed - last.1) as f64 / (now - last.0).as_secs_f64().max(1e-3);
+                last = (now, ok + failed);
+                let elapsed = now.saturating_duration_since(started).min(length);
+                let left = length - elapsed + remaining_after;
+                let msg = format!(
+                    "{} {:.0} ops/s, {} errors, {}/{} ({} left in run)",
+                    label,
+                    rate,
+                    failed,
+                    format_duration(Duration::from_secs(elapsed.as_secs())),
+                    format_duration(length),
+                    format_duration(Duration::from_secs(left.as_secs())),
+                );
+                match &this.bar {
+                    Some(bar) => {
+                        bar.set_prefix(format!("cell {}/{}", position.0, position.1));
+                        bar.set_position((elapsed.as_secs_f64() / length.as_secs_f64().max(1e-3) * 1000.0) as u64);
+                        bar.set_message(msg);
+                    }
+                    None => eprintln!("[cell {}/{}] {msg}", position.0, position.1),
+                }
+            }
+        })
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! The built-in gate language: comparisons of metrics with limits, joined by
+//! `and` / `or`, e.g. `p99(get) < 30ms and errors == 0`.
+
+use std::fmt;
+
+use crate::spec::units::parse_duration;
+use crate::spec::OpKind;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Compare(Operand, CmpOp, Operand),
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CmpOp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+impl CmpOp {
+    pub fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+        }
+    }
+}
+
+impl fmt::Display for CmpOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operand {
+    /// A literal; durations are held in milliseconds.
+    Number { value: f64, is_duration: bool },
+    Metric(MetricRef),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricRef {
+    pub metric: Metric,
+    /// Restricts the metric to one op kind, e.g. `p99(get)`.
+    pub op: Option<OpKind>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Metric {
+    /// Latency percentile of successful ops, in ms (p50, p95, p99, p999).
+    Percentile(f64),
+    MaxLatency,
+    MeanLatency,
+    Throughput,
+    Ops,
+    Errors,
+    ErrorRate,
+    DeadlineErrors,
+    ConnectionErrors,
+    ServerErrors,
+    Hangs,
+    OverDeadline,
+    /// Open loop: 99th percentile of how late ops started, in ms.
+    ScheduleLag,
+}
+
+impl Metric {
+    pub fn is_duration(self) -> bool {
+        matches!(self, Metric::Percentile(_) | Metric::MaxLatency | Metric::MeanLatency | Metric::ScheduleLag)
+    }
+
+    fn takes_op(self) -> bool {
+        !matches!(self, Metric::ScheduleLag)
+    }
+
+    fn from_name(name: &str) -> Option<Metric> {
+        Some(match name {
+            "p50" => Metric::Percentile(50.0),
+            "p95" => Metric::Percentile(95.0),
+            "p99" => Metric::Percentile(99.0),
+            "p999" | "p99.9" => Metric::Percentile(99.9),
+            "max" => Metric::MaxLatency,
+            "mean" => Metric::MeanLatency,
+            "throughput" => Metric::Throughput,
+            "ops" => Metric::Ops,
+            "errors" => Metric::Errors,
+            "error_rate" => Metric::ErrorRate,
+            "deadline_errors" => Metric::DeadlineErrors,
+            "connection_errors" => Metric::ConnectionErrors,
+            "server_errors" => Metric::ServerErrors,
+            "hangs" => Metric::Hangs,
+            "over_deadline" => Metric::OverDeadline,
+            "schedule_lag" => Metric::ScheduleLag,
+            _ => return None,
+        })
+    }
+}
+
+pub const METRIC_NAMES: &str = "p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag";
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    Ident(String),
+    Number(f64, Option<String>),
+    Op(CmpOp),
+    LParen,
+    RParen,
+    And,
+    Or,
+}
+
+fn tokenize(src: &str) -> Result<Vec<Token>, String> {
+    let chars: Vec<char> = src.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c == '(' || c == ')' {
+            out.push(if c == '(' { Token::LParen } else { Token::RParen });
+            i += 1;
+        } else if "<>=!".contains(c) {
+            let two = chars.get(i + 1) == Some(&'=');
+            let op = match (c, two) {
+                ('<', false) => CmpOp::Lt,
+                ('<', true) => CmpOp::Le,
+                ('>', false) => CmpOp::Gt,
+                ('>', true) => CmpOp::Ge,
+                ('=', true) => CmpOp::Eq,
+                ('!', true) => CmpOp::Ne,
+                _ => return Err(format!("unexpected `{c}` at column {}: comparisons are < <= > >= == !=", i + 1)),
+            };
+            out.push(Token::Op(op));
+            i += if two { 2 } else { 1 };
+        } else if c.is_ascii_digit() || c == '.' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.' || chars[i] == '_') {
+                i += 1;
+            }
+            let number: String = chars[start..i].iter().filter(|c| **c != '_').collect();
+            let value: f64 = number.parse().map_err(|_| format!("`{number}` is not a number"))?;
+            let unit_start = i;
+            while i < chars.len() && (chars[i].is_alphabetic() || chars[i] == '%') {
+                i += 1;
+            }
+            let unit: String = chars[unit_start..i].iter().collect();
+            out.push(Token::Number(value, (!unit.is_empty()).then_some(unit)));
+        } else if c.is_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '.') {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            out.push(match word.as_str() {
+                "and" => Token::And,
+                "or" => Token::Or,
+                _ => Token::Ident(word),
+            });
+        } else {
+            return Err(format!("unexpected `{c}` at column {}", i + 1));
+        }
+    }
+    Ok(out)
+}
+
+struct Parser {
+    tokens: Vec<Token>,
+    pos: usize,
+}
+
+pub fn parse(src: &str) -> Result<Expr, String> {
+    let mut p = Parser { tokens: tokenize(src)?, pos: 0 };
+    if p.tokens.is_empty() {
+        return Err("empty gate: write e.g. `errors == 0` or `p99(get) < 30ms`".into());
+    }
+    let expr = p.or()?;
+    if let Some(t) = p.tokens.get(p.pos) {
+        return Err(format!("unexpected {t:?} after a complete comparison; join comparisons with `and` / `or`"));
+    }
+    Ok(expr)
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.pos)
+    }
+
+    fn next(&mut self) -> Option<Token> {
+        let t = self.tokens.get(self.pos).cloned();
+        self.pos += 1;
+        t
+    }
+
+    fn or(&mut self) -> Result<Expr, String> {
+        let mut left = self.and()?;
+        while self.peek() == Some(&Token::Or) {
+            self.pos += 1;
+            left = Expr::Or(Box::new(left), Box::new(self.and()?));
+        }
+        Ok(left)
+    }
+
+    fn and(&mut self) -> Result<Expr, String> {
+        let mut left = self.comparison()?;
+        while self.peek() == Some(&Token::And) {
+            self.pos += 1;
+            left = Expr::And(Box::new(left), Box::new(self.comparison()?));
+        }
+        Ok(left)
+    }
+
+    fn comparison(&mut self) -> Result<Expr, String> {
+        if self.peek() == Some(&Token::LParen) {
+            self.pos += 1;
+            let inner = self.or()?;
+            if self.next() != Some(Token::RParen) {
+                return Err("missing `)`".into());
+            }
+            return Ok(inner);
+        }
+        let left = self.operand()?;
+        let op = match self.next() {
+            Some(Token::Op(op)) => op,
+            _ => return Err("expected a comparison (< <= > >= == !=) after the first value".into()),
+        };
+        let right = self.operand()?;
+        check_units(&left, &right)?;
+        if matches!((&left, &right), (Operand::Number { .. }, Operand::Number { .. })) {
+            return Err("compares two numbers; one side must be a metric such as p99(get) or errors".into());
+        }
+        Ok(Expr::Compare(left, op, right))
+    }
+
+    fn operand(&mut self) -> Result<Operand, String> {
+        match self.next() {
+            Some(Token::Number(value, None)) => Ok(Operand::Number { value, is_duration: false }),
+            Some(Token::Number(value, Some(unit))) => {
+                if unit == "%" {
+                    return Ok(Operand::Number { value: value / 100.0, is_duration: false });
+                }
+                let d = parse_duration(&format!("{value}{unit}"))?;
+                Ok(Operand::Number { value: d.as_secs_f64() * 1e3, is_duration: true })
+            }
+            Some(Token::Ident(name)) => {
+                let metric = Metric::from_name(&name)
+                    .ok_or_else(|| format!("unknown metric `{name}` (known: {METRIC_NAMES})"))?;
+                let mut op = None;
+                if self.peek() == Some(&Token::LParen) {
+                    self.pos += 1;
+                    let arg = match self.next() {
+                        Some(Token::Ident(a)) => a,
+                        _ => return Err(format!("`{name}(` must be followed by an op kind, e.g. {name}(get)")),
+                    };
+                    if !metric.takes_op() {
+                        return Err(format!("`{name}` takes no op kind"));
+                    }
+                    op = Some(OpKind::from_name(&arg).ok_or_else(|| {
+                        format!("`{arg}` is not an op kind (known: get, set, incr, del)")
+                    })?);
+                    if self.next() != Some(Token::RParen) {
+                        return Err(format!("missing `)` after `{name}({arg}`"));
+                    }
+                }
+                Ok(Operand::Metric(MetricRef { metric, op }))
+            }
+            other => Err(format!("expected a metric or a number, found {other:?}")),
+        }
+    }
+}
+
+fn check_units(a: &Operand, b: &Operand) -> Result<(), String> {
+    let (metric, number) = match (a, b) {
+        (Operand::Metric(m), Operand::Number { is_duration, .. }) | (Operand::Number { is_duration, .. }, Operand::Metric(m)) => {
+            (m, *is_duration)
+        }
+        _ => return Ok(()),
+    };
+    match (metric.metric.is_duration(), number) {
+        (true, false) => Err("a latency is compared with a plain number: give the limit a unit, e.g. 30ms".into()),
+        (false, true) => Err("a count or rate is compared with a duration".into()),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_forms() {
+        for ok in ["errors == 0", "p99(get) < 30ms", "throughput >= 50000", "hangs == 0", "p99.9(set) <= 1.5s and errors == 0 or ops > 10", "error_rate < 0.1%", "(errors == 0)"] {
+            parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        let e = parse("p99(get) < 30ms").unwrap();
+        assert_eq!(
+            e,
+            Expr::Compare(
+                Operand::Metric(MetricRef { metric: Metric::Percentile(99.0), op: Some(OpKind::Get) }),
+                CmpOp::Lt,
+                Operand::Number { value: 30.0, is_duration: true }
+            )
+        );
+    }
+
+    #[test]
+    fn rejects_mistakes_with_reasons() {
+        for (bad, why) in [
+            ("p99(get) < 30", "give the limit a unit"),
+            ("errors == 5s", "compared with a duration"),
+            ("latency < 5ms", "unknown metric"),
+            ("p99(fetch) < 5ms", "not an op kind"),
+            ("errors = 0", "unexpected `=`"),
+            ("errors == 0 errors", "join comparisons"),
+            ("", "empty gate"),
+            ("1 < 2", "one side must be a metric"),
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+}

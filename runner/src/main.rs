@@ -1,0 +1,118 @@
+//! faultline: database benchmark-and-fault campaigns from declarative YAML.
+//!
+//! spec → plan → engine (targets, executors) → metrics → gates → results.json → report
+
+mod compare;
+mod engine;
+mod gate;
+mod metrics;
+mod plan;
+mod provider;
+mod report;
+mod results;
+mod run;
+mod spec;
+mod target;
+mod verdict;
+mod workload;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code for a spec or usage error (0 PASS, 1 FAIL, 2 INCOMPLETE).
+pub const EXIT_USAGE: u8 = 3;
+
+#[derive(Parser)]
+#[command(name = "faultline", version, about = "Database benchmark-and-fault campaigns from declarative YAML specs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a campaign: exit 0 PASS, 1 FAIL, 2 INCOMPLETE, 3 spec or usage error.
+    Run {
+        spec: PathBuf,
+        /// Override a param: --set duration=30s (repeatable).
+        #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_assignment)]
+        set: Vec<(String, String)>,
+        /// Shortened timings for development; the verdict is at best INCOMPLETE.
+        #[arg(long)]
+        quick: bool,
+        /// Run only this scenario (repeatable); the verdict is at best INCOMPLETE.
+        #[arg(long, value_name = "SCENARIO")]
+        only: Vec<String>,
+        /// Where run directories go.
+        #[arg(long, default_value = "runs")]
+        out: PathBuf,
+        /// Print the expanded plan and exit without running anything.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Check a spec without running it.
+    Validate {
+        spec: PathBuf,
+        #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_assignment)]
+        set: Vec<(String, String)>,
+    },
+    /// Re-render a run's report from its results.json.
+    Report {
+        run_dir: PathBuf,
+        /// A minijinja template instead of the default one.
+        #[arg(long)]
+        template: Option<PathBuf>,
+    },
+    /// Print the JSON Schema of the spec language.
+    Schema,
+}
+
+fn parse_assignment(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
+    Ok((k.trim().to_string(), v.to_string()))
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let code = match cli.command {
+        Command::Run { spec, set, quick, only, out, dry_run } => {
+            run::run(run::RunArgs { spec, set, quick, only, out, dry_run })
+        }
+        Command::Validate { spec, set } => match spec::load(&spec, &set) {
+            Ok(loaded) => {
+                let cells = plan::build(&loaded.spec, &plan::PlanOptions::default()).map(|p| p.cells.len()).unwrap_or(0);
+                println!("{}: ok ({} scenarios, {cells} cells)", spec.display(), loaded.spec.scenarios.len());
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                EXIT_USAGE
+            }
+        },
+        Command::Report { run_dir, template } => match run::rerender(&run_dir, template.as_deref()) {
+            Ok(path) => {
+                println!("report: {}", path.display());
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                EXIT_USAGE
+            }
+        },
+        Command::Schema => {
+            let schema = schemars::schema_for!(spec::Spec);
+            println!("{}", serde_json::to_string_pretty(&schema).expect("schema serializes"));
+            0
+        }
+    };
+    ExitCode::from(code)
+}

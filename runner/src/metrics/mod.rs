@@ -1,0 +1,384 @@
+//! Per-client recording (HDR histograms, error classes, a per-second
+//! timeline) and the merged, summarized statistics of a cell.
+//!
+//! Each client task owns its [`Recorder`], so the hot path takes no lock; the
+//! cell merges them when the load stops.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::spec::OpKind;
+
+/// Latencies are recorded in microseconds, up to an hour, 3 significant digits.
+const HIST_MAX_US: u64 = 3_600_000_000;
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_US, 3).expect("static histogram bounds")
+}
+
+/// Why an op failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The client gave up at the deadline, or the server said it timed out.
+    Deadline,
+    /// No connection, or it broke while the op was outstanding.
+    Connection,
+    /// The server answered with an error.
+    Server,
+    /// Still running `hang_after` past its deadline: the watchdog abandoned it.
+    Hang,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorCounts {
+    pub deadline: u64,
+    pub connection: u64,
+    pub server: u64,
+    pub hang: u64,
+}
+
+impl ErrorCounts {
+    pub fn total(&self) -> u64 {
+        self.deadline + self.connection + self.server + self.hang
+    }
+
+    fn add(&mut self, class: ErrorClass) {
+        match class {
+            ErrorClass::Deadline => self.deadline += 1,
+            ErrorClass::Connection => self.connection += 1,
+            ErrorClass::Server => self.server += 1,
+            ErrorClass::Hang => self.hang += 1,
+        }
+    }
+
+    fn merge(&mut self, o: &ErrorCounts) {
+        self.deadline += o.deadline;
+        self.connection += o.connection;
+        self.server += o.server;
+        self.hang += o.hang;
+    }
+}
+
+/// What the progress display reads while a cell runs.
+#[derive(Debug, Default)]
+pub struct LiveCounters {
+    pub ok: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl LiveCounters {
+    pub fn snapshot(&self) -> (u64, u64) {
+        (self.ok.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed))
+    }
+}
+
+/// One completed op as the executor saw it.
+pub struct Completion {
+    pub kind: OpKind,
+    /// When the op should have started: its actual start in a closed loop, its
+    /// scheduled start in an open loop (so stalls are not hidden).
+    pub start: Instant,
+    pub end: Instant,
+    pub result: Result<(), ErrorClass>,
+    /// Finished more than `over_deadline_after` past its deadline.
+    pub over_deadline: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Second {
+    ok: u64,
+    failed: u64,
+    max_us: u64,
+    sum_ok_us: u64,
+}
+
+struct KindRecorder {
+    latency: Histogram<u64>,
+    ok: u64,
+    errors: ErrorCounts,
+    over_deadline: u64,
+    max_any_us: u64,
+}
+
+impl KindRecorder {
+    fn new() -> Self {
+        KindRecorder {
+            latency: new_histogram(),
+            ok: 0,
+            errors: ErrorCounts::default(),
+            over_deadline: 0,
+            max_any_us: 0,
+        }
+    }
+}
+
+/// Records one client's ops. Ops that start before `measure_from` are warm-up
+/// and only feed the live counters.
+pub struct Recorder {
+    kinds: Vec<Option<KindRecorder>>,
+    timeline: Vec<Second>,
+    schedule_lag: Option<Histogram<u64>>,
+    measure_from: Instant,
+    live: Arc<LiveCounters>,
+}
+
+impl Recorder {
+    pub fn new(kinds: impl Iterator<Item = OpKind>, measure_from: Instant, live: Arc<LiveCounters>, open_loop: bool) -> Self {
+        let mut slots: Vec<Option<KindRecorder>> = (0..OpKind::ALL.len()).map(|_| None).collect();
+        for k in kinds {
+            slots[k.index()] = Some(KindRecorder::new());
+        }
+        Recorder {
+            kinds: slots,
+            timeline: Vec::new(),
+            schedule_lag: open_loop.then(new_histogram),
+            measure_from,
+            live,
+        }
+    }
+
+    pub fn record(&mut self, c: &Completion) {
+        match c.result {
+            Ok(()) => self.live.ok.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.live.failed.fetch_add(1, Ordering::Relaxed),
+        };
+        if c.start < self.measure_from {
+            return;
+        }
+        let us = (c.end - c.start).as_micros().clamp(1, HIST_MAX_US as u128) as u64;
+        let kind = self.kinds[c.kind.index()].as_mut().expect("op kind declared by the workload");
+        kind.max_any_us = kind.max_any_us.max(us);
+        if c.over_deadline {
+            kind.over_deadline += 1;
+        }
+        let second = (c.end.saturating_duration_since(self.measure_from)).as_secs() as usize;
+        if self.timeline.len() <= second {
+            self.timeline.resize(second + 1, Second::default());
+        }
+        let bucket = &mut self.timeline[second];
+        bucket.max_us = bucket.max_us.max(us);
+        match c.result {
+            Ok(()) => {
+                kind.ok += 1;
+                kind.latency.saturating_record(us);
+                bucket.ok += 1;
+                bucket.sum_ok_us += us;
+            }
+            Err(class) => {
+                kind.errors.add(class);
+                bucket.failed += 1;
+            }
+        }
+    }
+
+    /// Open loop: how late an op started against its schedule.
+    pub fn record_lag(&mut self, scheduled: Instant, started: Instant) {
+        if scheduled < self.measure_from {
+            return;
+        }
+        if let Some(h) = &mut self.schedule_lag {
+            h.saturating_record((started - scheduled).as_micros().clamp(1, HIST_MAX_US as u128) as u64);
+        }
+    }
+}
+
+/// All clients of a cell merged.
+pub struct CellMetrics {
+    kinds: Vec<Option<KindRecorder>>,
+    timeline: Vec<Second>,
+    schedule_lag: Option<Histogram<u64>>,
+}
+
+impl CellMetrics {
+    pub fn new() -> Self {
+        CellMetrics {
+            kinds: (0..OpKind::ALL.len()).map(|_| None).collect(),
+            timeline: Vec::new(),
+            schedule_lag: None,
+        }
+    }
+
+    pub fn merge(&mut self, r: Recorder) {
+        for (slot, theirs) in self.kinds.iter_mut().zip(r.kinds) {
+            let Some(theirs) = theirs else { continue };
+            let mine = slot.get_or_insert_with(KindRecorder::new);
+            mine.latency.add(&theirs.latency).expect("same histogram bounds");
+            mine.ok += theirs.ok;
+            mine.errors.merge(&theirs.errors);
+            mine.over_deadline += theirs.over_deadline;
+            mine.max_any_us = mine.max_any_us.max(theirs.max_any_us);
+        }
+        if self.timeline.len() < r.timeline.len() {
+            self.timeline.resize(r.timeline.len(), Second::default());
+        }
+        for (mine, theirs) in self.timeline.iter_mut().zip(&r.timeline) {
+            mine.ok += theirs.ok;
+            mine.failed += theirs.failed;
+            mine.max_us = mine.max_us.max(theirs.max_us);
+            mine.sum_ok_us += theirs.sum_ok_us;
+        }
+        if let Some(lag) = r.schedule_lag {
+            self.schedule_lag
+                .get_or_insert_with(new_histogram)
+                .add(&lag)
+                .expect("same histogram bounds");
+        }
+    }
+
+    /// Summarizes over the measured window. `window` is the intended length of
+    /// that window; throughput divides by it.
+    pub fn summarize(&self, window: Duration) -> CellStats {
+        let secs = window.as_secs_f64().max(1e-9);
+        let mut per_op = indexmap::IndexMap::new();
+        let mut errors = ErrorCounts::default();
+        let (mut ok, mut over_deadline) = (0, 0);
+        for kind in OpKind::ALL {
+            let Some(k) = &self.kinds[kind.index()] else { continue };
+            errors.merge(&k.errors);
+            ok += k.ok;
+            over_deadline += k.over_deadline;
+            per_op.insert(
+                kind.as_str().to_string(),
+                OpStats {
+                    ok: k.ok,
+                    failed: k.errors.total(),
+                    errors: k.errors,
+                    over_deadline: k.over_deadline,
+                    throughput: k.ok as f64 / secs,
+                    latency_ms: LatencyStats::from_histogram(&k.latency),
+                    max_any_ms: k.max_any_us as f64 / 1e3,
+                },
+            );
+        }
+        // The last bucket holds stragglers that finished after the window.
+        let timeline = self
+            .timeline
+            .iter()
+            .enumerate()
+            .map(|(t, s)| TimelinePoint {
+                t: t as u64,
+                ok: s.ok,
+                failed: s.failed,
+                mean_ms: if s.ok > 0 { s.sum_ok_us as f64 / s.ok as f64 / 1e3 } else { 0.0 },
+                max_ms: s.max_us as f64 / 1e3,
+            })
+            .collect();
+        CellStats {
+            ok,
+            failed: errors.total(),
+            throughput: ok as f64 / secs,
+            errors,
+            over_deadline,
+            per_op,
+            timeline,
+            schedule_lag_ms: self.schedule_lag.as_ref().and_then(LatencyStats::from_histogram),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellStats {
+    /// Successful ops in the measured window.
+    pub ok: u64,
+    pub failed: u64,
+    /// Successful ops per second.
+    pub throughput: f64,
+    pub errors: ErrorCounts,
+    pub over_deadline: u64,
+    pub per_op: indexmap::IndexMap<String, OpStats>,
+    pub timeline: Vec<TimelinePoint>,
+    /// Open loop only: how late ops started against the schedule.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub schedule_lag_ms: Option<LatencyStats>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpStats {
+    pub ok: u64,
+    pub failed: u64,
+    pub errors: ErrorCounts,
+    pub over_deadline: u64,
+    pub throughput: f64,
+    /// Latency of successful ops; absent when none succeeded.
+    pub latency_ms: Option<LatencyStats>,
+    /// Longest op of any outcome, failures included.
+    pub max_any_ms: f64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct LatencyStats {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+impl LatencyStats {
+    fn from_histogram(h: &Histogram<u64>) -> Option<Self> {
+        if h.is_empty() {
+            return None;
+        }
+        let ms = |us: u64| us as f64 / 1e3;
+        Some(LatencyStats {
+            p50: ms(h.value_at_quantile(0.50)),
+            p95: ms(h.value_at_quantile(0.95)),
+            p99: ms(h.value_at_quantile(0.99)),
+            p999: ms(h.value_at_quantile(0.999)),
+            max: ms(h.max()),
+            mean: h.mean() / 1e3,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    /// Seconds since the measured window began.
+    pub t: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub mean_ms: f64,
+    pub max_ms: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warmup_is_excluded_and_classes_are_counted() {
+        let t0 = Instant::now();
+        let measure_from = t0 + Duration::from_secs(1);
+        let live = Arc::new(LiveCounters::default());
+        let mut r = Recorder::new([OpKind::Get].into_iter(), measure_from, live.clone(), false);
+        let done = |start: Instant, ms: u64, result| Completion {
+            kind: OpKind::Get,
+            start,
+            end: start + Duration::from_millis(ms),
+            result,
+            over_deadline: false,
+        };
+        r.record(&done(t0, 3, Ok(())));
+        r.record(&done(measure_from, 2, Ok(())));
+        r.record(&done(measure_from, 4, Ok(())));
+        r.record(&done(measure_from + Duration::from_millis(1500), 5000, Err(ErrorClass::Deadline)));
+        let mut cell = CellMetrics::new();
+        cell.merge(r);
+        let s = cell.summarize(Duration::from_secs(2));
+        assert_eq!(live.snapshot(), (3, 1));
+        assert_eq!((s.ok, s.failed, s.errors.deadline), (2, 1, 1));
+        assert_eq!(s.throughput, 1.0);
+        let get = &s.per_op["get"];
+        let lat = get.latency_ms.unwrap();
+        assert!((lat.max - 4.0).abs() < 0.01 && (lat.p50 - 2.0).abs() < 0.01, "{lat:?}");
+        assert!((get.max_any_ms - 5000.0).abs() < 5.0);
+        assert_eq!(s.timeline.len(), 7);
+        assert_eq!((s.timeline[0].ok, s.timeline[6].failed), (2, 1));
+    }
+}

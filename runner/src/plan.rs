@@ -1,0 +1,174 @@
+//! Expands a spec into the ordered list of cells to run — scenario × repeat ×
+//! profile × variant — before anything starts, so `--dry-run` can print it.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::spec::units::format_duration;
+use crate::spec::Spec;
+
+#[derive(Debug, Clone, Default)]
+pub struct PlanOptions {
+    pub quick: bool,
+    /// Run only these scenarios.
+    pub only: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub cells: Vec<Cell>,
+    /// Why this run covers less than the whole spec (e.g. `--quick`); a
+    /// subset can never PASS.
+    pub subset_reasons: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Cell {
+    pub scenario: String,
+    pub profile: String,
+    /// The target for this variant (scenarios with several targets compare them).
+    pub target: String,
+    pub workload: String,
+    /// 1-based.
+    pub repeat: u32,
+    pub timing: CellTiming,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct CellTiming {
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub deadline: Duration,
+    pub hang_after: Duration,
+    pub over_deadline_after: Duration,
+}
+
+impl Cell {
+    pub fn label(&self) -> String {
+        format!("{}/{}/{}#{}", self.scenario, self.profile, self.target, self.repeat)
+    }
+}
+
+pub fn build(spec: &Spec, options: &PlanOptions) -> Result<Plan, String> {
+    for name in &options.only {
+        if !spec.scenarios.iter().any(|s| &s.name == name) {
+            let known: Vec<&str> = spec.scenarios.iter().map(|s| s.name.as_str()).collect();
+            return Err(format!("--only {name}: no such scenario (the spec has: {})", known.join(", ")));
+        }
+    }
+    let mut subset_reasons = Vec::new();
+    if options.quick {
+        subset_reasons.push("--quick ran shortened timings".to_string());
+    }
+    if !options.only.is_empty() && options.only.len() < spec.scenarios.len() {
+        subset_reasons.push(format!("--only ran {} of {} scenarios", options.only.len(), spec.scenarios.len()));
+    }
+    let mut cells = Vec::new();
+    for scenario in &spec.scenarios {
+        if !options.only.is_empty() && !options.only.contains(&scenario.name) {
+            continue;
+        }
+        let base = &spec.timing;
+        let over = scenario.timing.clone().unwrap_or_default();
+        let (warmup, duration, repeats) = if options.quick {
+            (base.quick.warmup.0, base.quick.duration.0, base.quick.repeats)
+        } else {
+            (
+                over.warmup.unwrap_or(base.warmup).0,
+                over.duration.unwrap_or(base.duration).0,
+                over.repeats.unwrap_or(base.repeats),
+            )
+        };
+        let timing = CellTiming {
+            warmup,
+            duration,
+            deadline: over.deadline.unwrap_or(base.deadline).0,
+            hang_after: base.hang_after.0,
+            over_deadline_after: base.over_deadline_after.0,
+        };
+        let targets = scenario.target.names();
+        for repeat in 1..=repeats {
+            for profile in &scenario.profiles {
+                // Alternate the variants' order each repeat (A B, then B A) so a
+                // drifting host does not always favour the one that runs first.
+                let mut order = targets.clone();
+                let shift = (repeat as usize - 1) % order.len();
+                order.rotate_left(shift);
+                for target in order {
+                    cells.push(Cell {
+                        scenario: scenario.name.clone(),
+                        profile: profile.clone(),
+                        target,
+                        workload: scenario.workload.clone(),
+                        repeat,
+                        timing,
+                    });
+                }
+            }
+        }
+    }
+    Ok(Plan { cells, subset_reasons })
+}
+
+impl Plan {
+    pub fn total_time(&self) -> Duration {
+        self.cells.iter().map(|c| c.timing.warmup + c.timing.duration).sum()
+    }
+
+    /// The plan as `--dry-run` prints it.
+    pub fn describe(&self, spec: &Spec) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "plan for `{}`: {} cells, about {} of load", spec.name, self.cells.len(), format_duration(self.total_time()));
+        for reason in &self.subset_reasons {
+            let _ = writeln!(out, "  note: {reason} (the verdict will be INCOMPLETE)");
+        }
+        for (i, c) in self.cells.iter().enumerate() {
+            let shape = spec.profiles[&c.profile].load().to_string();
+            let _ = writeln!(
+                out,
+                "  {:>3}. {:<40} {:<24} workload {:<12} warm-up {}, measure {}, deadline {}",
+                i + 1,
+                c.label(),
+                shape,
+                c.workload,
+                format_duration(c.timing.warmup),
+                format_duration(c.timing.duration),
+                format_duration(c.timing.deadline),
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> Spec {
+        crate::spec::parse(std::path::Path::new("t.yaml"), yaml, &[]).unwrap().spec
+    }
+
+    const TWO_TARGETS: &str = "name: ab\ntargets:\n  a: {kind: redis, provider: external, uri: 'redis://127.0.0.1:1'}\n  b: {kind: redis, provider: external, uri: 'redis://127.0.0.1:2'}\nworkloads:\n  w: {ops: {get: 1}}\nprofiles:\n  p: {closed: 1x1}\n  q: {closed: 2x2}\ntiming: {repeats: 2, duration: 3s}\nscenarios:\n  - {name: s, target: [a, b], workload: w, profiles: [p, q]}\n  - {name: t, target: a, workload: w, profiles: [p]}\n";
+
+    #[test]
+    fn expands_repeats_profiles_and_alternates_variants() {
+        let plan = build(&spec(TWO_TARGETS), &PlanOptions::default()).unwrap();
+        let labels: Vec<String> = plan.cells.iter().map(Cell::label).collect();
+        assert_eq!(
+            labels,
+            ["s/p/a#1", "s/p/b#1", "s/q/a#1", "s/q/b#1", "s/p/b#2", "s/p/a#2", "s/q/b#2", "s/q/a#2", "t/p/a#1", "t/p/a#2"]
+        );
+        assert!(plan.subset_reasons.is_empty());
+        assert_eq!(plan.total_time(), Duration::from_secs(40));
+    }
+
+    #[test]
+    fn quick_and_only_are_subsets() {
+        let plan = build(&spec(TWO_TARGETS), &PlanOptions { quick: true, only: vec!["t".into()] }).unwrap();
+        assert_eq!(plan.cells.len(), 1);
+        assert_eq!(plan.cells[0].timing.duration, Duration::from_secs(2));
+        assert_eq!(plan.subset_reasons.len(), 2);
+        let err = build(&spec(TWO_TARGETS), &PlanOptions { quick: false, only: vec!["x".into()] }).unwrap_err();
+        assert!(err.contains("no such scenario"), "{err}");
+    }
+}

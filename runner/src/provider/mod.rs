@@ -1,0 +1,73 @@
+//! Providers bring a target up and take it down: a local process, or an
+//! external server someone else runs. (Docker joins them as one more file.)
+
+mod external;
+mod process;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::bail;
+
+use crate::spec::{ProviderKind, TargetSpec};
+use crate::target::{ServerInfo, TargetDriver};
+
+/// A target that is up and answering.
+pub struct RunningTarget {
+    pub name: String,
+    pub uri: String,
+    pub server: ServerInfo,
+    pub provider: ProviderKind,
+    /// Kept so the process is stopped when the target is (also on drop).
+    process: Option<process::ManagedProcess>,
+}
+
+impl RunningTarget {
+    /// Stops what the provider started; external targets are left alone.
+    pub async fn stop(mut self) {
+        if let Some(p) = self.process.take() {
+            p.stop().await;
+        }
+    }
+}
+
+pub async fn start(
+    name: &str,
+    spec: &TargetSpec,
+    driver: Arc<dyn TargetDriver>,
+    log_dir: &Path,
+) -> anyhow::Result<RunningTarget> {
+    match spec.provider {
+        ProviderKind::Process => process::start(name, spec, driver, log_dir).await,
+        ProviderKind::External => external::start(name, spec, driver).await,
+    }
+}
+
+/// Probes until the target answers or `timeout` passes; the error carries the
+/// last probe failure so the user sees why.
+pub(crate) async fn wait_ready(
+    driver: &dyn TargetDriver,
+    uri: &str,
+    timeout: Duration,
+    mut still_alive: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<ServerInfo> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut delay = Duration::from_millis(20);
+    loop {
+        still_alive()?;
+        let last_error = match tokio::time::timeout_at(deadline, driver.probe(uri)).await {
+            Ok(Ok(info)) => return Ok(info),
+            Ok(Err(e)) => format!("{e:#}"),
+            Err(_) => "the probe itself did not finish".to_string(),
+        };
+        if tokio::time::Instant::now() + delay >= deadline {
+            bail!(
+                "did not answer at {uri} within {}; last probe error: {last_error}",
+                crate::spec::units::format_duration(timeout)
+            );
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(500));
+    }
+}

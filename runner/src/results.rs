@@ -1,0 +1,209 @@
+//! results.json: everything a run measured and decided, written atomically.
+//! The schema is documented in docs/results.md; bump `SCHEMA_VERSION` on any
+//! incompatible change.
+
+use std::path::Path;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::CellStats;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    Incomplete,
+}
+
+impl Verdict {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Verdict::Pass => 0,
+            Verdict::Fail => 1,
+            Verdict::Incomplete => 2,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Incomplete => "INCOMPLETE",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    pub schema_version: u32,
+    pub run: RunInfo,
+    pub verdict: Verdict,
+    /// Why the verdict is what it is, in plain words.
+    pub verdict_reasons: Vec<String>,
+    pub gates: Vec<GateResult>,
+    pub targets: Vec<TargetInfo>,
+    pub cells: Vec<CellResult>,
+    /// Throughput and latency ratios of each variant against the first target
+    /// of its scenario.
+    pub comparisons: Vec<Comparison>,
+    /// Problems that stopped part of the run (a target that never came up, …).
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub spec_path: String,
+    pub started: String,
+    pub finished: String,
+    pub seed: u64,
+    pub params: indexmap::IndexMap<String, serde_json::Value>,
+    pub quick: bool,
+    pub only: Vec<String>,
+    pub interrupted: bool,
+    pub faultline_version: String,
+    pub host: HostInfo,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub hostname: String,
+    pub os: String,
+    pub kernel: String,
+    pub cpus: usize,
+    pub cpu_model: String,
+    pub memory_gib: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetInfo {
+    pub name: String,
+    pub kind: String,
+    pub provider: String,
+    pub uri: String,
+    /// What the server said it is (e.g. `redis 7.0.15`), probed at start.
+    pub server: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CellStatus {
+    Completed,
+    /// Stopped early by Ctrl-C or SIGTERM; its numbers cover what ran.
+    Interrupted,
+    /// Could not run (no connection, …); see `error`.
+    Failed,
+    /// Never started because the run stopped before it.
+    Skipped,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellResult {
+    pub scenario: String,
+    pub profile: String,
+    /// `closed 3x32` or `open 20000/s over 4x64`.
+    pub shape: String,
+    pub target: String,
+    pub workload: String,
+    pub repeat: u32,
+    pub status: CellStatus,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+    /// Length of the measured window in seconds (shorter if interrupted).
+    pub measured_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stats: Option<CellStats>,
+}
+
+impl CellResult {
+    pub fn label(&self) -> String {
+        format!("{}/{}/{}#{}", self.scenario, self.profile, self.target, self.repeat)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateOutcome {
+    Pass,
+    Fail,
+    /// Could not be evaluated (nothing measured, a metric missing).
+    Incomplete,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GateResult {
+    pub name: String,
+    pub expr: String,
+    pub result: GateOutcome,
+    /// The measured values behind the result, e.g. the worst cell.
+    pub evidence: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Comparison {
+    pub scenario: String,
+    pub profile: String,
+    pub baseline: String,
+    pub target: String,
+    /// Mean throughput over repeats, target / baseline.
+    pub throughput_ratio: Option<f64>,
+    /// Worst p99 over op kinds and repeats, target / baseline.
+    pub p99_ratio: Option<f64>,
+    pub repeats: u32,
+}
+
+impl Results {
+    pub fn write_atomically(&self, path: &Path) -> anyhow::Result<()> {
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(self)?;
+        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", tmp.display()))?;
+        Ok(())
+    }
+
+    pub fn read(path: &Path) -> anyhow::Result<Results> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let results: Results =
+            serde_json::from_str(&text).with_context(|| format!("{} is not a faultline results file", path.display()))?;
+        if results.schema_version != SCHEMA_VERSION {
+            anyhow::bail!(
+                "{} has schema_version {}, this faultline reads {}",
+                path.display(),
+                results.schema_version,
+                SCHEMA_VERSION
+            );
+        }
+        Ok(results)
+    }
+}
+
+pub fn host_info() -> HostInfo {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpu_model = read("/proc/cpuinfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
+        .unwrap_or_else(|| "unknown".into());
+    let memory_kib: f64 = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    let os = read("/etc/os-release")
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME=").map(|v| v.trim_matches('"').to_string()))
+        .unwrap_or_else(|| std::env::consts::OS.to_string());
+    HostInfo {
+        hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
+        os,
+        kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        cpu_model,
+        memory_gib: (memory_kib / 1024.0 / 1024.0 * 10.0).round() / 10.0,
+    }
+}

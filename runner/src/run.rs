@@ -1,0 +1,179 @@
+//! `faultline run`: load and plan the spec, run the engine with signal
+//! handling, decide the verdict, and write results.json and the report into a
+//! fresh run directory.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{progress::Progress, Engine};
+use crate::plan::{self, PlanOptions};
+use crate::results::{Results, RunInfo, SCHEMA_VERSION};
+use crate::{compare, gate, report, results, spec, verdict, EXIT_USAGE};
+
+pub struct RunArgs {
+    pub spec: PathBuf,
+    pub set: Vec<(String, String)>,
+    pub quick: bool,
+    pub only: Vec<String>,
+    pub out: PathBuf,
+    pub dry_run: bool,
+}
+
+pub fn run(args: RunArgs) -> u8 {
+    let loaded = match spec::load(&args.spec, &args.set) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let options = PlanOptions { quick: args.quick, only: args.only.clone() };
+    let plan = match plan::build(&loaded.spec, &options) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let template = loaded.spec.report.template.as_ref().map(|t| args.spec.parent().unwrap_or(Path::new(".")).join(t));
+    if let Some(t) = &template {
+        if !t.is_file() {
+            eprintln!("error: {}: field `report.template`: cannot read {}", args.spec.display(), t.display());
+            return EXIT_USAGE;
+        }
+    }
+    if args.dry_run {
+        print!("{}", plan.describe(&loaded.spec));
+        return 0;
+    }
+    match execute(&args, &loaded, &plan, template.as_deref()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            verdict_code(results::Verdict::Incomplete)
+        }
+    }
+}
+
+fn verdict_code(v: results::Verdict) -> u8 {
+    v.exit_code() as u8
+}
+
+fn execute(args: &RunArgs, loaded: &spec::LoadedSpec, plan: &plan::Plan, template: Option<&Path>) -> anyhow::Result<u8> {
+    let spec = &loaded.spec;
+    let started = now_text();
+    let run_dir = create_run_dir(&args.out, &spec.name)?;
+    let log_dir = run_dir.join("logs");
+    std::fs::create_dir_all(&log_dir)?;
+    std::fs::write(run_dir.join("spec.yaml"), &loaded.resolved_text)?;
+    let progress = Progress::new(Some(run_dir.join("run.log")))?;
+    progress.println(&format!(
+        "faultline {}: {} cells, about {} of load; run directory {}",
+        spec.name,
+        plan.cells.len(),
+        spec::units::format_duration(plan.total_time()),
+        run_dir.display()
+    ));
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let cancel = CancellationToken::new();
+    let outcome = runtime.block_on(async {
+        let signals = tokio::spawn(cancel_on_signal(cancel.clone(), progress.clone()));
+        let engine = Engine { spec, plan, log_dir: &log_dir, cancel: cancel.clone(), progress: progress.clone() };
+        let outcome = engine.run().await;
+        signals.abort();
+        outcome
+    });
+
+    let gates = gate::evaluate(&spec.gates, &outcome.cells);
+    let (verdict, verdict_reasons) =
+        verdict::decide(&gates, &outcome.cells, &plan.subset_reasons, &outcome.errors, outcome.interrupted);
+    let results = Results {
+        schema_version: SCHEMA_VERSION,
+        run: RunInfo {
+            id: run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            name: spec.name.clone(),
+            description: spec.description.clone(),
+            spec_path: args.spec.display().to_string(),
+            started,
+            finished: now_text(),
+            seed: spec.seed,
+            params: spec.params.clone(),
+            quick: args.quick,
+            only: args.only.clone(),
+            interrupted: outcome.interrupted,
+            faultline_version: env!("CARGO_PKG_VERSION").to_string(),
+            host: results::host_info(),
+        },
+        verdict,
+        verdict_reasons,
+        gates,
+        targets: outcome.targets,
+        comparisons: compare::compare(&outcome.cells),
+        cells: outcome.cells,
+        errors: outcome.errors,
+    };
+    results.write_atomically(&run_dir.join("results.json"))?;
+    let markdown = report::render(&results, template, spec.report.title.as_deref())?;
+    let report_path = run_dir.join("report.md");
+    std::fs::write(&report_path, markdown)?;
+
+    for e in &results.errors {
+        progress.println(&format!("error: {e}"));
+    }
+    for g in &results.gates {
+        progress.println(&format!("gate {:<24} {:<10} {}", g.name, format!("{:?}", g.result).to_uppercase(), g.evidence));
+    }
+    println!("verdict: {} ({})", results.verdict.as_str(), results.verdict_reasons.join("; "));
+    println!("results: {}", run_dir.join("results.json").display());
+    println!("report:  {}", report_path.display());
+    Ok(verdict_code(results.verdict))
+}
+
+/// First SIGINT or SIGTERM: stop the load, keep what was measured.
+async fn cancel_on_signal(cancel: CancellationToken, progress: Progress) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return;
+    };
+    let name = tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    };
+    progress.println(&format!("{name}: stopping the load and cleaning up; partial results will be INCOMPLETE"));
+    cancel.cancel();
+}
+
+fn create_run_dir(out: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect();
+    let stamp = time::OffsetDateTime::now_utc()
+        .format(time::macros::format_description!("[year][month][day]-[hour][minute][second]"))
+        .expect("static format");
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    for n in 0.. {
+        let dir = out.join(if n == 0 { format!("{safe}-{stamp}") } else { format!("{safe}-{stamp}-{n}") });
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+        }
+    }
+    unreachable!("some suffix is free")
+}
+
+fn now_text() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .expect("RFC 3339 formats any time")
+}
+
+/// `faultline report RUN_DIR`: render again from results.json.
+pub fn rerender(run_dir: &Path, template: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let results = Results::read(&run_dir.join("results.json"))?;
+    let markdown = report::render(&results, template, None)?;
+    let path = run_dir.join("report.md");
+    std::fs::write(&path, markdown).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}

@@ -1,0 +1,501 @@
+//! The typed spec: what a YAML campaign file may say. Every field here is
+//! documented in docs/spec.md; `faultline schema` prints the JSON Schema
+//! generated from these same types.
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::units::{Dur, Size};
+
+/// A campaign: targets to run, workloads to drive them with, load profiles,
+/// scenarios combining them, and gates that decide the verdict.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// Short name; used in the run directory and the report title.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Seed for every random choice (keys, values, op mix); same seed, same ops.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Named values, overridable with `--set name=value`, used elsewhere in the
+    /// spec as `${name}`.
+    #[serde(default)]
+    pub params: IndexMap<String, serde_json::Value>,
+    pub targets: IndexMap<String, TargetSpec>,
+    pub workloads: IndexMap<String, WorkloadSpec>,
+    pub profiles: IndexMap<String, ProfileSpec>,
+    #[serde(default)]
+    pub timing: TimingSpec,
+    pub scenarios: Vec<ScenarioSpec>,
+    #[serde(default)]
+    pub gates: IndexMap<String, GateSpec>,
+    #[serde(default)]
+    pub report: ReportSpec,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetKind {
+    Redis,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// faultline starts a local binary on a free loopback port and stops it at the end.
+    Process,
+    /// A server someone else runs, reached by `uri`.
+    External,
+}
+
+/// A database to drive. Fields beyond `kind` and `provider` depend on the provider.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSpec {
+    pub kind: TargetKind,
+    pub provider: ProviderKind,
+    /// process: the binary to start (default: the kind's server, e.g. `redis-server`).
+    #[serde(default)]
+    pub command: Option<String>,
+    /// process: arguments; `{port}` is replaced with the chosen port. Without
+    /// `{port}` faultline appends the kind's own port and bind arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// external: where the server is, e.g. `redis://127.0.0.1:6379`.
+    #[serde(default)]
+    pub uri: Option<String>,
+    /// How long to wait for the target to answer before giving up.
+    #[serde(default = "default_ready_timeout")]
+    pub ready_timeout: Dur,
+    /// Whether the client cancels an op at its deadline (like a driver's
+    /// cancellation token). `false` leaves it to the server, so the hang
+    /// watchdog sees what the server really does.
+    #[serde(default = "default_true")]
+    pub cancel_at_deadline: bool,
+}
+
+fn default_ready_timeout() -> Dur {
+    Dur(std::time::Duration::from_secs(15))
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// What the clients send: an op mix over a key space.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// Relative weights of the op kinds, e.g. `{get: 80, set: 20}`.
+    pub ops: IndexMap<OpKind, f64>,
+    #[serde(default)]
+    pub keys: KeySpaceSpec,
+    /// A fixed size (`64B`) or a range (`{min: 16B, max: 1KiB}`), uniform.
+    #[serde(default = "default_value_size")]
+    pub value_size: ValueSizeSpec,
+}
+
+fn default_value_size() -> ValueSizeSpec {
+    ValueSizeSpec::Fixed(Size(64))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OpKind {
+    Get,
+    Set,
+    Incr,
+    Del,
+}
+
+impl OpKind {
+    pub const ALL: [OpKind; 4] = [OpKind::Get, OpKind::Set, OpKind::Incr, OpKind::Del];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpKind::Get => "get",
+            OpKind::Set => "set",
+            OpKind::Incr => "incr",
+            OpKind::Del => "del",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<OpKind> {
+        OpKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Dense index for per-kind metric arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeySpaceSpec {
+    /// Number of distinct keys.
+    #[serde(default = "default_key_count")]
+    pub count: u64,
+    #[serde(default)]
+    pub distribution: KeyDistribution,
+    /// zipfian: the exponent (0.99 is the YCSB default).
+    #[serde(default)]
+    pub exponent: Option<f64>,
+    /// hotset: the fraction of keys that are hot (e.g. 0.01).
+    #[serde(default)]
+    pub hot_fraction: Option<f64>,
+    /// hotset: the fraction of ops that go to the hot keys (e.g. 0.9).
+    #[serde(default)]
+    pub hot_op_fraction: Option<f64>,
+    /// Prepended to the key number.
+    #[serde(default = "default_key_prefix")]
+    pub prefix: String,
+}
+
+impl Default for KeySpaceSpec {
+    fn default() -> Self {
+        KeySpaceSpec {
+            count: default_key_count(),
+            distribution: KeyDistribution::Uniform,
+            exponent: None,
+            hot_fraction: None,
+            hot_op_fraction: None,
+            prefix: default_key_prefix(),
+        }
+    }
+}
+
+fn default_key_count() -> u64 {
+    10_000
+}
+
+fn default_key_prefix() -> String {
+    "fl:".into()
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyDistribution {
+    #[default]
+    Uniform,
+    Zipfian,
+    Hotset,
+    Sequential,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ValueSizeSpec {
+    Fixed(Size),
+    Range { min: Size, max: Size },
+}
+
+/// How much load: a closed loop (`closed: 3x32`, clients × in-flight per
+/// client) or an open loop at a constant arrival rate (`open: {rate: 20000}`).
+/// Exactly one of the two.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSpec {
+    #[serde(default)]
+    pub closed: Option<ClosedShape>,
+    #[serde(default)]
+    pub open: Option<OpenSpec>,
+}
+
+/// A validated profile.
+#[derive(Debug, Clone, Copy)]
+pub enum Load<'a> {
+    Closed(ClosedShape),
+    Open(&'a OpenSpec),
+}
+
+impl ProfileSpec {
+    /// Validation guarantees exactly one of `closed` and `open`.
+    pub fn load(&self) -> Load<'_> {
+        match (&self.closed, &self.open) {
+            (Some(c), _) => Load::Closed(*c),
+            (None, Some(o)) => Load::Open(o),
+            (None, None) => unreachable!("validated: a profile is closed or open"),
+        }
+    }
+}
+
+impl std::fmt::Display for Load<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Load::Closed(s) => write!(f, "closed {s}"),
+            Load::Open(o) => write!(f, "open {}/s over {}x{}", o.rate, o.connections, o.in_flight),
+        }
+    }
+}
+
+/// `CxI`: C client connections, each with I ops in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClosedShape {
+    pub clients: u32,
+    pub in_flight: u32,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpenSpec {
+    /// Target arrival rate in ops per second.
+    pub rate: f64,
+    /// Client connections the arrivals are spread over.
+    #[serde(default = "default_open_connections")]
+    pub connections: u32,
+    /// Most ops in flight per connection; when all are busy the schedule falls
+    /// behind, which the results report (latency still counts from the
+    /// intended start).
+    #[serde(default = "default_open_in_flight")]
+    pub in_flight: u32,
+}
+
+fn default_open_connections() -> u32 {
+    4
+}
+
+fn default_open_in_flight() -> u32 {
+    64
+}
+
+/// When to measure and for how long.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TimingSpec {
+    /// Load before measuring; excluded from the statistics.
+    #[serde(default = "default_warmup")]
+    pub warmup: Dur,
+    /// The measured window.
+    #[serde(default = "default_duration")]
+    pub duration: Dur,
+    /// How many times each scenario × profile runs.
+    #[serde(default = "default_repeats")]
+    pub repeats: u32,
+    /// Per-op deadline.
+    #[serde(default = "default_deadline")]
+    pub deadline: Dur,
+    /// An op still running this long after its deadline is a hang.
+    #[serde(default = "default_hang_after")]
+    pub hang_after: Dur,
+    /// An op finishing more than this after its deadline is over-deadline.
+    #[serde(default = "default_over_deadline_after")]
+    pub over_deadline_after: Dur,
+    /// What `--quick` runs instead (warm-up, duration, repeats).
+    #[serde(default)]
+    pub quick: QuickTiming,
+}
+
+impl Default for TimingSpec {
+    fn default() -> Self {
+        TimingSpec {
+            warmup: default_warmup(),
+            duration: default_duration(),
+            repeats: default_repeats(),
+            deadline: default_deadline(),
+            hang_after: default_hang_after(),
+            over_deadline_after: default_over_deadline_after(),
+            quick: QuickTiming::default(),
+        }
+    }
+}
+
+fn default_warmup() -> Dur {
+    Dur(std::time::Duration::from_secs(1))
+}
+fn default_duration() -> Dur {
+    Dur(std::time::Duration::from_secs(10))
+}
+fn default_repeats() -> u32 {
+    1
+}
+fn default_deadline() -> Dur {
+    Dur(std::time::Duration::from_secs(5))
+}
+fn default_hang_after() -> Dur {
+    Dur(std::time::Duration::from_secs(1))
+}
+fn default_over_deadline_after() -> Dur {
+    Dur(std::time::Duration::from_millis(100))
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuickTiming {
+    #[serde(default = "default_quick_warmup")]
+    pub warmup: Dur,
+    #[serde(default = "default_quick_duration")]
+    pub duration: Dur,
+    #[serde(default = "default_repeats")]
+    pub repeats: u32,
+}
+
+impl Default for QuickTiming {
+    fn default() -> Self {
+        QuickTiming {
+            warmup: default_quick_warmup(),
+            duration: default_quick_duration(),
+            repeats: 1,
+        }
+    }
+}
+
+fn default_quick_warmup() -> Dur {
+    Dur(std::time::Duration::from_millis(200))
+}
+fn default_quick_duration() -> Dur {
+    Dur(std::time::Duration::from_secs(2))
+}
+
+/// One experiment: a workload against a target under some profiles. With
+/// several targets, each is a variant and their repeats alternate
+/// (A B, B A, …) so drift on the host does not favour one side.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSpec {
+    pub name: String,
+    /// One target name, or a list of targets to compare (the first is the baseline).
+    pub target: OneOrMany,
+    pub workload: String,
+    pub profiles: Vec<String>,
+    /// Overrides of the campaign's `timing` for this scenario.
+    #[serde(default)]
+    pub timing: Option<TimingOverride>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn names(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TimingOverride {
+    pub warmup: Option<Dur>,
+    pub duration: Option<Dur>,
+    pub repeats: Option<u32>,
+    pub deadline: Option<Dur>,
+}
+
+/// A gate: a built-in expression (`p99(get) < 30ms`), optionally limited to
+/// one scenario or profile.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct GateSpec {
+    pub expr: String,
+    pub scenario: Option<String>,
+    pub profile: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportSpec {
+    /// A minijinja template to render instead of the default one; relative to
+    /// the spec file.
+    #[serde(default)]
+    pub template: Option<String>,
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for ClosedShape {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        ClosedShape::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+impl ClosedShape {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad = || {
+            format!("invalid closed-loop shape `{text}`: write clients x in-flight, e.g. 1x1 or 3x32")
+        };
+        let (c, i) = text.trim().split_once(['x', 'X']).ok_or_else(bad)?;
+        let clients: u32 = c.trim().parse().map_err(|_| bad())?;
+        let in_flight: u32 = i.trim().parse().map_err(|_| bad())?;
+        if clients == 0 || in_flight == 0 {
+            return Err(format!("closed-loop shape `{text}` needs at least 1x1"));
+        }
+        Ok(ClosedShape { clients, in_flight })
+    }
+}
+
+impl std::fmt::Display for ClosedShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x{}", self.clients, self.in_flight)
+    }
+}
+
+impl Serialize for ClosedShape {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl JsonSchema for ClosedShape {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ClosedShape".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[0-9]+[xX][0-9]+$",
+            "description": "clients x in-flight per client, e.g. 3x32",
+        })
+    }
+}
+
+/// A gate is written either as the bare expression or as a map with filters.
+impl<'de> Deserialize<'de> for GateSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Full {
+            expr: String,
+            #[serde(default)]
+            scenario: Option<String>,
+            #[serde(default)]
+            profile: Option<String>,
+        }
+        struct GateVisitor;
+        impl<'de> serde::de::Visitor<'de> for GateVisitor {
+            type Value = GateSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an expression such as `p99(get) < 30ms`, or a map with `expr`, `scenario`, `profile`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<GateSpec, E> {
+                Ok(GateSpec {
+                    expr: v.to_string(),
+                    scenario: None,
+                    profile: None,
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<GateSpec, A::Error> {
+                let full = Full::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(GateSpec {
+                    expr: full.expr,
+                    scenario: full.scenario,
+                    profile: full.profile,
+                })
+            }
+        }
+        d.deserialize_any(GateVisitor)
+    }
+}

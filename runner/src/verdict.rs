@@ -1,0 +1,45 @@
+//! The run's verdict: FAIL if any gate failed; otherwise INCOMPLETE if any
+//! part of the plan did not run or any gate could not be evaluated; PASS only
+//! when everything ran and every gate held on measured values.
+
+use crate::results::{CellResult, CellStatus, GateOutcome, GateResult, Verdict};
+
+pub fn decide(
+    gates: &[GateResult],
+    cells: &[CellResult],
+    subset_reasons: &[String],
+    errors: &[String],
+    interrupted: bool,
+) -> (Verdict, Vec<String>) {
+    let mut fail = Vec::new();
+    let mut incomplete = Vec::new();
+    for g in gates {
+        match g.result {
+            GateOutcome::Fail => fail.push(format!("gate `{}` failed", g.name)),
+            GateOutcome::Incomplete => incomplete.push(format!("gate `{}` could not be evaluated", g.name)),
+            GateOutcome::Pass => {}
+        }
+    }
+    if interrupted {
+        incomplete.push("the run was interrupted".into());
+    }
+    let not_run = cells.iter().filter(|c| c.status != CellStatus::Completed).count();
+    if not_run > 0 {
+        incomplete.push(format!("{not_run} of {} cells did not complete", cells.len()));
+    }
+    if let Some(e) = errors.first() {
+        incomplete.push(format!("error: {}", e.lines().next().unwrap_or(e)));
+    }
+    incomplete.extend(subset_reasons.iter().cloned());
+    if gates.is_empty() {
+        incomplete.push("the spec has no gates, so nothing was decided".into());
+    }
+    if !fail.is_empty() {
+        fail.extend(incomplete);
+        (Verdict::Fail, fail)
+    } else if !incomplete.is_empty() {
+        (Verdict::Incomplete, incomplete)
+    } else {
+        (Verdict::Pass, vec![format!("all {} gates held in all {} cells", gates.len(), cells.len())])
+    }
+}

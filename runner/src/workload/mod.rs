@@ -1,0 +1,209 @@
+//! Turns a workload spec into a deterministic stream of ops: the op mix, the
+//! key chosen by the distribution, and the value size, all from the seed.
+
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Zipf};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::spec::{KeyDistribution, OpKind, ValueSizeSpec, WorkloadSpec};
+
+/// One operation for a target to execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Op {
+    pub kind: OpKind,
+    /// Key number in `0..keys.count`; the target adds the prefix.
+    pub key: u64,
+    /// Bytes to write, for ops that write.
+    pub value_len: u32,
+}
+
+/// The immutable part of a workload shared by every client of a cell.
+#[derive(Debug)]
+pub struct Workload {
+    /// (kind, cumulative weight) — picked by a uniform draw in `0..total`.
+    mix: Vec<(OpKind, f64)>,
+    total_weight: f64,
+    distribution: KeyDistribution,
+    key_count: u64,
+    zipf_exponent: f64,
+    hot_keys: u64,
+    hot_op_fraction: f64,
+    value_size: (u32, u32),
+    pub key_prefix: String,
+    /// Random printable bytes that values are sliced from.
+    pub value_bytes: Arc<[u8]>,
+    seed: u64,
+}
+
+impl Workload {
+    pub fn new(spec: &WorkloadSpec, seed: u64) -> Workload {
+        let mut total = 0.0;
+        let mix = spec
+            .ops
+            .iter()
+            .filter(|(_, w)| **w > 0.0)
+            .map(|(k, w)| {
+                total += w;
+                (*k, total)
+            })
+            .collect();
+        let value_size = match spec.value_size {
+            ValueSizeSpec::Fixed(s) => (s.0 as u32, s.0 as u32),
+            ValueSizeSpec::Range { min, max } => (min.0 as u32, max.0 as u32),
+        };
+        let keys = &spec.keys;
+        let hot_keys = ((keys.count as f64) * keys.hot_fraction.unwrap_or(0.01)).ceil() as u64;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5EED_DA7A);
+        let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        // Slack past the largest value so values can start at different offsets.
+        let value_bytes: Arc<[u8]> = (0..value_size.1 as usize + 64)
+            .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+            .collect();
+        Workload {
+            mix,
+            total_weight: total,
+            distribution: keys.distribution,
+            key_count: keys.count,
+            zipf_exponent: keys.exponent.unwrap_or(0.99),
+            hot_keys: hot_keys.clamp(1, keys.count),
+            hot_op_fraction: keys.hot_op_fraction.unwrap_or(0.9),
+            value_size,
+            key_prefix: keys.prefix.clone(),
+            value_bytes,
+            seed,
+        }
+    }
+
+    pub fn kinds(&self) -> impl Iterator<Item = OpKind> + '_ {
+        self.mix.iter().map(|(k, _)| *k)
+    }
+
+    /// The value an op writes: a slice of the shared random bytes.
+    pub fn value(&self, op: &Op) -> &[u8] {
+        let offset = (op.key % 64) as usize;
+        &self.value_bytes[offset..offset + op.value_len as usize]
+    }
+
+    /// A stream of ops for one client; `stream` numbers the clients of a cell
+    /// (and `salt` tells cells apart) so every client draws its own sequence.
+    pub fn stream(self: &Arc<Self>, stream: u64, streams: u64, salt: u64) -> OpStream {
+        let seed = self
+            .seed
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add(salt.wrapping_mul(0xD1B5_4A32_D192_ED03))
+            .wrapping_add(stream);
+        let zipf = (self.distribution == KeyDistribution::Zipfian)
+            .then(|| Zipf::new(self.key_count as f64, self.zipf_exponent).expect("validated exponent"));
+        OpStream {
+            workload: Arc::clone(self),
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            zipf,
+            next_sequential: stream % self.key_count,
+            stride: streams.max(1),
+        }
+    }
+}
+
+pub struct OpStream {
+    workload: Arc<Workload>,
+    rng: Xoshiro256PlusPlus,
+    zipf: Option<Zipf<f64>>,
+    next_sequential: u64,
+    stride: u64,
+}
+
+impl OpStream {
+    pub fn next_op(&mut self) -> Op {
+        let w = &*self.workload;
+        let kind = if w.mix.len() == 1 {
+            w.mix[0].0
+        } else {
+            let draw = self.rng.random::<f64>() * w.total_weight;
+            w.mix
+                .iter()
+                .find(|(_, cum)| draw < *cum)
+                .unwrap_or(&w.mix[w.mix.len() - 1])
+                .0
+        };
+        let key = match w.distribution {
+            KeyDistribution::Uniform => self.rng.random_range(0..w.key_count),
+            KeyDistribution::Zipfian => {
+                // Zipf yields ranks 1..=n; rank 1 is the hottest key.
+                let rank = self.zipf.as_ref().expect("zipf set for zipfian").sample(&mut self.rng);
+                (rank as u64).saturating_sub(1).min(w.key_count - 1)
+            }
+            KeyDistribution::Hotset => {
+                if self.rng.random::<f64>() < w.hot_op_fraction || w.hot_keys == w.key_count {
+                    self.rng.random_range(0..w.hot_keys)
+                } else {
+                    self.rng.random_range(w.hot_keys..w.key_count)
+                }
+            }
+            KeyDistribution::Sequential => {
+                // Clients interleave so together they walk the key space in order.
+                let key = self.next_sequential;
+                self.next_sequential = (self.next_sequential + self.stride) % w.key_count;
+                key
+            }
+        };
+        let value_len = if w.value_size.0 == w.value_size.1 {
+            w.value_size.0
+        } else {
+            self.rng.random_range(w.value_size.0..=w.value_size.1)
+        };
+        Op { kind, key, value_len }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(yaml: &str) -> Arc<Workload> {
+        let spec: WorkloadSpec = serde_yaml_ng::from_str(yaml).unwrap();
+        Arc::new(Workload::new(&spec, 7))
+    }
+
+    #[test]
+    fn same_seed_same_ops() {
+        let w = workload("ops: {get: 1, set: 1}\nkeys: {count: 100}\n");
+        let a: Vec<Op> = { let mut s = w.stream(0, 1, 0); (0..100).map(|_| s.next_op()).collect() };
+        let b: Vec<Op> = { let mut s = w.stream(0, 1, 0); (0..100).map(|_| s.next_op()).collect() };
+        let c: Vec<Op> = { let mut s = w.stream(1, 2, 0); (0..100).map(|_| s.next_op()).collect() };
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn mix_follows_weights() {
+        let w = workload("ops: {get: 80, set: 20}\n");
+        let mut s = w.stream(0, 1, 0);
+        let gets = (0..100_000).filter(|_| s.next_op().kind == OpKind::Get).count();
+        assert!((78_000..82_000).contains(&gets), "{gets} gets of 100000");
+    }
+
+    #[test]
+    fn zipfian_concentrates_on_low_ranks_and_hotset_on_hot_keys() {
+        let w = workload("ops: {get: 1}\nkeys: {count: 10000, distribution: zipfian, exponent: 0.99}\n");
+        let mut s = w.stream(0, 1, 0);
+        let top = (0..100_000).filter(|_| s.next_op().key < 100).count();
+        assert!(top > 40_000, "top 1% of keys got {top} of 100000");
+
+        let w = workload("ops: {get: 1}\nkeys: {count: 1000, distribution: hotset, hot_fraction: 0.01, hot_op_fraction: 0.9}\n");
+        let mut s = w.stream(0, 1, 0);
+        let hot = (0..100_000).filter(|_| s.next_op().key < 10).count();
+        assert!((88_000..92_000).contains(&hot), "{hot}");
+    }
+
+    #[test]
+    fn sequential_clients_interleave() {
+        let w = workload("ops: {set: 1}\nkeys: {count: 10, distribution: sequential}\nvalue_size: {min: 1B, max: 3B}\n");
+        let mut a = w.stream(0, 2, 0);
+        let mut b = w.stream(1, 2, 0);
+        let keys: Vec<u64> = (0..3).flat_map(|_| [a.next_op().key, b.next_op().key]).collect();
+        assert_eq!(keys, vec![0, 1, 2, 3, 4, 5]);
+        assert!((0..100).all(|_| (1..=3).contains(&a.next_op().value_len)));
+    }
+}
