@@ -14,7 +14,9 @@ pub fn compare(cells: &[CellResult]) -> Vec<Comparison> {
     for (scenario, profile) in groups {
         let group: Vec<&CellResult> = cells
             .iter()
-            .filter(|c| c.scenario == scenario && c.profile == profile && c.status == CellStatus::Completed)
+            .filter(|c| {
+                c.scenario == scenario && c.profile == profile && c.status == CellStatus::Completed
+            })
             .collect();
         let mut targets: Vec<&str> = Vec::new();
         for c in &group {
@@ -23,16 +25,33 @@ pub fn compare(cells: &[CellResult]) -> Vec<Comparison> {
             }
         }
         // The baseline is the variant of repeat 1 that ran first: the scenario's first target.
-        let Some(baseline) = group.iter().find(|c| c.repeat == 1).map(|c| c.target.as_str()) else { continue };
+        let Some(baseline) = group
+            .iter()
+            .find(|c| c.repeat == 1)
+            .map(|c| c.target.as_str())
+        else {
+            continue;
+        };
         let summary = |t: &str| {
             let runs: Vec<&&CellResult> = group.iter().filter(|c| c.target == t).collect();
             let n = runs.len() as f64;
-            let throughput = runs.iter().filter_map(|c| c.stats.as_ref()).map(|s| s.throughput).sum::<f64>() / n;
+            let throughput = runs
+                .iter()
+                .filter_map(|c| c.stats.as_ref())
+                .map(|s| s.throughput)
+                .sum::<f64>()
+                / n;
             let p99 = runs
                 .iter()
                 .filter_map(|c| c.stats.as_ref())
-                .flat_map(|s| s.per_op.values().filter_map(|o| o.latency_ms.map(|l| l.p99)))
-                .fold(None, |acc: Option<f64>, v| Some(acc.map_or(v, |a| a.max(v))));
+                .flat_map(|s| {
+                    s.per_op
+                        .values()
+                        .filter_map(|o| o.latency_ms.map(|l| l.p99))
+                })
+                .fold(None, |acc: Option<f64>, v| {
+                    Some(acc.map_or(v, |a| a.max(v)))
+                });
             (throughput, p99, runs.len() as u32)
         };
         let (base_tp, base_p99, _) = summary(baseline);

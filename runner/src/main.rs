@@ -2,9 +2,12 @@
 //!
 //! spec → plan → engine (targets, executors) → metrics → gates → results.json → report
 
+mod check;
+mod checker;
 mod compare;
 mod engine;
 mod gate;
+mod history;
 mod metrics;
 mod plan;
 mod provider;
@@ -25,7 +28,11 @@ use clap::{Parser, Subcommand};
 pub const EXIT_USAGE: u8 = 3;
 
 #[derive(Parser)]
-#[command(name = "faultline", version, about = "Database benchmark-and-fault campaigns from declarative YAML specs")]
+#[command(
+    name = "faultline",
+    version,
+    about = "Database benchmark-and-fault campaigns from declarative YAML specs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -67,10 +74,29 @@ enum Command {
     },
     /// Print the JSON Schema of the spec language.
     Schema,
+    /// Check a Jepsen-style EDN history for linearizability: exit 0
+    /// linearizable, 1 not, 2 unknown (budget ran out), 3 unreadable input.
+    Check {
+        /// register: one compare-and-set register; kv: get/put/append per key.
+        #[arg(long, value_enum)]
+        model: ModelArg,
+        file: PathBuf,
+        /// Give up (verdict unknown) after this long.
+        #[arg(long, default_value = "60s", value_parser = spec::units::parse_duration)]
+        budget: std::time::Duration,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ModelArg {
+    Register,
+    Kv,
 }
 
 fn parse_assignment(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
     Ok((k.trim().to_string(), v.to_string()))
 }
 
@@ -84,13 +110,35 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run { spec, set, quick, only, out, dry_run } => {
-            run::run(run::RunArgs { spec, set, quick, only, out, dry_run })
-        }
+        Command::Run {
+            spec,
+            set,
+            quick,
+            only,
+            out,
+            dry_run,
+        } => run::run(run::RunArgs {
+            spec,
+            set,
+            quick,
+            only,
+            out,
+            dry_run,
+        }),
         Command::Validate { spec, set } => match spec::load(&spec, &set) {
             Ok(loaded) => {
-                let cells = plan::build(&loaded.spec, &plan::PlanOptions::default()).map(|p| p.cells.len()).unwrap_or(0);
-                println!("{}: ok ({} scenarios, {cells} cells)", spec.display(), loaded.spec.scenarios.len());
+                let cells = plan::build(&loaded.spec, &plan::PlanOptions::default())
+                    .map(|p| p.cells.len())
+                    .unwrap_or(0);
+                let scenarios = loaded.spec.scenarios.len();
+                let plural =
+                    |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+                println!(
+                    "{}: ok ({}, {})",
+                    spec.display(),
+                    plural(scenarios, "scenario"),
+                    plural(cells, "cell")
+                );
                 0
             }
             Err(e) => {
@@ -98,7 +146,8 @@ fn main() -> ExitCode {
                 EXIT_USAGE
             }
         },
-        Command::Report { run_dir, template } => match run::rerender(&run_dir, template.as_deref()) {
+        Command::Report { run_dir, template } => match run::rerender(&run_dir, template.as_deref())
+        {
             Ok(path) => {
                 println!("report: {}", path.display());
                 0
@@ -108,9 +157,23 @@ fn main() -> ExitCode {
                 EXIT_USAGE
             }
         },
+        Command::Check {
+            model,
+            file,
+            budget,
+        } => {
+            let model = match model {
+                ModelArg::Register => checker::linearizability::Model::Register,
+                ModelArg::Kv => checker::linearizability::Model::Kv,
+            };
+            check::run(model, &file, budget)
+        }
         Command::Schema => {
             let schema = schemars::schema_for!(spec::Spec);
-            println!("{}", serde_json::to_string_pretty(&schema).expect("schema serializes"));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schema).expect("schema serializes")
+            );
             0
         }
     };

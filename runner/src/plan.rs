@@ -45,7 +45,10 @@ pub struct CellTiming {
 
 impl Cell {
     pub fn label(&self) -> String {
-        format!("{}/{}/{}#{}", self.scenario, self.profile, self.target, self.repeat)
+        format!(
+            "{}/{}/{}#{}",
+            self.scenario, self.profile, self.target, self.repeat
+        )
     }
 }
 
@@ -53,7 +56,10 @@ pub fn build(spec: &Spec, options: &PlanOptions) -> Result<Plan, String> {
     for name in &options.only {
         if !spec.scenarios.iter().any(|s| &s.name == name) {
             let known: Vec<&str> = spec.scenarios.iter().map(|s| s.name.as_str()).collect();
-            return Err(format!("--only {name}: no such scenario (the spec has: {})", known.join(", ")));
+            return Err(format!(
+                "--only {name}: no such scenario (the spec has: {})",
+                known.join(", ")
+            ));
         }
     }
     let mut subset_reasons = Vec::new();
@@ -61,7 +67,11 @@ pub fn build(spec: &Spec, options: &PlanOptions) -> Result<Plan, String> {
         subset_reasons.push("--quick ran shortened timings".to_string());
     }
     if !options.only.is_empty() && options.only.len() < spec.scenarios.len() {
-        subset_reasons.push(format!("--only ran {} of {} scenarios", options.only.len(), spec.scenarios.len()));
+        subset_reasons.push(format!(
+            "--only ran {} of {} scenarios",
+            options.only.len(),
+            spec.scenarios.len()
+        ));
     }
     let mut cells = Vec::new();
     for scenario in &spec.scenarios {
@@ -71,7 +81,11 @@ pub fn build(spec: &Spec, options: &PlanOptions) -> Result<Plan, String> {
         let base = &spec.timing;
         let over = scenario.timing.clone().unwrap_or_default();
         let (warmup, duration, repeats) = if options.quick {
-            (base.quick.warmup.0, base.quick.duration.0, base.quick.repeats)
+            (
+                base.quick.warmup.0,
+                base.quick.duration.0,
+                base.quick.repeats,
+            )
         } else {
             (
                 over.warmup.unwrap_or(base.warmup).0,
@@ -107,18 +121,30 @@ pub fn build(spec: &Spec, options: &PlanOptions) -> Result<Plan, String> {
             }
         }
     }
-    Ok(Plan { cells, subset_reasons })
+    Ok(Plan {
+        cells,
+        subset_reasons,
+    })
 }
 
 impl Plan {
     pub fn total_time(&self) -> Duration {
-        self.cells.iter().map(|c| c.timing.warmup + c.timing.duration).sum()
+        self.cells
+            .iter()
+            .map(|c| c.timing.warmup + c.timing.duration)
+            .sum()
     }
 
     /// The plan as `--dry-run` prints it.
     pub fn describe(&self, spec: &Spec) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "plan for `{}`: {} cells, about {} of load", spec.name, self.cells.len(), format_duration(self.total_time()));
+        let _ = writeln!(
+            out,
+            "plan for `{}`: {} cells, about {} of load",
+            spec.name,
+            self.cells.len(),
+            format_duration(self.total_time())
+        );
         for reason in &self.subset_reasons {
             let _ = writeln!(out, "  note: {reason} (the verdict will be INCOMPLETE)");
         }
@@ -145,7 +171,9 @@ mod tests {
     use super::*;
 
     fn spec(yaml: &str) -> Spec {
-        crate::spec::parse(std::path::Path::new("t.yaml"), yaml, &[]).unwrap().spec
+        crate::spec::parse(std::path::Path::new("t.yaml"), yaml, &[])
+            .unwrap()
+            .spec
     }
 
     const TWO_TARGETS: &str = "name: ab\ntargets:\n  a: {kind: redis, provider: external, uri: 'redis://127.0.0.1:1'}\n  b: {kind: redis, provider: external, uri: 'redis://127.0.0.1:2'}\nworkloads:\n  w: {ops: {get: 1}}\nprofiles:\n  p: {closed: 1x1}\n  q: {closed: 2x2}\ntiming: {repeats: 2, duration: 3s}\nscenarios:\n  - {name: s, target: [a, b], workload: w, profiles: [p, q]}\n  - {name: t, target: a, workload: w, profiles: [p]}\n";
@@ -156,7 +184,10 @@ mod tests {
         let labels: Vec<String> = plan.cells.iter().map(Cell::label).collect();
         assert_eq!(
             labels,
-            ["s/p/a#1", "s/p/b#1", "s/q/a#1", "s/q/b#1", "s/p/b#2", "s/p/a#2", "s/q/b#2", "s/q/a#2", "t/p/a#1", "t/p/a#2"]
+            [
+                "s/p/a#1", "s/p/b#1", "s/q/a#1", "s/q/b#1", "s/p/b#2", "s/p/a#2", "s/q/b#2",
+                "s/q/a#2", "t/p/a#1", "t/p/a#2"
+            ]
         );
         assert!(plan.subset_reasons.is_empty());
         assert_eq!(plan.total_time(), Duration::from_secs(40));
@@ -164,11 +195,25 @@ mod tests {
 
     #[test]
     fn quick_and_only_are_subsets() {
-        let plan = build(&spec(TWO_TARGETS), &PlanOptions { quick: true, only: vec!["t".into()] }).unwrap();
+        let plan = build(
+            &spec(TWO_TARGETS),
+            &PlanOptions {
+                quick: true,
+                only: vec!["t".into()],
+            },
+        )
+        .unwrap();
         assert_eq!(plan.cells.len(), 1);
         assert_eq!(plan.cells[0].timing.duration, Duration::from_secs(2));
         assert_eq!(plan.subset_reasons.len(), 2);
-        let err = build(&spec(TWO_TARGETS), &PlanOptions { quick: false, only: vec!["x".into()] }).unwrap_err();
+        let err = build(
+            &spec(TWO_TARGETS),
+            &PlanOptions {
+                quick: false,
+                only: vec!["x".into()],
+            },
+        )
+        .unwrap_err();
         assert!(err.contains("no such scenario"), "{err}");
     }
 }

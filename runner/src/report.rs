@@ -36,10 +36,19 @@ struct Row<'a> {
 fn tables(results: &Results) -> Vec<Table<'_>> {
     let mut tables: Vec<Table> = Vec::new();
     for cell in &results.cells {
-        let index = match tables.iter().position(|t| t.scenario == cell.scenario && t.profile == cell.profile) {
+        let index = match tables
+            .iter()
+            .position(|t| t.scenario == cell.scenario && t.profile == cell.profile)
+        {
             Some(i) => i,
             None => {
-                tables.push(Table { scenario: &cell.scenario, profile: &cell.profile, shape: &cell.shape, rows: vec![], cells: vec![] });
+                tables.push(Table {
+                    scenario: &cell.scenario,
+                    profile: &cell.profile,
+                    shape: &cell.shape,
+                    rows: vec![],
+                    cells: vec![],
+                });
                 tables.len() - 1
             }
         };
@@ -60,18 +69,27 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
         }
     }
     for t in &mut tables {
-        t.rows.sort_by(|a, b| (a.target, a.repeat).cmp(&(b.target, b.repeat)));
-        t.cells.sort_by(|a, b| (&a.target, a.repeat).cmp(&(&b.target, b.repeat)));
+        t.rows
+            .sort_by(|a, b| (a.target, a.repeat).cmp(&(b.target, b.repeat)));
+        t.cells
+            .sort_by(|a, b| (&a.target, a.repeat).cmp(&(&b.target, b.repeat)));
     }
     tables
 }
 
-pub fn render(results: &Results, template_path: Option<&Path>, title: Option<&str>) -> anyhow::Result<String> {
+pub fn render(
+    results: &Results,
+    template_path: Option<&Path>,
+    title: Option<&str>,
+) -> anyhow::Result<String> {
     let source = match template_path {
-        Some(p) => std::fs::read_to_string(p).with_context(|| format!("cannot read report template {}", p.display()))?,
+        Some(p) => std::fs::read_to_string(p)
+            .with_context(|| format!("cannot read report template {}", p.display()))?,
         None => DEFAULT_TEMPLATE.to_string(),
     };
-    let name = template_path.map(|p| p.display().to_string()).unwrap_or_else(|| "default.md.j2".into());
+    let name = template_path
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "default.md.j2".into());
     let mut env = Environment::new();
     env.set_trim_blocks(true);
     env.add_filter("ms", |v: f64| format!("{v:.2}"));
@@ -80,7 +98,9 @@ pub fn render(results: &Results, template_path: Option<&Path>, title: Option<&st
     env.add_template_owned(name.clone(), source)
         .with_context(|| format!("report template {name} does not parse"))?;
     let template = env.get_template(&name)?;
-    let title = title.map(str::to_string).unwrap_or_else(|| format!("faultline: {}", results.run.name));
+    let title = title
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("faultline: {}", results.run.name));
     template
         .render(context! {
             title,
@@ -101,7 +121,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -115,7 +135,13 @@ pub fn sparkline(values: &[f64]) -> String {
     let max = values.iter().cloned().fold(0.0, f64::max);
     values
         .iter()
-        .map(|v| if max <= 0.0 { BARS[0] } else { BARS[((v / max) * 7.0).round().clamp(0.0, 7.0) as usize] })
+        .map(|v| {
+            if max <= 0.0 {
+                BARS[0]
+            } else {
+                BARS[((v / max) * 7.0).round().clamp(0.0, 7.0) as usize]
+            }
+        })
         .collect()
 }
 

@@ -29,7 +29,10 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let options = PlanOptions { quick: args.quick, only: args.only.clone() };
+    let options = PlanOptions {
+        quick: args.quick,
+        only: args.only.clone(),
+    };
     let plan = match plan::build(&loaded.spec, &options) {
         Ok(p) => p,
         Err(e) => {
@@ -37,10 +40,19 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let template = loaded.spec.report.template.as_ref().map(|t| args.spec.parent().unwrap_or(Path::new(".")).join(t));
+    let template = loaded
+        .spec
+        .report
+        .template
+        .as_ref()
+        .map(|t| args.spec.parent().unwrap_or(Path::new(".")).join(t));
     if let Some(t) = &template {
         if !t.is_file() {
-            eprintln!("error: {}: field `report.template`: cannot read {}", args.spec.display(), t.display());
+            eprintln!(
+                "error: {}: field `report.template`: cannot read {}",
+                args.spec.display(),
+                t.display()
+            );
             return EXIT_USAGE;
         }
     }
@@ -61,7 +73,12 @@ fn verdict_code(v: results::Verdict) -> u8 {
     v.exit_code() as u8
 }
 
-fn execute(args: &RunArgs, loaded: &spec::LoadedSpec, plan: &plan::Plan, template: Option<&Path>) -> anyhow::Result<u8> {
+fn execute(
+    args: &RunArgs,
+    loaded: &spec::LoadedSpec,
+    plan: &plan::Plan,
+    template: Option<&Path>,
+) -> anyhow::Result<u8> {
     let spec = &loaded.spec;
     let started = now_text();
     let run_dir = create_run_dir(&args.out, &spec.name)?;
@@ -77,23 +94,39 @@ fn execute(args: &RunArgs, loaded: &spec::LoadedSpec, plan: &plan::Plan, templat
         run_dir.display()
     ));
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     let cancel = CancellationToken::new();
     let outcome = runtime.block_on(async {
         let signals = tokio::spawn(cancel_on_signal(cancel.clone(), progress.clone()));
-        let engine = Engine { spec, plan, log_dir: &log_dir, cancel: cancel.clone(), progress: progress.clone() };
+        let engine = Engine {
+            spec,
+            plan,
+            log_dir: &log_dir,
+            cancel: cancel.clone(),
+            progress: progress.clone(),
+        };
         let outcome = engine.run().await;
         signals.abort();
         outcome
     });
 
     let gates = gate::evaluate(&spec.gates, &outcome.cells);
-    let (verdict, verdict_reasons) =
-        verdict::decide(&gates, &outcome.cells, &plan.subset_reasons, &outcome.errors, outcome.interrupted);
+    let (verdict, verdict_reasons) = verdict::decide(
+        &gates,
+        &outcome.cells,
+        &plan.subset_reasons,
+        &outcome.errors,
+        outcome.interrupted,
+    );
     let results = Results {
         schema_version: SCHEMA_VERSION,
         run: RunInfo {
-            id: run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            id: run_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             name: spec.name.clone(),
             description: spec.description.clone(),
             spec_path: args.spec.display().to_string(),
@@ -124,9 +157,18 @@ fn execute(args: &RunArgs, loaded: &spec::LoadedSpec, plan: &plan::Plan, templat
         progress.println(&format!("error: {e}"));
     }
     for g in &results.gates {
-        progress.println(&format!("gate {:<24} {:<10} {}", g.name, format!("{:?}", g.result).to_uppercase(), g.evidence));
+        progress.println(&format!(
+            "gate {:<24} {:<10} {}",
+            g.name,
+            format!("{:?}", g.result).to_uppercase(),
+            g.evidence
+        ));
     }
-    println!("verdict: {} ({})", results.verdict.as_str(), results.verdict_reasons.join("; "));
+    println!(
+        "verdict: {} ({})",
+        results.verdict.as_str(),
+        results.verdict_reasons.join("; ")
+    );
     println!("results: {}", run_dir.join("results.json").display());
     println!("report:  {}", report_path.display());
     Ok(verdict_code(results.verdict))
@@ -135,25 +177,45 @@ fn execute(args: &RunArgs, loaded: &spec::LoadedSpec, plan: &plan::Plan, templat
 /// First SIGINT or SIGTERM: stop the load, keep what was measured.
 async fn cancel_on_signal(cancel: CancellationToken, progress: Progress) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
         return;
     };
     let name = tokio::select! {
         _ = int.recv() => "SIGINT",
         _ = term.recv() => "SIGTERM",
     };
-    progress.println(&format!("{name}: stopping the load and cleaning up; partial results will be INCOMPLETE"));
+    progress.println(&format!(
+        "{name}: stopping the load and cleaning up; partial results will be INCOMPLETE"
+    ));
     cancel.cancel();
 }
 
 fn create_run_dir(out: &Path, name: &str) -> anyhow::Result<PathBuf> {
-    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect();
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
     let stamp = time::OffsetDateTime::now_utc()
-        .format(time::macros::format_description!("[year][month][day]-[hour][minute][second]"))
+        .format(time::macros::format_description!(
+            "[year][month][day]-[hour][minute][second]"
+        ))
         .expect("static format");
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     for n in 0.. {
-        let dir = out.join(if n == 0 { format!("{safe}-{stamp}") } else { format!("{safe}-{stamp}-{n}") });
+        let dir = out.join(if n == 0 {
+            format!("{safe}-{stamp}")
+        } else {
+            format!("{safe}-{stamp}-{n}")
+        });
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,

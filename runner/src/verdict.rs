@@ -16,16 +16,24 @@ pub fn decide(
     for g in gates {
         match g.result {
             GateOutcome::Fail => fail.push(format!("gate `{}` failed", g.name)),
-            GateOutcome::Incomplete => incomplete.push(format!("gate `{}` could not be evaluated", g.name)),
+            GateOutcome::Incomplete => {
+                incomplete.push(format!("gate `{}` could not be evaluated", g.name))
+            }
             GateOutcome::Pass => {}
         }
     }
     if interrupted {
         incomplete.push("the run was interrupted".into());
     }
-    let not_run = cells.iter().filter(|c| c.status != CellStatus::Completed).count();
+    let not_run = cells
+        .iter()
+        .filter(|c| c.status != CellStatus::Completed)
+        .count();
     if not_run > 0 {
-        incomplete.push(format!("{not_run} of {} cells did not complete", cells.len()));
+        incomplete.push(format!(
+            "{not_run} of {} cells did not complete",
+            cells.len()
+        ));
     }
     if let Some(e) = errors.first() {
         incomplete.push(format!("error: {}", e.lines().next().unwrap_or(e)));
@@ -40,6 +48,85 @@ pub fn decide(
     } else if !incomplete.is_empty() {
         (Verdict::Incomplete, incomplete)
     } else {
-        (Verdict::Pass, vec![format!("all {} gates held in all {} cells", gates.len(), cells.len())])
+        (
+            Verdict::Pass,
+            vec![format!(
+                "all {} gates held in all {} cells",
+                gates.len(),
+                cells.len()
+            )],
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(result: GateOutcome) -> GateResult {
+        GateResult {
+            name: "g".into(),
+            expr: "errors == 0".into(),
+            result,
+            evidence: String::new(),
+        }
+    }
+
+    #[test]
+    fn fail_wins_then_incomplete_then_pass() {
+        assert_eq!(
+            decide(&[gate(GateOutcome::Pass)], &[], &[], &[], false).0,
+            Verdict::Pass
+        );
+        assert_eq!(
+            decide(
+                &[gate(GateOutcome::Pass), gate(GateOutcome::Fail)],
+                &[],
+                &[],
+                &[],
+                true
+            )
+            .0,
+            Verdict::Fail
+        );
+        assert_eq!(
+            decide(
+                &[gate(GateOutcome::Pass), gate(GateOutcome::Incomplete)],
+                &[],
+                &[],
+                &[],
+                false
+            )
+            .0,
+            Verdict::Incomplete
+        );
+        assert_eq!(
+            decide(
+                &[gate(GateOutcome::Pass)],
+                &[],
+                &["--quick".into()],
+                &[],
+                false
+            )
+            .0,
+            Verdict::Incomplete
+        );
+        assert_eq!(
+            decide(
+                &[gate(GateOutcome::Pass)],
+                &[],
+                &[],
+                &["boom".into()],
+                false
+            )
+            .0,
+            Verdict::Incomplete
+        );
+        assert_eq!(
+            decide(&[gate(GateOutcome::Pass)], &[], &[], &[], true).0,
+            Verdict::Incomplete
+        );
+        // No gates: nothing was decided, so nothing passed.
+        assert_eq!(decide(&[], &[], &[], &[], false).0, Verdict::Incomplete);
     }
 }

@@ -41,22 +41,40 @@ pub struct Engine<'a> {
 
 impl Engine<'_> {
     pub async fn run(&self) -> EngineOutcome {
-        let mut outcome = EngineOutcome { cells: Vec::new(), targets: Vec::new(), errors: Vec::new(), interrupted: false };
+        let mut outcome = EngineOutcome {
+            cells: Vec::new(),
+            targets: Vec::new(),
+            errors: Vec::new(),
+            interrupted: false,
+        };
         let mut running: Vec<RunningTarget> = Vec::new();
 
         // Bring up every target the plan uses, in spec order.
-        let needed: Vec<&String> =
-            self.spec.targets.keys().filter(|t| self.plan.cells.iter().any(|c| &c.target == *t)).collect();
+        let needed: Vec<&String> = self
+            .spec
+            .targets
+            .keys()
+            .filter(|t| self.plan.cells.iter().any(|c| &c.target == *t))
+            .collect();
         for name in needed {
             let spec = &self.spec.targets[name];
-            self.progress.println(&format!("starting target `{name}` ({:?} via {:?})", spec.kind, spec.provider).to_lowercase());
+            self.progress.println(
+                &format!(
+                    "starting target `{name}` ({:?} via {:?})",
+                    spec.kind, spec.provider
+                )
+                .to_lowercase(),
+            );
             let started = tokio::select! {
                 r = provider::start(name, spec, target::driver(spec.kind), self.log_dir) => Some(r),
                 _ = self.cancel.cancelled() => None,
             };
             match started {
                 Some(Ok(t)) => {
-                    self.progress.println(&format!("target `{name}` is up: {} at {}", t.server.version, t.uri));
+                    self.progress.println(&format!(
+                        "target `{name}` is up: {} at {}",
+                        t.server.version, t.uri
+                    ));
                     outcome.targets.push(TargetInfo {
                         name: name.clone(),
                         kind: format!("{:?}", spec.kind).to_lowercase(),
@@ -78,7 +96,10 @@ impl Engine<'_> {
         }
 
         let all_up = outcome.errors.is_empty() && !outcome.interrupted;
-        let uris: HashMap<&str, &str> = running.iter().map(|t| (t.name.as_str(), t.uri.as_str())).collect();
+        let uris: HashMap<&str, &str> = running
+            .iter()
+            .map(|t| (t.name.as_str(), t.uri.as_str()))
+            .collect();
         let mut workloads: HashMap<&str, Arc<Workload>> = HashMap::new();
         let total = self.plan.cells.len();
         for (i, cell) in self.plan.cells.iter().enumerate() {
@@ -88,11 +109,26 @@ impl Engine<'_> {
             }
             let workload = workloads
                 .entry(cell.workload.as_str())
-                .or_insert_with(|| Arc::new(Workload::new(&self.spec.workloads[&cell.workload], self.spec.seed)))
+                .or_insert_with(|| {
+                    Arc::new(Workload::new(
+                        &self.spec.workloads[&cell.workload],
+                        self.spec.seed,
+                    ))
+                })
                 .clone();
-            let remaining: Duration =
-                self.plan.cells[i + 1..].iter().map(|c| c.timing.warmup + c.timing.duration).sum();
-            let result = self.run_cell(cell, (i + 1, total), uris[cell.target.as_str()], workload, remaining).await;
+            let remaining: Duration = self.plan.cells[i + 1..]
+                .iter()
+                .map(|c| c.timing.warmup + c.timing.duration)
+                .sum();
+            let result = self
+                .run_cell(
+                    cell,
+                    (i + 1, total),
+                    uris[cell.target.as_str()],
+                    workload,
+                    remaining,
+                )
+                .await;
             let line = match (&result.status, &result.stats) {
                 (CellStatus::Completed, Some(s)) => format!(
                     "{}: {:.0} ops/s, {} errors{}",
@@ -101,14 +137,20 @@ impl Engine<'_> {
                     s.failed,
                     s.per_op
                         .iter()
-                        .filter_map(|(k, o)| o.latency_ms.map(|l| format!(", {k} p99 {:.2}ms", l.p99)))
+                        .filter_map(|(k, o)| o
+                            .latency_ms
+                            .map(|l| format!(", {k} p99 {:.2}ms", l.p99)))
                         .collect::<String>()
                 ),
                 (status, _) => format!(
                     "{}: {:?}{}",
                     cell.label(),
                     status,
-                    result.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+                    result
+                        .error
+                        .as_deref()
+                        .map(|e| format!(": {e}"))
+                        .unwrap_or_default()
                 ),
             };
             self.progress.println(&line);
@@ -156,7 +198,9 @@ impl Engine<'_> {
         let mut result = self.skipped(cell);
         let target_spec = &self.spec.targets[&cell.target];
         let driver = target::driver(target_spec.kind);
-        let settings = ClientSettings { cancel_at_deadline: target_spec.cancel_at_deadline };
+        let settings = ClientSettings {
+            cancel_at_deadline: target_spec.cancel_at_deadline,
+        };
         let load = self.spec.profiles[&cell.profile].load();
         let (connections, in_flight) = match load {
             Load::Closed(s) => (s.clients, s.in_flight),
@@ -187,13 +231,19 @@ impl Engine<'_> {
         for (i, client) in clients.into_iter().enumerate() {
             let counters = Arc::new(LiveCounters::default());
             live.push(Arc::clone(&counters));
-            let recorder = Recorder::new(workload.kinds(), measure_from, counters, matches!(load, Load::Open(_)));
+            let recorder = Recorder::new(
+                workload.kinds(),
+                measure_from,
+                counters,
+                matches!(load, Load::Open(_)),
+            );
             let ops = workload.stream(i as u64, connections as u64, salt);
             let cancel = self.cancel.clone();
             tasks.push(match load {
                 Load::Closed(_) => tokio::spawn(async move {
                     tokio::time::sleep_until(t0).await;
-                    closed_loop::run_client(client, ops, in_flight, t, stop_at, recorder, cancel).await
+                    closed_loop::run_client(client, ops, in_flight, t, stop_at, recorder, cancel)
+                        .await
                 }),
                 Load::Open(o) => {
                     let schedule = open_loop::Schedule {
@@ -202,7 +252,9 @@ impl Engine<'_> {
                         first: i as u64,
                         stride: connections as u64,
                     };
-                    tokio::spawn(open_loop::run_client(client, ops, in_flight, schedule, t, stop_at, recorder, cancel))
+                    tokio::spawn(open_loop::run_client(
+                        client, ops, in_flight, schedule, t, stop_at, recorder, cancel,
+                    ))
                 }
             });
         }

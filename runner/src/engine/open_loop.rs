@@ -51,7 +51,11 @@ pub async fn run_client(
         tokio::time::sleep_until(scheduled).await;
         let started = Instant::now();
         let charged_from = started.min(scheduled + TIMER_SLACK);
-        (scheduled, started, run_op(client, op, timing, Some(charged_from)).await)
+        (
+            scheduled,
+            started,
+            run_op(client, op, timing, Some(charged_from)).await,
+        )
     };
     let mut next = schedule.first;
     let mut pending = FuturesUnordered::new();

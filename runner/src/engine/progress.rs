@@ -36,7 +36,11 @@ impl Progress {
             );
             bar
         });
-        Ok(Progress { bar, plain_every: Duration::from_secs(5), log })
+        Ok(Progress {
+            bar,
+            plain_every: Duration::from_secs(5),
+            log,
+        })
     }
 
     /// A line above the live display (or a plain line).
@@ -63,7 +67,11 @@ impl Progress {
     ) -> JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
-            let every = if this.bar.is_some() { Duration::from_millis(250) } else { this.plain_every };
+            let every = if this.bar.is_some() {
+                Duration::from_millis(250)
+            } else {
+                this.plain_every
+            };
             let mut last = (Instant::now(), 0u64);
             let mut ticker = tokio::time::interval(every);
             ticker.tick().await;
@@ -90,7 +98,10 @@ impl Progress {
                 match &this.bar {
                     Some(bar) => {
                         bar.set_prefix(format!("cell {}/{}", position.0, position.1));
-                        bar.set_position((elapsed.as_secs_f64() / length.as_secs_f64().max(1e-3) * 1000.0) as u64);
+                        bar.set_position(
+                            (elapsed.as_secs_f64() / length.as_secs_f64().max(1e-3) * 1000.0)
+                                as u64,
+                        );
                         bar.set_message(msg);
                     }
                     None => eprintln!("[cell {}/{}] {msg}", position.0, position.1),

@@ -52,7 +52,10 @@ impl fmt::Display for CmpOp {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Operand {
     /// A literal; durations are held in milliseconds.
-    Number { value: f64, is_duration: bool },
+    Number {
+        value: f64,
+        is_duration: bool,
+    },
     Metric(MetricRef),
 }
 
@@ -84,7 +87,10 @@ pub enum Metric {
 
 impl Metric {
     pub fn is_duration(self) -> bool {
-        matches!(self, Metric::Percentile(_) | Metric::MaxLatency | Metric::MeanLatency | Metric::ScheduleLag)
+        matches!(
+            self,
+            Metric::Percentile(_) | Metric::MaxLatency | Metric::MeanLatency | Metric::ScheduleLag
+        )
     }
 
     fn takes_op(self) -> bool {
@@ -127,6 +133,24 @@ enum Token {
     Or,
 }
 
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Token::Ident(s) => write!(f, "`{s}`"),
+            Token::Number(n, unit) => write!(f, "`{n}{}`", unit.as_deref().unwrap_or("")),
+            Token::Op(op) => write!(f, "`{op}`"),
+            Token::LParen => f.write_str("`(`"),
+            Token::RParen => f.write_str("`)`"),
+            Token::And => f.write_str("`and`"),
+            Token::Or => f.write_str("`or`"),
+        }
+    }
+}
+
+fn describe_token(t: Option<&Token>) -> String {
+    t.map_or_else(|| "the end of the expression".to_string(), Token::to_string)
+}
+
 fn tokenize(src: &str) -> Result<Vec<Token>, String> {
     let chars: Vec<char> = src.chars().collect();
     let mut out = Vec::new();
@@ -136,7 +160,11 @@ fn tokenize(src: &str) -> Result<Vec<Token>, String> {
         if c.is_whitespace() {
             i += 1;
         } else if c == '(' || c == ')' {
-            out.push(if c == '(' { Token::LParen } else { Token::RParen });
+            out.push(if c == '(' {
+                Token::LParen
+            } else {
+                Token::RParen
+            });
             i += 1;
         } else if "<>=!".contains(c) {
             let two = chars.get(i + 1) == Some(&'=');
@@ -147,17 +175,26 @@ fn tokenize(src: &str) -> Result<Vec<Token>, String> {
                 ('>', true) => CmpOp::Ge,
                 ('=', true) => CmpOp::Eq,
                 ('!', true) => CmpOp::Ne,
-                _ => return Err(format!("unexpected `{c}` at column {}: comparisons are < <= > >= == !=", i + 1)),
+                _ => {
+                    return Err(format!(
+                        "unexpected `{c}` at character {} of the expression: comparisons are < <= > >= == !=",
+                        i + 1
+                    ))
+                }
             };
             out.push(Token::Op(op));
             i += if two { 2 } else { 1 };
         } else if c.is_ascii_digit() || c == '.' {
             let start = i;
-            while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.' || chars[i] == '_') {
+            while i < chars.len()
+                && (chars[i].is_ascii_digit() || chars[i] == '.' || chars[i] == '_')
+            {
                 i += 1;
             }
             let number: String = chars[start..i].iter().filter(|c| **c != '_').collect();
-            let value: f64 = number.parse().map_err(|_| format!("`{number}` is not a number"))?;
+            let value: f64 = number
+                .parse()
+                .map_err(|_| format!("`{number}` is not a number"))?;
             let unit_start = i;
             while i < chars.len() && (chars[i].is_alphabetic() || chars[i] == '%') {
                 i += 1;
@@ -166,7 +203,9 @@ fn tokenize(src: &str) -> Result<Vec<Token>, String> {
             out.push(Token::Number(value, (!unit.is_empty()).then_some(unit)));
         } else if c.is_alphabetic() || c == '_' {
             let start = i;
-            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '.') {
+            while i < chars.len()
+                && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '.')
+            {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect();
@@ -175,8 +214,13 @@ fn tokenize(src: &str) -> Result<Vec<Token>, String> {
                 "or" => Token::Or,
                 _ => Token::Ident(word),
             });
+        } else if c == '&' || c == '|' {
+            return Err(format!("unexpected `{c}` at character {} of the expression: join comparisons with `and` / `or`", i + 1));
         } else {
-            return Err(format!("unexpected `{c}` at column {}", i + 1));
+            return Err(format!(
+                "unexpected `{c}` at character {} of the expression",
+                i + 1
+            ));
         }
     }
     Ok(out)
@@ -188,13 +232,18 @@ struct Parser {
 }
 
 pub fn parse(src: &str) -> Result<Expr, String> {
-    let mut p = Parser { tokens: tokenize(src)?, pos: 0 };
+    let mut p = Parser {
+        tokens: tokenize(src)?,
+        pos: 0,
+    };
     if p.tokens.is_empty() {
         return Err("empty gate: write e.g. `errors == 0` or `p99(get) < 30ms`".into());
     }
     let expr = p.or()?;
     if let Some(t) = p.tokens.get(p.pos) {
-        return Err(format!("unexpected {t:?} after a complete comparison; join comparisons with `and` / `or`"));
+        return Err(format!(
+            "unexpected {t} after a complete comparison; join comparisons with `and` / `or`"
+        ));
     }
     Ok(expr)
 }
@@ -240,25 +289,41 @@ impl Parser {
         let left = self.operand()?;
         let op = match self.next() {
             Some(Token::Op(op)) => op,
-            _ => return Err("expected a comparison (< <= > >= == !=) after the first value".into()),
+            _ => {
+                return Err("expected a comparison (< <= > >= == !=) after the first value".into())
+            }
         };
         let right = self.operand()?;
         check_units(&left, &right)?;
-        if matches!((&left, &right), (Operand::Number { .. }, Operand::Number { .. })) {
-            return Err("compares two numbers; one side must be a metric such as p99(get) or errors".into());
+        if matches!(
+            (&left, &right),
+            (Operand::Number { .. }, Operand::Number { .. })
+        ) {
+            return Err(
+                "compares two numbers; one side must be a metric such as p99(get) or errors".into(),
+            );
         }
         Ok(Expr::Compare(left, op, right))
     }
 
     fn operand(&mut self) -> Result<Operand, String> {
         match self.next() {
-            Some(Token::Number(value, None)) => Ok(Operand::Number { value, is_duration: false }),
+            Some(Token::Number(value, None)) => Ok(Operand::Number {
+                value,
+                is_duration: false,
+            }),
             Some(Token::Number(value, Some(unit))) => {
                 if unit == "%" {
-                    return Ok(Operand::Number { value: value / 100.0, is_duration: false });
+                    return Ok(Operand::Number {
+                        value: value / 100.0,
+                        is_duration: false,
+                    });
                 }
                 let d = parse_duration(&format!("{value}{unit}"))?;
-                Ok(Operand::Number { value: d.as_secs_f64() * 1e3, is_duration: true })
+                Ok(Operand::Number {
+                    value: d.as_secs_f64() * 1e3,
+                    is_duration: true,
+                })
             }
             Some(Token::Ident(name)) => {
                 let metric = Metric::from_name(&name)
@@ -268,7 +333,11 @@ impl Parser {
                     self.pos += 1;
                     let arg = match self.next() {
                         Some(Token::Ident(a)) => a,
-                        _ => return Err(format!("`{name}(` must be followed by an op kind, e.g. {name}(get)")),
+                        _ => {
+                            return Err(format!(
+                                "`{name}(` must be followed by an op kind, e.g. {name}(get)"
+                            ))
+                        }
                     };
                     if !metric.takes_op() {
                         return Err(format!("`{name}` takes no op kind"));
@@ -282,20 +351,24 @@ impl Parser {
                 }
                 Ok(Operand::Metric(MetricRef { metric, op }))
             }
-            other => Err(format!("expected a metric or a number, found {other:?}")),
+            other => Err(format!(
+                "expected a metric or a number, found {}",
+                describe_token(other.as_ref())
+            )),
         }
     }
 }
 
 fn check_units(a: &Operand, b: &Operand) -> Result<(), String> {
     let (metric, number) = match (a, b) {
-        (Operand::Metric(m), Operand::Number { is_duration, .. }) | (Operand::Number { is_duration, .. }, Operand::Metric(m)) => {
-            (m, *is_duration)
-        }
+        (Operand::Metric(m), Operand::Number { is_duration, .. })
+        | (Operand::Number { is_duration, .. }, Operand::Metric(m)) => (m, *is_duration),
         _ => return Ok(()),
     };
     match (metric.metric.is_duration(), number) {
-        (true, false) => Err("a latency is compared with a plain number: give the limit a unit, e.g. 30ms".into()),
+        (true, false) => Err(
+            "a latency is compared with a plain number: give the limit a unit, e.g. 30ms".into(),
+        ),
         (false, true) => Err("a count or rate is compared with a duration".into()),
         _ => Ok(()),
     }
@@ -307,16 +380,30 @@ mod tests {
 
     #[test]
     fn parses_the_documented_forms() {
-        for ok in ["errors == 0", "p99(get) < 30ms", "throughput >= 50000", "hangs == 0", "p99.9(set) <= 1.5s and errors == 0 or ops > 10", "error_rate < 0.1%", "(errors == 0)"] {
+        for ok in [
+            "errors == 0",
+            "p99(get) < 30ms",
+            "throughput >= 50000",
+            "hangs == 0",
+            "p99.9(set) <= 1.5s and errors == 0 or ops > 10",
+            "error_rate < 0.1%",
+            "(errors == 0)",
+        ] {
             parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         }
         let e = parse("p99(get) < 30ms").unwrap();
         assert_eq!(
             e,
             Expr::Compare(
-                Operand::Metric(MetricRef { metric: Metric::Percentile(99.0), op: Some(OpKind::Get) }),
+                Operand::Metric(MetricRef {
+                    metric: Metric::Percentile(99.0),
+                    op: Some(OpKind::Get)
+                }),
                 CmpOp::Lt,
-                Operand::Number { value: 30.0, is_duration: true }
+                Operand::Number {
+                    value: 30.0,
+                    is_duration: true
+                }
             )
         );
     }
@@ -329,6 +416,8 @@ mod tests {
             ("latency < 5ms", "unknown metric"),
             ("p99(fetch) < 5ms", "not an op kind"),
             ("errors = 0", "unexpected `=`"),
+            ("errors == 0 && hangs == 0", "join comparisons with `and`"),
+            ("errors ==", "found the end of the expression"),
             ("errors == 0 errors", "join comparisons"),
             ("", "empty gate"),
             ("1 < 2", "one side must be a metric"),

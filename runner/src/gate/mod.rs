@@ -12,11 +12,19 @@ use crate::spec::GateSpec;
 use expr::{CmpOp, Expr, Metric, MetricRef, Operand};
 
 pub fn evaluate(gates: &IndexMap<String, GateSpec>, cells: &[CellResult]) -> Vec<GateResult> {
-    gates.iter().map(|(name, gate)| evaluate_one(name, gate, cells)).collect()
+    gates
+        .iter()
+        .map(|(name, gate)| evaluate_one(name, gate, cells))
+        .collect()
 }
 
 fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult]) -> GateResult {
-    let mut result = GateResult { name: name.to_string(), expr: gate.expr.clone(), result: GateOutcome::Incomplete, evidence: String::new() };
+    let mut result = GateResult {
+        name: name.to_string(),
+        expr: gate.expr.clone(),
+        result: GateOutcome::Incomplete,
+        evidence: String::new(),
+    };
     let expr = match expr::parse(&gate.expr) {
         Ok(e) => e,
         Err(e) => {
@@ -48,21 +56,39 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult]) -> GateResult
                             _ => false,
                         };
                         if worst.as_ref().is_none_or(|(old, _)| worse(*old)) {
-                            worst = Some((v, format!("{} = {} in {}", describe(m), format_value(m.metric, v), cell.label())));
+                            worst = Some((
+                                v,
+                                format!(
+                                    "{} = {} in {}",
+                                    describe(m),
+                                    format_value(m.metric, v),
+                                    cell.label()
+                                ),
+                            ));
                         }
                     }
                 }
             }
-            Ok((false, evidence)) => failures.push(format!("{} in {}", evidence.join(", "), cell.label())),
+            Ok((false, evidence)) => {
+                failures.push(format!("{} in {}", evidence.join(", "), cell.label()))
+            }
             Err(why) => missing.push(format!("{}: {why}", cell.label())),
         }
     }
     let n = covered.len();
     if !failures.is_empty() {
         result.result = GateOutcome::Fail;
-        result.evidence = format!("fails in {} of {n} cells: {}", failures.len(), abbreviate(&failures));
+        result.evidence = format!(
+            "fails in {} of {n} cells: {}",
+            failures.len(),
+            abbreviate(&failures)
+        );
     } else if !missing.is_empty() {
-        result.evidence = format!("cannot be evaluated in {} of {n} cells: {}", missing.len(), abbreviate(&missing));
+        result.evidence = format!(
+            "cannot be evaluated in {} of {n} cells: {}",
+            missing.len(),
+            abbreviate(&missing)
+        );
     } else {
         result.result = GateOutcome::Pass;
         result.evidence = match worst {
@@ -109,11 +135,19 @@ fn operand_value(o: &Operand, cell: &CellResult) -> Result<(f64, String), String
     match o {
         Operand::Number { value, is_duration } => Ok((
             *value,
-            if *is_duration { format_value(Metric::MaxLatency, *value) } else { trim(*value) },
+            if *is_duration {
+                format_value(Metric::MaxLatency, *value)
+            } else {
+                trim(*value)
+            },
         )),
         Operand::Metric(m) => {
-            let v = metric_value(m, cell)?.ok_or_else(|| format!("{} was not measured", describe(m)))?;
-            Ok((v, format!("{} = {}", describe(m), format_value(m.metric, v))))
+            let v = metric_value(m, cell)?
+                .ok_or_else(|| format!("{} was not measured", describe(m)))?;
+            Ok((
+                v,
+                format!("{} = {}", describe(m), format_value(m.metric, v)),
+            ))
         }
     }
 }
@@ -122,16 +156,21 @@ fn operand_value(o: &Operand, cell: &CellResult) -> Result<(f64, String), String
 fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String> {
     let stats = cell.stats.as_ref().ok_or("the cell has no measurements")?;
     let ops: Vec<&crate::metrics::OpStats> = match m.op {
-        Some(kind) => vec![stats
-            .per_op
-            .get(kind.as_str())
-            .ok_or_else(|| format!("the workload `{}` has no {} ops", cell.workload, kind.as_str()))?],
+        Some(kind) => vec![stats.per_op.get(kind.as_str()).ok_or_else(|| {
+            format!(
+                "the workload `{}` has no {} ops",
+                cell.workload,
+                kind.as_str()
+            )
+        })?],
         None => stats.per_op.values().collect(),
     };
     let latency = |pick: fn(&crate::metrics::LatencyStats) -> f64| -> Option<f64> {
         // Without an op kind, the worst op kind counts; any kind with no
         // successful op leaves the value unmeasured.
-        ops.iter().map(|o| o.latency_ms.as_ref().map(pick)).try_fold(f64::MIN, |acc, v| v.map(|v| acc.max(v)))
+        ops.iter()
+            .map(|o| o.latency_ms.as_ref().map(pick))
+            .try_fold(f64::MIN, |acc, v| v.map(|v| acc.max(v)))
     };
     let sum = |f: fn(&crate::metrics::OpStats) -> u64| ops.iter().map(|o| f(o)).sum::<u64>() as f64;
     Ok(match m.metric {
@@ -167,7 +206,7 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
 
 fn describe(m: &MetricRef) -> String {
     let name = match m.metric {
-        Metric::Percentile(q) if q == 99.9 => "p999".to_string(),
+        Metric::Percentile(99.9) => "p999".to_string(),
         Metric::Percentile(q) => format!("p{q}"),
         Metric::MaxLatency => "max".into(),
         Metric::MeanLatency => "mean".into(),
@@ -204,6 +243,148 @@ fn trim(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
     } else {
-        format!("{v:.3}").trim_end_matches('0').trim_end_matches('.').to_string()
+        format!("{v:.3}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{CellStats, ErrorCounts, LatencyStats, OpStats};
+    use crate::results::CellStatus;
+
+    fn cell(profile: &str, get_p99: Option<f64>, errors: u64) -> CellResult {
+        let get = OpStats {
+            ok: 1000,
+            failed: errors,
+            errors: ErrorCounts {
+                server: errors,
+                ..Default::default()
+            },
+            over_deadline: 0,
+            throughput: 500.0,
+            latency_ms: get_p99.map(|p99| LatencyStats {
+                p50: p99 / 4.0,
+                p95: p99 / 2.0,
+                p99,
+                p999: p99 * 2.0,
+                max: p99 * 3.0,
+                mean: p99 / 3.0,
+            }),
+            max_any_ms: 10.0,
+        };
+        CellResult {
+            scenario: "s".into(),
+            profile: profile.into(),
+            shape: "closed 1x1".into(),
+            target: "t".into(),
+            workload: "w".into(),
+            repeat: 1,
+            status: CellStatus::Completed,
+            error: None,
+            measured_s: 2.0,
+            stats: Some(CellStats {
+                ok: 1000,
+                failed: errors,
+                throughput: 500.0,
+                errors: get.errors,
+                over_deadline: 0,
+                per_op: [("get".to_string(), get)].into_iter().collect(),
+                timeline: vec![],
+                schedule_lag_ms: None,
+            }),
+        }
+    }
+
+    fn gate(expr: &str) -> IndexMap<String, GateSpec> {
+        [(
+            "g".to_string(),
+            GateSpec {
+                expr: expr.into(),
+                scenario: None,
+                profile: None,
+            },
+        )]
+        .into_iter()
+        .collect()
+    }
+
+    #[test]
+    fn holds_only_if_it_holds_in_every_cell() {
+        let cells = [cell("a", Some(2.0), 0), cell("b", Some(40.0), 0)];
+        let r = &evaluate(&gate("p99(get) < 30ms"), &cells)[0];
+        assert_eq!(r.result, GateOutcome::Fail);
+        assert!(
+            r.evidence.contains("fails in 1 of 2") && r.evidence.contains("p99(get) = 40ms"),
+            "{}",
+            r.evidence
+        );
+
+        let r = &evaluate(&gate("p99(get) < 50ms"), &cells)[0];
+        assert_eq!(r.result, GateOutcome::Pass);
+        assert!(
+            r.evidence.contains("worst: p99(get) = 40ms in s/b/t#1"),
+            "{}",
+            r.evidence
+        );
+    }
+
+    #[test]
+    fn unmeasured_values_are_incomplete_never_pass() {
+        // No successful get: the latency was not measured.
+        let r = &evaluate(&gate("p99(get) < 30ms"), &[cell("a", None, 1000)])[0];
+        assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
+        // An op kind the workload does not have.
+        let r = &evaluate(&gate("p99(set) < 30ms"), &[cell("a", Some(1.0), 0)])[0];
+        assert_eq!(r.result, GateOutcome::Incomplete);
+        assert!(r.evidence.contains("has no set ops"), "{}", r.evidence);
+        // Closed-loop cells have no schedule lag.
+        let r = &evaluate(&gate("schedule_lag < 5ms"), &[cell("a", Some(1.0), 0)])[0];
+        assert_eq!(r.result, GateOutcome::Incomplete);
+        // Nothing measured at all.
+        let mut skipped = cell("a", Some(1.0), 0);
+        skipped.stats = None;
+        let r = &evaluate(&gate("errors == 0"), &[skipped])[0];
+        assert_eq!(r.result, GateOutcome::Incomplete);
+    }
+
+    #[test]
+    fn counts_rates_and_compound_expressions() {
+        let cells = [cell("a", Some(1.0), 10)];
+        assert_eq!(
+            evaluate(&gate("errors == 0"), &cells)[0].result,
+            GateOutcome::Fail
+        );
+        assert_eq!(
+            evaluate(&gate("server_errors == 10 and hangs == 0"), &cells)[0].result,
+            GateOutcome::Pass
+        );
+        assert_eq!(
+            evaluate(&gate("error_rate < 0.5%"), &cells)[0].result,
+            GateOutcome::Fail
+        );
+        assert_eq!(
+            evaluate(&gate("error_rate < 1.5%"), &cells)[0].result,
+            GateOutcome::Pass
+        );
+        assert_eq!(
+            evaluate(&gate("throughput >= 600 or errors > 5"), &cells)[0].result,
+            GateOutcome::Pass
+        );
+        assert_eq!(
+            evaluate(&gate("throughput >= 600"), &cells)[0].result,
+            GateOutcome::Fail
+        );
+    }
+
+    #[test]
+    fn filters_pick_the_cells() {
+        let cells = [cell("a", Some(2.0), 0), cell("b", Some(40.0), 0)];
+        let mut gates = gate("p99(get) < 30ms");
+        gates[0].profile = Some("a".into());
+        assert_eq!(evaluate(&gates, &cells)[0].result, GateOutcome::Pass);
     }
 }

@@ -705,7 +705,7 @@ WARN  jepsen.util - 0 crashed
     fn shared_histories() -> PathBuf {
         std::env::var_os("FAULTLINE_SHARED_HISTORIES")
             .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/histories"))
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/histories"))
     }
 
     fn read(path: &Path) -> String {

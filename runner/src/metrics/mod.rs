@@ -73,7 +73,10 @@ pub struct LiveCounters {
 
 impl LiveCounters {
     pub fn snapshot(&self) -> (u64, u64) {
-        (self.ok.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed))
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -95,6 +98,15 @@ struct Second {
     failed: u64,
     max_us: u64,
     sum_ok_us: u64,
+}
+
+impl Second {
+    fn absorb(&mut self, o: &Second) {
+        self.ok += o.ok;
+        self.failed += o.failed;
+        self.max_us = self.max_us.max(o.max_us);
+        self.sum_ok_us += o.sum_ok_us;
+    }
 }
 
 struct KindRecorder {
@@ -128,7 +140,12 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(kinds: impl Iterator<Item = OpKind>, measure_from: Instant, live: Arc<LiveCounters>, open_loop: bool) -> Self {
+    pub fn new(
+        kinds: impl Iterator<Item = OpKind>,
+        measure_from: Instant,
+        live: Arc<LiveCounters>,
+        open_loop: bool,
+    ) -> Self {
         let mut slots: Vec<Option<KindRecorder>> = (0..OpKind::ALL.len()).map(|_| None).collect();
         for k in kinds {
             slots[k.index()] = Some(KindRecorder::new());
@@ -151,7 +168,9 @@ impl Recorder {
             return;
         }
         let us = (c.end - c.start).as_micros().clamp(1, HIST_MAX_US as u128) as u64;
-        let kind = self.kinds[c.kind.index()].as_mut().expect("op kind declared by the workload");
+        let kind = self.kinds[c.kind.index()]
+            .as_mut()
+            .expect("op kind declared by the workload");
         kind.max_any_us = kind.max_any_us.max(us);
         if c.over_deadline {
             kind.over_deadline += 1;
@@ -182,7 +201,11 @@ impl Recorder {
             return;
         }
         if let Some(h) = &mut self.schedule_lag {
-            h.saturating_record((started - scheduled).as_micros().clamp(1, HIST_MAX_US as u128) as u64);
+            h.saturating_record(
+                (started - scheduled)
+                    .as_micros()
+                    .clamp(1, HIST_MAX_US as u128) as u64,
+            );
         }
     }
 }
@@ -207,7 +230,9 @@ impl CellMetrics {
         for (slot, theirs) in self.kinds.iter_mut().zip(r.kinds) {
             let Some(theirs) = theirs else { continue };
             let mine = slot.get_or_insert_with(KindRecorder::new);
-            mine.latency.add(&theirs.latency).expect("same histogram bounds");
+            mine.latency
+                .add(&theirs.latency)
+                .expect("same histogram bounds");
             mine.ok += theirs.ok;
             mine.errors.merge(&theirs.errors);
             mine.over_deadline += theirs.over_deadline;
@@ -217,10 +242,7 @@ impl CellMetrics {
             self.timeline.resize(r.timeline.len(), Second::default());
         }
         for (mine, theirs) in self.timeline.iter_mut().zip(&r.timeline) {
-            mine.ok += theirs.ok;
-            mine.failed += theirs.failed;
-            mine.max_us = mine.max_us.max(theirs.max_us);
-            mine.sum_ok_us += theirs.sum_ok_us;
+            mine.absorb(theirs);
         }
         if let Some(lag) = r.schedule_lag {
             self.schedule_lag
@@ -238,7 +260,9 @@ impl CellMetrics {
         let mut errors = ErrorCounts::default();
         let (mut ok, mut over_deadline) = (0, 0);
         for kind in OpKind::ALL {
-            let Some(k) = &self.kinds[kind.index()] else { continue };
+            let Some(k) = &self.kinds[kind.index()] else {
+                continue;
+            };
             errors.merge(&k.errors);
             ok += k.ok;
             over_deadline += k.over_deadline;
@@ -255,16 +279,29 @@ impl CellMetrics {
                 },
             );
         }
-        // The last bucket holds stragglers that finished after the window.
-        let timeline = self
-            .timeline
+        // Ops that started inside the window but finished after it count in
+        // its last second, so no partial second trails the timeline.
+        let seconds = (window.as_secs_f64().ceil() as usize).max(1);
+        let mut folded = self.timeline.clone();
+        if folded.len() > seconds {
+            let tail: Vec<Second> = folded.split_off(seconds);
+            let last = &mut folded[seconds - 1];
+            for s in &tail {
+                last.absorb(s);
+            }
+        }
+        let timeline = folded
             .iter()
             .enumerate()
             .map(|(t, s)| TimelinePoint {
                 t: t as u64,
                 ok: s.ok,
                 failed: s.failed,
-                mean_ms: if s.ok > 0 { s.sum_ok_us as f64 / s.ok as f64 / 1e3 } else { 0.0 },
+                mean_ms: if s.ok > 0 {
+                    s.sum_ok_us as f64 / s.ok as f64 / 1e3
+                } else {
+                    0.0
+                },
                 max_ms: s.max_us as f64 / 1e3,
             })
             .collect();
@@ -276,7 +313,10 @@ impl CellMetrics {
             over_deadline,
             per_op,
             timeline,
-            schedule_lag_ms: self.schedule_lag.as_ref().and_then(LatencyStats::from_histogram),
+            schedule_lag_ms: self
+                .schedule_lag
+                .as_ref()
+                .and_then(LatencyStats::from_histogram),
         }
     }
 }
@@ -367,7 +407,11 @@ mod tests {
         r.record(&done(t0, 3, Ok(())));
         r.record(&done(measure_from, 2, Ok(())));
         r.record(&done(measure_from, 4, Ok(())));
-        r.record(&done(measure_from + Duration::from_millis(1500), 5000, Err(ErrorClass::Deadline)));
+        r.record(&done(
+            measure_from + Duration::from_millis(1500),
+            5000,
+            Err(ErrorClass::Deadline),
+        ));
         let mut cell = CellMetrics::new();
         cell.merge(r);
         let s = cell.summarize(Duration::from_secs(2));
@@ -376,9 +420,13 @@ mod tests {
         assert_eq!(s.throughput, 1.0);
         let get = &s.per_op["get"];
         let lat = get.latency_ms.unwrap();
-        assert!((lat.max - 4.0).abs() < 0.01 && (lat.p50 - 2.0).abs() < 0.01, "{lat:?}");
+        assert!(
+            (lat.max - 4.0).abs() < 0.01 && (lat.p50 - 2.0).abs() < 0.01,
+            "{lat:?}"
+        );
         assert!((get.max_any_ms - 5000.0).abs() < 5.0);
-        assert_eq!(s.timeline.len(), 7);
-        assert_eq!((s.timeline[0].ok, s.timeline[6].failed), (2, 1));
+        // The deadline error finished 4.5 s after the 2 s window: folded into its last second.
+        assert_eq!(s.timeline.len(), 2);
+        assert_eq!((s.timeline[0].ok, s.timeline[1].failed), (2, 1));
     }
 }

@@ -24,7 +24,10 @@ impl ManagedProcess {
         if let Some(pid) = self.child.id() {
             // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
             unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-            if tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await.is_ok() {
+            if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+                .await
+                .is_ok()
+            {
                 return;
             }
             eprintln!("{} did not exit 5s after SIGTERM; killing it", self.label);
@@ -34,7 +37,8 @@ impl ManagedProcess {
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free loopback port")?;
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free loopback port")?;
     Ok(listener.local_addr()?.port())
 }
 
@@ -44,13 +48,20 @@ pub async fn start(
     driver: Arc<dyn TargetDriver>,
     log_dir: &Path,
 ) -> anyhow::Result<RunningTarget> {
-    let command = spec.command.clone().unwrap_or_else(|| driver.default_command().to_string());
+    let command = spec
+        .command
+        .clone()
+        .unwrap_or_else(|| driver.default_command().to_string());
     let port = free_port()?;
     let mut args: Vec<String> = Vec::new();
     if !spec.args.iter().any(|a| a.contains("{port}")) {
         args.extend(driver.listen_args(port));
     }
-    args.extend(spec.args.iter().map(|a| a.replace("{port}", &port.to_string())));
+    args.extend(
+        spec.args
+            .iter()
+            .map(|a| a.replace("{port}", &port.to_string())),
+    );
     let log_path = log_dir.join(format!("{name}.log"));
     let log = std::fs::File::create(&log_path)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
@@ -81,13 +92,21 @@ pub async fn start(
         };
         anyhow!("{label}: cannot start `{command}`: {e}{hint}")
     })?;
-    let mut process = ManagedProcess { child, label: label.clone() };
+    let mut process = ManagedProcess {
+        child,
+        label: label.clone(),
+    };
 
     let uri = driver.uri("127.0.0.1", port);
-    let ready = wait_ready(driver.as_ref(), &uri, spec.ready_timeout.0, || match process.child.try_wait() {
-        Ok(Some(status)) => Err(anyhow!("exited with {status} before it was ready")),
-        _ => Ok(()),
-    })
+    let ready = wait_ready(
+        driver.as_ref(),
+        &uri,
+        spec.ready_timeout.0,
+        || match process.child.try_wait() {
+            Ok(Some(status)) => Err(anyhow!("exited with {status} before it was ready")),
+            _ => Ok(()),
+        },
+    )
     .await;
     match ready {
         Ok(server) => Ok(RunningTarget {

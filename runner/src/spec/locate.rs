@@ -38,6 +38,19 @@ pub fn parse_path(path: &str) -> Vec<PathStep> {
 /// The 1-based line and column of the value at `path`, or of the deepest
 /// existing part of it (a missing field is reported where its parent is).
 pub fn locate(text: &str, path: &[PathStep]) -> Option<(usize, usize)> {
+    locate_depth(text, path).map(|(line, col, _)| (line, col))
+}
+
+/// Like [`locate`], but only when the whole path exists.
+pub fn locate_exact(text: &str, path: &[PathStep]) -> Option<(usize, usize)> {
+    match locate_depth(text, path)? {
+        (line, col, depth) if depth == path.len() => Some((line, col)),
+        _ => None,
+    }
+}
+
+/// Line, column and how many steps of the path were found.
+fn locate_depth(text: &str, path: &[PathStep]) -> Option<(usize, usize, usize)> {
     let mut parser = Parser::new_from_str(text);
     // Skip to the root node.
     loop {
@@ -47,8 +60,9 @@ pub fn locate(text: &str, path: &[PathStep]) -> Option<(usize, usize)> {
             Event::StreamEnd | Event::DocumentEnd => return None,
             _ => {
                 let mut best = Some((mark.line(), mark.col() + 1));
-                walk(&mut parser, event, path, &mut best).ok()?;
-                return best;
+                let mut depth = 0;
+                walk(&mut parser, event, path, &mut best, &mut depth, 0).ok()?;
+                return best.map(|(l, c)| (l, c, depth));
             }
         }
     }
@@ -61,6 +75,8 @@ fn walk(
     event: Event,
     path: &[PathStep],
     best: &mut Option<(usize, usize)>,
+    found: &mut usize,
+    depth: usize,
 ) -> Result<(), ()> {
     match event {
         Event::MappingStart(..) => {
@@ -85,7 +101,8 @@ fn walk(
                         key_mark
                     };
                     *best = Some((mark.line(), mark.col() + 1));
-                    walk(parser, value, &path[1..], best)?;
+                    *found = depth + 1;
+                    walk(parser, value, &path[1..], best, found, depth + 1)?;
                 } else {
                     skip(parser, value)?;
                 }
@@ -100,7 +117,8 @@ fn walk(
                 }
                 if path.first() == Some(&PathStep::Index(index)) {
                     *best = Some((mark.line(), mark.col() + 1));
-                    walk(parser, item, &path[1..], best)?;
+                    *found = depth + 1;
+                    walk(parser, item, &path[1..], best, found, depth + 1)?;
                 } else {
                     skip(parser, item)?;
                 }
@@ -113,7 +131,7 @@ fn walk(
 
 fn skip(parser: &mut Parser<std::str::Chars<'_>>, event: Event) -> Result<(), ()> {
     // An empty path matches nothing, so this only consumes the node.
-    walk(parser, event, &[], &mut None)
+    walk(parser, event, &[], &mut None, &mut 0, 0)
 }
 
 #[cfg(test)]
@@ -124,13 +142,31 @@ mod tests {
 
     #[test]
     fn finds_nested_map_and_sequence_values() {
-        assert_eq!(locate(TEXT, &parse_path("targets.cache.kind")), Some((4, 11)));
-        assert_eq!(locate(TEXT, &parse_path("scenarios[0].target")), Some((7, 13)));
-        assert_eq!(locate(TEXT, &parse_path("scenarios[1].profiles[1]")), Some((9, 20)));
+        assert_eq!(
+            locate(TEXT, &parse_path("targets.cache.kind")),
+            Some((4, 11))
+        );
+        assert_eq!(
+            locate(TEXT, &parse_path("scenarios[0].target")),
+            Some((7, 13))
+        );
+        assert_eq!(
+            locate(TEXT, &parse_path("scenarios[1].profiles[1]")),
+            Some((9, 20))
+        );
     }
 
     #[test]
     fn missing_fields_point_at_their_parent() {
-        assert_eq!(locate(TEXT, &parse_path("scenarios[1].workload")), Some((8, 5)));
+        let (line, _) = locate(TEXT, &parse_path("scenarios[1].workload")).unwrap();
+        assert_eq!(line, 8);
+        assert_eq!(
+            locate_exact(TEXT, &parse_path("scenarios[1].workload")),
+            None
+        );
+        assert_eq!(
+            locate_exact(TEXT, &parse_path("scenarios[1].name")),
+            Some((8, 11))
+        );
     }
 }

@@ -60,8 +60,15 @@ pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<LoadedSpec, S
     parse(path, &text, overrides)
 }
 
-pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<LoadedSpec, SpecError> {
-    let err_at = |line: Option<usize>, column: Option<usize>, field: Option<String>, message: String| SpecError {
+pub fn parse(
+    path: &Path,
+    text: &str,
+    overrides: &[(String, String)],
+) -> Result<LoadedSpec, SpecError> {
+    let err_at = |line: Option<usize>,
+                  column: Option<usize>,
+                  field: Option<String>,
+                  message: String| SpecError {
         file: path.to_path_buf(),
         line,
         column,
@@ -72,45 +79,84 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
     // Pass 1: the untyped tree, for syntax errors and the params block. The
     // `${name}` references are not resolved yet and `{`/`}` would read as YAML
     // flow syntax, so they stand in as a plain scalar here.
-    let tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&mask_references(text)).map_err(|e| {
-        let loc = e.location();
-        err_at(
-            loc.as_ref().map(|l| l.line()),
-            loc.as_ref().map(|l| l.column()),
-            None,
-            strip_location(&e.to_string()),
-        )
-    })?;
+    let tree: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&mask_references(text)).map_err(|e| {
+            let (mut line, mut column) = e.location().map(|l| (l.line(), l.column())).unzip();
+            let mut message = strip_location(&e.to_string());
+            if line
+                .and_then(|l| text.lines().nth(l.saturating_sub(1)))
+                .is_some_and(|l| l.contains('\t'))
+            {
+                message.push_str(" (this line has a tab; YAML indents with spaces only)");
+            }
+            // The parser notices an unclosed bracket only where it gives up;
+            // point at the bracket instead.
+            for (open, close) in [('[', ']'), ('{', '}')] {
+                if message.contains(&format!("expected ',' or '{close}'")) {
+                    if let Some(opened) = line.and_then(|l| unclosed_opener(text, l, open, close)) {
+                        message = format!(
+                            "this `{open}` is never closed ({message} on line {})",
+                            line.unwrap_or(0)
+                        );
+                        (line, column) = (Some(opened.0), Some(opened.1));
+                    }
+                }
+            }
+            // Duplicate keys are reported at the enclosing mapping; find the repeat.
+            if let Some(key) = quoted_after(&message, "duplicate entry with key ") {
+                if let Some(repeat) = second_occurrence(text, &key) {
+                    (line, column) = (Some(repeat.0), Some(repeat.1));
+                }
+            }
+            err_at(line, column, None, message)
+        })?;
     if !tree.is_mapping() {
+        let (line, column) = locate::locate(text, &[]).unzip();
         return Err(err_at(
-            Some(1),
-            Some(1),
+            line,
+            column,
             None,
             "a spec is a YAML mapping with at least name, targets, workloads, profiles and scenarios".into(),
         ));
     }
-    let params = resolve_params(&tree, overrides).map_err(|m| {
-        let (line, column) = locate::locate(text, &locate::parse_path("params")).unzip();
-        err_at(line, column, Some("params".into()), m)
+    let params = resolve_params(&tree, overrides).map_err(|(field, m)| {
+        let (line, column) = locate::locate(text, &locate::parse_path(&field)).unzip();
+        err_at(line, column, Some(field), m)
     })?;
 
     // Pass 2: substitute `${name}` textually so line numbers survive.
-    let resolved_text = substitute_params(text, &params).map_err(|(line, column, m)| {
-        err_at(Some(line), Some(column), None, m)
-    })?;
+    let resolved_text = substitute_params(text, &params)
+        .map_err(|(line, column, m)| err_at(Some(line), Some(column), None, m))?;
 
     // Pass 3: the typed model, with the failing field's path.
     let deserializer = serde_yaml_ng::Deserializer::from_str(&resolved_text);
     let mut spec: Spec = serde_path_to_error::deserialize(deserializer).map_err(|e| {
-        let field = e.path().to_string();
+        let inner_message = strip_location(&e.inner().to_string());
+        // A map key that failed (an unknown op kind, say) shows as `?`: name it.
+        let raw_path = e.path().to_string();
+        let field = match (
+            raw_path.strip_suffix(".?"),
+            quoted_after(&inner_message, "unknown variant "),
+        ) {
+            (Some(parent), Some(key)) => format!("{parent}.{key}"),
+            (Some(parent), None) => parent.to_string(),
+            (None, _) => raw_path,
+        };
         let inner = e.into_inner();
-        let loc = inner.location();
-        let (line, column) = match loc {
-            Some(l) => (Some(l.line()), Some(l.column())),
-            None => locate::locate(&resolved_text, &locate::parse_path(&field)).unzip(),
+        let message = inner_message;
+        // serde_yaml_ng places errors raised while converting a value (a bad
+        // duration) at the start of the enclosing mapping; the field's own
+        // position is better, except for unknown fields, which have none.
+        let exact = (!message.starts_with("unknown field"))
+            .then(|| locate::locate_exact(&resolved_text, &locate::parse_path(&field)))
+            .flatten();
+        let (line, column) = match (exact, inner.location()) {
+            (Some((l, c)), _) => (Some(l), Some(c)),
+            (None, Some(l)) => (Some(l.line()), Some(l.column())),
+            (None, None) => locate::locate(&resolved_text, &locate::parse_path(&field)).unzip(),
         };
         let field = (field != "." && !field.is_empty()).then_some(field);
-        err_at(line, column, field, strip_location(&inner.to_string()))
+        err_at(line, column, field, message)
     })?;
     spec.params = params;
 
@@ -127,32 +173,45 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
 }
 
 /// serde_yaml_ng puts the path in front and "at line L column C" behind; we
-/// print both up front already.
+/// print both up front already. Rust type names become words.
 fn strip_location(message: &str) -> String {
     let message = match message.find(" at line ") {
         Some(i) => &message[..i],
         None => message,
     };
-    match message.split_once(": ") {
-        Some((path, rest)) if !path.contains(' ') => rest.to_string(),
-        _ => message.to_string(),
-    }
+    let message = match message.split_once(": ") {
+        Some((path, rest)) if !path.contains(' ') => rest,
+        _ => message,
+    };
+    message
+        .replace("expected u64", "expected a whole number >= 0")
+        .replace("expected u32", "expected a whole number >= 0")
+        .replace("expected f64", "expected a number")
 }
 
+/// The params with `--set` applied; errors carry the field they are about.
 fn resolve_params(
     tree: &serde_yaml_ng::Value,
     overrides: &[(String, String)],
-) -> Result<indexmap::IndexMap<String, serde_json::Value>, String> {
+) -> Result<indexmap::IndexMap<String, serde_json::Value>, (String, String)> {
     let mut params = indexmap::IndexMap::new();
+    let at = |field: &str, message: String| (field.to_string(), message);
     if let Some(block) = tree.get("params") {
         let map = block
             .as_mapping()
-            .ok_or("params must be a mapping of names to values")?;
+            .ok_or_else(|| at("params", "must be a mapping of names to values".into()))?;
         for (k, v) in map {
-            let name = k.as_str().ok_or("param names must be strings")?;
-            let value: serde_json::Value = serde_json::to_value(v).map_err(|e| e.to_string())?;
+            let name = k
+                .as_str()
+                .ok_or_else(|| at("params", "param names must be strings".into()))?;
+            let field = format!("params.{name}");
+            let value: serde_json::Value =
+                serde_json::to_value(v).map_err(|e| at(&field, e.to_string()))?;
             if value.is_object() || value.is_array() {
-                return Err(format!("param `{name}` must be a single value (number, string, duration)"));
+                return Err(at(
+                    &field,
+                    format!("param `{name}` must be a single value (number, string, duration)"),
+                ));
             }
             params.insert(name.to_string(), value);
         }
@@ -160,35 +219,117 @@ fn resolve_params(
     for (name, raw) in overrides {
         if !params.contains_key(name) {
             let known: Vec<&str> = params.keys().map(String::as_str).collect();
-            return Err(format!(
-                "--set {name}: the spec has no param `{name}` (it declares: {})",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            return Err(at(
+                "params",
+                format!(
+                    "--set {name}: the spec has no param `{name}` (it declares: {})",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
             ));
         }
-        let value: serde_json::Value = serde_yaml_ng::from_str(raw).unwrap_or(serde_json::Value::String(raw.clone()));
+        let value: serde_json::Value =
+            serde_yaml_ng::from_str(raw).unwrap_or(serde_json::Value::String(raw.clone()));
         params.insert(name.clone(), value);
     }
     Ok(params)
 }
 
-fn mask_references(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        match rest[start..].find(['}', '\n']) {
-            Some(end) if rest.as_bytes()[start + end] == b'}' => {
-                out.push('0');
-                rest = &rest[start + end + 1..];
-            }
-            // Unclosed: leave it for substitution to report with its line.
-            _ => {
-                out.push_str("${");
-                rest = &rest[start + 2..];
+/// The text between the quotes (or backticks) that follow `prefix`.
+fn quoted_after(message: &str, prefix: &str) -> Option<String> {
+    let rest = &message[message.find(prefix)? + prefix.len()..];
+    let quote = rest.chars().next().filter(|c| *c == '"' || *c == '`')?;
+    let rest = &rest[1..];
+    Some(rest[..rest.find(quote)?].to_string())
+}
+
+/// Line and column (1-based) of the bracket left open before `error_line`.
+fn unclosed_opener(
+    text: &str,
+    error_line: usize,
+    open: char,
+    close: char,
+) -> Option<(usize, usize)> {
+    let lines: Vec<&str> = text.lines().take(error_line).collect();
+    let mut balance = 0i32;
+    for (i, line) in lines.iter().enumerate().rev() {
+        let code = &line[..comment_start(line)];
+        for (col, c) in code.char_indices().rev() {
+            if c == close {
+                balance -= 1;
+            } else if c == open {
+                balance += 1;
+                if balance > 0 {
+                    return Some((i + 1, col + 1));
+                }
             }
         }
     }
-    out.push_str(rest);
+    None
+}
+
+/// Line and column of the second `key:` at the indentation of the first.
+fn second_occurrence(text: &str, key: &str) -> Option<(usize, usize)> {
+    let mut indent = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed
+            .strip_prefix(key)
+            .is_some_and(|r| r.starts_with(':'))
+        {
+            let this = line.len() - trimmed.len();
+            match indent {
+                None => indent = Some(this),
+                Some(first) if first == this => return Some((i + 1, this + 1)),
+                Some(_) => {}
+            }
+        }
+    }
+    None
+}
+
+/// Where a line's YAML comment starts: a `#` at the start or after a space,
+/// outside quotes. `${…}` in comments is left alone.
+fn comment_start(line: &str) -> usize {
+    let (mut single, mut double) = (false, false);
+    let mut previous = ' ';
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && previous.is_whitespace() => return i,
+            _ => {}
+        }
+        previous = c;
+    }
+    line.len()
+}
+
+fn mask_references(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (code, comment) = line.split_at(comment_start(line));
+        let mut rest = code;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            match rest[start..].find('}') {
+                Some(end) => {
+                    out.push('0');
+                    rest = &rest[start + end + 1..];
+                }
+                // Unclosed: leave it for substitution to report with its line.
+                None => {
+                    out.push_str("${");
+                    rest = &rest[start + 2..];
+                }
+            }
+        }
+        out.push_str(rest);
+        out.push_str(comment);
+    }
     out
 }
 
@@ -198,14 +339,17 @@ fn substitute_params(
 ) -> Result<String, (usize, usize, String)> {
     let mut out = String::with_capacity(text.len());
     for (line_no, line) in text.split_inclusive('\n').enumerate() {
-        let mut rest = line;
+        let (code, comment) = line.split_at(comment_start(line));
+        let mut rest = code;
         while let Some(start) = rest.find("${") {
             out.push_str(&rest[..start]);
             let after = &rest[start + 2..];
             let column = line.len() - rest.len() + start + 1;
-            let end = after
-                .find('}')
-                .ok_or((line_no + 1, column, "unclosed `${`: write `${name}`".to_string()))?;
+            let end = after.find('}').ok_or((
+                line_no + 1,
+                column,
+                "unclosed `${`: write `${name}`".to_string(),
+            ))?;
             let name = after[..end].trim();
             let value = params.get(name).ok_or_else(|| {
                 (
@@ -221,6 +365,7 @@ fn substitute_params(
             rest = &after[end + 1..];
         }
         out.push_str(rest);
+        out.push_str(comment);
     }
     Ok(out)
 }
@@ -237,15 +382,24 @@ mod tests {
             &[("d".into(), "7s".into())],
         )
         .unwrap();
-        assert_eq!(substitute_params("duration: ${d}\n", &params).unwrap(), "duration: 7s\n");
+        assert_eq!(
+            substitute_params("duration: ${d}\n", &params).unwrap(),
+            "duration: 7s\n"
+        );
         let err = substitute_params("x: ${nope}\n", &params).unwrap_err();
         assert_eq!((err.0, err.1), (1, 4));
+        let commented = "x: 1 # was ${old}\ny: '#${d}'\n";
+        assert_eq!(
+            substitute_params(commented, &params).unwrap(),
+            "x: 1 # was ${old}\ny: '#7s'\n"
+        );
     }
 
     #[test]
     fn unknown_override_names_the_declared_params() {
         let tree = serde_yaml_ng::from_str("params: {a: 1}\n").unwrap();
-        let err = resolve_params(&tree, &[("b".into(), "2".into())]).unwrap_err();
+        let (field, err) = resolve_params(&tree, &[("b".into(), "2".into())]).unwrap_err();
+        assert_eq!(field, "params");
         assert!(err.contains("no param `b`") && err.contains("a"), "{err}");
     }
 }

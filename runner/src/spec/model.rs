@@ -190,11 +190,56 @@ pub enum KeyDistribution {
     Sequential,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ValueSizeSpec {
     Fixed(Size),
     Range { min: Size, max: Size },
+}
+
+/// By hand rather than `untagged`, so a bad size keeps its own message
+/// ("size `512` has no unit") instead of "did not match any variant".
+impl<'de> Deserialize<'de> for ValueSizeSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Range {
+            min: Size,
+            max: Size,
+        }
+        struct SizeVisitor;
+        impl<'de> serde::de::Visitor<'de> for SizeVisitor {
+            type Value = ValueSizeSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a size such as 64B, or {min: 16B, max: 1KiB}")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ValueSizeSpec, E> {
+                super::units::parse_size(v)
+                    .map(|n| ValueSizeSpec::Fixed(Size(n)))
+                    .map_err(E::custom)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ValueSizeSpec, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ValueSizeSpec, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<ValueSizeSpec, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<ValueSizeSpec, A::Error> {
+                let r = Range::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(ValueSizeSpec::Range {
+                    min: r.min,
+                    max: r.max,
+                })
+            }
+        }
+        d.deserialize_any(SizeVisitor)
+    }
 }
 
 /// How much load: a closed loop (`closed: 3x32`, clients × in-flight per
@@ -231,7 +276,11 @@ impl std::fmt::Display for Load<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Load::Closed(s) => write!(f, "closed {s}"),
-            Load::Open(o) => write!(f, "open {}/s over {}x{}", o.rate, o.connections, o.in_flight),
+            Load::Open(o) => write!(
+                f,
+                "open {}/s over {}x{}",
+                o.rate, o.connections, o.in_flight
+            ),
         }
     }
 }
@@ -425,7 +474,9 @@ impl<'de> Deserialize<'de> for ClosedShape {
 impl ClosedShape {
     pub fn parse(text: &str) -> Result<Self, String> {
         let bad = || {
-            format!("invalid closed-loop shape `{text}`: write clients x in-flight, e.g. 1x1 or 3x32")
+            format!(
+                "invalid closed-loop shape `{text}`: write clients x in-flight, e.g. 1x1 or 3x32"
+            )
         };
         let (c, i) = text.trim().split_once(['x', 'X']).ok_or_else(bad)?;
         let clients: u32 = c.trim().parse().map_err(|_| bad())?;

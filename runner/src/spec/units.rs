@@ -28,13 +28,20 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(rest.len());
         if num_len == 0 {
-            return Err(format!("invalid duration `{s}`: expected a number, e.g. 250ms, 5s, 2m"));
+            return Err(format!(
+                "invalid duration `{s}`: expected a number, e.g. 250ms, 5s, 2m"
+            ));
         }
-        let number: f64 = rest[..num_len]
-            .parse()
-            .map_err(|_| format!("invalid duration `{s}`: `{}` is not a number", &rest[..num_len]))?;
+        let number: f64 = rest[..num_len].parse().map_err(|_| {
+            format!(
+                "invalid duration `{s}`: `{}` is not a number",
+                &rest[..num_len]
+            )
+        })?;
         rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         let seconds_per_unit = match unit {
             "ns" => 1e-9,
@@ -66,7 +73,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     if num_len == 0 {
-        return Err(format!("invalid size `{s}`: expected a number with a unit, e.g. 64B or 16KiB"));
+        return Err(format!(
+            "invalid size `{s}`: expected a number with a unit, e.g. 64B or 16KiB"
+        ));
     }
     let number: f64 = s[..num_len]
         .parse()
@@ -79,7 +88,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "KB" | "kB" => 1_000,
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,
-        "" => return Err(format!("size `{s}` has no unit: write e.g. `{s}B` or `{s}KiB`")),
+        "" => {
+            return Err(format!(
+                "size `{s}` has no unit: write e.g. `{s}B` or `{s}KiB`"
+            ))
+        }
         other => {
             return Err(format!(
                 "invalid size `{s}`: unknown unit `{other}` (use B, KiB, MiB, GiB, KB, MB or GB)"
@@ -115,7 +128,9 @@ impl fmt::Display for Dur {
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = StringOrNumber::deserialize(d)?.into_string();
-        parse_duration(&text).map(Dur).map_err(serde::de::Error::custom)
+        parse_duration(&text)
+            .map(Dur)
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -141,7 +156,9 @@ impl JsonSchema for Dur {
 impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = StringOrNumber::deserialize(d)?.into_string();
-        parse_size(&text).map(Size).map_err(serde::de::Error::custom)
+        parse_size(&text)
+            .map(Size)
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -194,7 +211,9 @@ mod tests {
         assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
         assert!(parse_duration("5").unwrap_err().contains("no unit"));
-        assert!(parse_duration("5 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("5 parsecs")
+            .unwrap_err()
+            .contains("unknown unit"));
         assert!(parse_duration("fast").is_err());
     }
 

@@ -27,9 +27,18 @@ impl TargetDriver for RedisDriver {
     fn listen_args(&self, port: u16) -> Vec<String> {
         // No persistence by default: a benchmark should not measure a stray RDB save
         // unless the spec asks for it (its own args come after and win).
-        ["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-            .map(String::from)
-            .to_vec()
+        [
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        .map(String::from)
+        .to_vec()
     }
 
     fn uri(&self, host: &str, port: u16) -> String {
@@ -42,7 +51,10 @@ impl TargetDriver for RedisDriver {
 
     async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {
         let mut conn = open(uri, Some(std::time::Duration::from_secs(2))).await?;
-        let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await?;
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut conn)
+            .await?;
         let field = |name: &str| {
             info.lines()
                 .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
@@ -62,11 +74,18 @@ impl TargetDriver for RedisDriver {
         workload: Arc<Workload>,
     ) -> anyhow::Result<Box<dyn Client>> {
         let conn = open(uri, None).await?;
-        Ok(Box::new(RedisClient { conn, settings, workload }))
+        Ok(Box::new(RedisClient {
+            conn,
+            settings,
+            workload,
+        }))
     }
 }
 
-async fn open(uri: &str, response_timeout: Option<std::time::Duration>) -> anyhow::Result<MultiplexedConnection> {
+async fn open(
+    uri: &str,
+    response_timeout: Option<std::time::Duration>,
+) -> anyhow::Result<MultiplexedConnection> {
     let client = redis::Client::open(uri).with_context(|| format!("invalid redis uri `{uri}`"))?;
     // The crate's default 500 ms response timeout would cut ops short of the
     // spec's deadline; the engine owns deadlines.

@@ -94,8 +94,9 @@ impl Workload {
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             .wrapping_add(salt.wrapping_mul(0xD1B5_4A32_D192_ED03))
             .wrapping_add(stream);
-        let zipf = (self.distribution == KeyDistribution::Zipfian)
-            .then(|| Zipf::new(self.key_count as f64, self.zipf_exponent).expect("validated exponent"));
+        let zipf = (self.distribution == KeyDistribution::Zipfian).then(|| {
+            Zipf::new(self.key_count as f64, self.zipf_exponent).expect("validated exponent")
+        });
         OpStream {
             workload: Arc::clone(self),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
@@ -131,7 +132,11 @@ impl OpStream {
             KeyDistribution::Uniform => self.rng.random_range(0..w.key_count),
             KeyDistribution::Zipfian => {
                 // Zipf yields ranks 1..=n; rank 1 is the hottest key.
-                let rank = self.zipf.as_ref().expect("zipf set for zipfian").sample(&mut self.rng);
+                let rank = self
+                    .zipf
+                    .as_ref()
+                    .expect("zipf set for zipfian")
+                    .sample(&mut self.rng);
                 (rank as u64).saturating_sub(1).min(w.key_count - 1)
             }
             KeyDistribution::Hotset => {
@@ -153,7 +158,11 @@ impl OpStream {
         } else {
             self.rng.random_range(w.value_size.0..=w.value_size.1)
         };
-        Op { kind, key, value_len }
+        Op {
+            kind,
+            key,
+            value_len,
+        }
     }
 }
 
@@ -169,9 +178,18 @@ mod tests {
     #[test]
     fn same_seed_same_ops() {
         let w = workload("ops: {get: 1, set: 1}\nkeys: {count: 100}\n");
-        let a: Vec<Op> = { let mut s = w.stream(0, 1, 0); (0..100).map(|_| s.next_op()).collect() };
-        let b: Vec<Op> = { let mut s = w.stream(0, 1, 0); (0..100).map(|_| s.next_op()).collect() };
-        let c: Vec<Op> = { let mut s = w.stream(1, 2, 0); (0..100).map(|_| s.next_op()).collect() };
+        let a: Vec<Op> = {
+            let mut s = w.stream(0, 1, 0);
+            (0..100).map(|_| s.next_op()).collect()
+        };
+        let b: Vec<Op> = {
+            let mut s = w.stream(0, 1, 0);
+            (0..100).map(|_| s.next_op()).collect()
+        };
+        let c: Vec<Op> = {
+            let mut s = w.stream(1, 2, 0);
+            (0..100).map(|_| s.next_op()).collect()
+        };
         assert_eq!(a, b);
         assert_ne!(a, c);
     }
@@ -180,13 +198,17 @@ mod tests {
     fn mix_follows_weights() {
         let w = workload("ops: {get: 80, set: 20}\n");
         let mut s = w.stream(0, 1, 0);
-        let gets = (0..100_000).filter(|_| s.next_op().kind == OpKind::Get).count();
+        let gets = (0..100_000)
+            .filter(|_| s.next_op().kind == OpKind::Get)
+            .count();
         assert!((78_000..82_000).contains(&gets), "{gets} gets of 100000");
     }
 
     #[test]
     fn zipfian_concentrates_on_low_ranks_and_hotset_on_hot_keys() {
-        let w = workload("ops: {get: 1}\nkeys: {count: 10000, distribution: zipfian, exponent: 0.99}\n");
+        let w = workload(
+            "ops: {get: 1}\nkeys: {count: 10000, distribution: zipfian, exponent: 0.99}\n",
+        );
         let mut s = w.stream(0, 1, 0);
         let top = (0..100_000).filter(|_| s.next_op().key < 100).count();
         assert!(top > 40_000, "top 1% of keys got {top} of 100000");
@@ -202,7 +224,9 @@ mod tests {
         let w = workload("ops: {set: 1}\nkeys: {count: 10, distribution: sequential}\nvalue_size: {min: 1B, max: 3B}\n");
         let mut a = w.stream(0, 2, 0);
         let mut b = w.stream(1, 2, 0);
-        let keys: Vec<u64> = (0..3).flat_map(|_| [a.next_op().key, b.next_op().key]).collect();
+        let keys: Vec<u64> = (0..3)
+            .flat_map(|_| [a.next_op().key, b.next_op().key])
+            .collect();
         assert_eq!(keys, vec![0, 1, 2, 3, 4, 5]);
         assert!((0..100).all(|_| (1..=3).contains(&a.next_op().value_len)));
     }

@@ -1,0 +1,3 @@
+//! Safety checkers over recorded operation histories.
+
+pub mod linearizability;

@@ -1,0 +1,3 @@
+//! Operation histories: what every client invoked and what it saw.
+
+pub mod jepsen_edn;

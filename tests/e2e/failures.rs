@@ -1,0 +1,185 @@
+//! What happens when things go wrong: a target that never comes up, an
+//! interrupted run, a server that stops answering.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+fn never_ready_spec(command: &str, args: &str) -> String {
+    format!(
+        "name: never\ntargets:\n  t: {{kind: redis, provider: process, command: {command}, args: {args}, ready_timeout: 1s}}\nworkloads:\n  w: {{ops: {{get: 1}}}}\nprofiles:\n  p: {{closed: 1x1}}\nscenarios:\n  - {{name: s, target: t, workload: w, profiles: [p]}}\ngates:\n  g: errors == 0\n"
+    )
+}
+
+#[test]
+fn a_target_that_never_answers_is_stopped_and_reported() {
+    let _load = exclusive();
+    // `sleep` starts fine but never speaks Redis; the distinctive number lets us find it.
+    let (_d, spec) = spec_file(&never_ready_spec("sleep", "[\"987654\", \"{port}\"]"));
+    let started = Instant::now();
+    let run = run(&spec, &[]);
+    assert!(started.elapsed() < Duration::from_secs(15), "bounded wait");
+    assert_eq!(run.code(), 2, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    assert_eq!(r["verdict"], "INCOMPLETE");
+    let error = r["errors"][0].as_str().unwrap();
+    assert!(
+        error.contains("target `t` (sleep)")
+            && error.contains("did not answer")
+            && error.contains("within 1s"),
+        "{error}"
+    );
+    assert_eq!(r["cells"][0]["status"], "skipped");
+    assert!(
+        processes_matching("sleep 987654").is_empty(),
+        "the process was left running"
+    );
+}
+
+#[test]
+fn a_missing_binary_says_how_to_install_it() {
+    let (_d, spec) = spec_file(&never_ready_spec("redis-server-that-does-not-exist", "[]"));
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 2);
+    let error = run.results()["errors"][0].as_str().unwrap().to_string();
+    assert!(error.contains("not installed or not on PATH"), "{error}");
+}
+
+fn interrupt_with(signal: i32) {
+    let _load = exclusive();
+    let out = tempfile::tempdir().unwrap();
+    let mut child = faultline()
+        .args([
+            "run",
+            "specs/quickstart.yaml",
+            "--set",
+            "duration=30s",
+            "--out",
+        ])
+        .arg(out.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let started = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "stopped promptly"
+    );
+    assert_eq!(status.code(), Some(2));
+    let dir = run_dir(out.path()).unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(r["verdict"], "INCOMPLETE");
+    assert_eq!(r["run"]["interrupted"], true);
+    let cells = r["cells"].as_array().unwrap();
+    assert_eq!(cells[0]["status"], "interrupted");
+    assert!(
+        cells[0]["stats"]["ok"].as_u64().unwrap() > 0,
+        "partial results kept"
+    );
+    assert!(cells[0]["measured_s"].as_f64().unwrap() < 5.0);
+    assert!(cells[1..].iter().all(|c| c["status"] == "skipped"));
+    let uri = r["targets"][0]["uri"].as_str().unwrap();
+    let port = uri.rsplit(':').next().unwrap();
+    assert!(
+        processes_matching(&format!("redis-server 127.0.0.1:{port}")).is_empty(),
+        "redis-server left running"
+    );
+    assert!(std::fs::read_to_string(dir.join("report.md"))
+        .unwrap()
+        .contains("INCOMPLETE"));
+}
+
+#[test]
+fn ctrl_c_stops_the_load_and_keeps_partial_results() {
+    interrupt_with(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_stops_the_load_and_keeps_partial_results() {
+    interrupt_with(libc::SIGTERM);
+}
+
+fn paused_server_spec(port: u16, cancel_at_deadline: bool) -> String {
+    format!(
+        r#"name: paused
+targets:
+  t: {{kind: redis, provider: external, uri: "redis://127.0.0.1:{port}", cancel_at_deadline: {cancel_at_deadline}}}
+workloads:
+  w: {{ops: {{get: 1}}, keys: {{count: 100}}}}
+profiles:
+  p: {{closed: 2x4}}
+timing: {{warmup: 0s, duration: 4s, deadline: 300ms, hang_after: 500ms}}
+scenarios:
+  - {{name: s, target: t, workload: w, profiles: [p]}}
+gates:
+  no-hangs: hangs == 0
+  no-errors: errors == 0
+"#
+    )
+}
+
+/// CLIENT PAUSE makes a real redis-server hold every command for 2 s.
+fn run_with_pause(cancel_at_deadline: bool) -> serde_json::Value {
+    let _load = exclusive();
+    let server = RedisServer::start();
+    let (_d, spec) = spec_file(&paused_server_spec(server.port, cancel_at_deadline));
+    let pauser = {
+        let port = server.port;
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1500));
+            std::process::Command::new("redis-cli")
+                .args(["-p", &port.to_string(), "CLIENT", "PAUSE", "2000", "ALL"])
+                .output()
+                .unwrap()
+        })
+    };
+    let run = run(&spec, &[]);
+    assert!(pauser.join().unwrap().status.success());
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout(), run.stderr());
+    run.results()
+}
+
+#[test]
+fn the_watchdog_counts_ops_that_outlive_their_deadline_as_hangs() {
+    let r = run_with_pause(false);
+    let errors = &r["cells"][0]["stats"]["errors"];
+    assert!(
+        errors["hang"].as_u64().unwrap() >= 8,
+        "every in-flight op hung: {errors}"
+    );
+    assert_eq!(errors["deadline"], 0);
+    assert!(r["cells"][0]["stats"]["over_deadline"].as_u64().unwrap() >= 8);
+    let gate = &r["gates"][0];
+    assert_eq!(
+        (gate["name"].as_str(), gate["result"].as_str()),
+        (Some("no-hangs"), Some("fail"))
+    );
+    // The load recovered after the pause.
+    let timeline = r["cells"][0]["stats"]["timeline"].as_array().unwrap();
+    assert!(
+        timeline.last().unwrap()["ok"].as_u64().unwrap() > 100,
+        "{timeline:?}"
+    );
+}
+
+#[test]
+fn a_client_that_honours_the_deadline_fails_fast_without_hangs() {
+    let r = run_with_pause(true);
+    let stats = &r["cells"][0]["stats"];
+    assert!(
+        stats["errors"]["deadline"].as_u64().unwrap() >= 8,
+        "{}",
+        stats["errors"]
+    );
+    assert_eq!(stats["errors"]["hang"], 0);
+    assert_eq!(stats["over_deadline"], 0);
+    assert_eq!(r["gates"][0]["result"], "pass");
+    assert_eq!(r["gates"][1]["result"], "fail");
+}

@@ -1,0 +1,10 @@
+//! End-to-end tests: the real `faultline` binary against real redis-server
+//! processes. Load tests take a global lock so they never share the CPU with
+//! each other (latency gates would flake on a 2-core machine).
+
+mod support;
+
+mod bad_specs;
+mod check_cli;
+mod failures;
+mod runs;

@@ -1,0 +1,162 @@
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+pub fn faultline() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_faultline"));
+    cmd.current_dir(repo());
+    cmd
+}
+
+static LOAD: Mutex<()> = Mutex::new(());
+
+/// Held by every test that puts load on the machine.
+pub fn exclusive() -> MutexGuard<'static, ()> {
+    LOAD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub struct Run {
+    pub output: Output,
+    pub dir: Option<PathBuf>,
+    pub _out: tempfile::TempDir,
+}
+
+impl Run {
+    pub fn code(&self) -> i32 {
+        self.output.status.code().expect("exited normally")
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    pub fn results(&self) -> serde_json::Value {
+        let dir = self.dir.as_ref().expect("a run directory was created");
+        let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
+        serde_json::from_str(&text).expect("results.json is JSON")
+    }
+    pub fn report(&self) -> String {
+        std::fs::read_to_string(self.dir.as_ref().unwrap().join("report.md"))
+            .expect("report.md written")
+    }
+}
+
+/// `faultline run SPEC ARGS… --out <fresh temp dir>`.
+pub fn run(spec: &Path, args: &[&str]) -> Run {
+    let out = tempfile::tempdir().unwrap();
+    let output = faultline()
+        .arg("run")
+        .arg(spec)
+        .args(args)
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .expect("faultline runs");
+    let dir = run_dir(out.path());
+    Run {
+        output,
+        dir,
+        _out: out,
+    }
+}
+
+pub fn run_dir(out: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(out)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+}
+
+/// A spec written to a temp file (kept alive by the returned guard).
+pub fn spec_file(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.yaml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A real redis-server the test controls (for faults the test injects itself).
+pub struct RedisServer {
+    pub port: u16,
+    child: Child,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (apt-get install redis-server)");
+        let server = RedisServer { port, child };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.cli(&["PING"]).as_deref() != Some("PONG") {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on {port} did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    pub fn cli(&self, args: &[&str]) -> Option<String> {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Processes whose command line contains `needle` (excluding pgrep itself).
+pub fn processes_matching(needle: &str) -> Vec<String> {
+    let out = Command::new("pgrep")
+        .args(["-af", needle])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.contains("pgrep"))
+        .map(str::to_string)
+        .collect()
+}
