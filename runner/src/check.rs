@@ -33,19 +33,11 @@ pub fn run(model: Model, file: &Path, budget: Duration) -> u8 {
     let took = started.elapsed();
     match verdict {
         Verdict::Linearizable => {
-            println!(
-                "{}: linearizable ({} ops, checked in {took:.2?})",
-                file.display(),
-                ops.len()
-            );
+            println!("{}: linearizable ({} ops, checked in {took:.2?})", file.display(), ops.len());
             EXIT_LINEARIZABLE
         }
         Verdict::NotLinearizable(w) => {
-            println!(
-                "{}: NOT linearizable ({} ops, checked in {took:.2?})",
-                file.display(),
-                ops.len()
-            );
+            println!("{}: NOT linearizable ({} ops, checked in {took:.2?})", file.display(), ops.len());
             if let Some(key) = &w.partition {
                 println!("  key: {key}");
             }

@@ -2,8 +2,9 @@
 //! "0.91x"), from the means over their alternated repeats.
 
 use crate::results::{CellResult, CellStatus, Comparison};
+use crate::spec::Spec;
 
-pub fn compare(cells: &[CellResult]) -> Vec<Comparison> {
+pub fn compare(spec: &Spec, cells: &[CellResult]) -> Vec<Comparison> {
     let mut out = Vec::new();
     let mut groups: Vec<(&str, &str)> = Vec::new();
     for c in cells {
@@ -14,49 +15,32 @@ pub fn compare(cells: &[CellResult]) -> Vec<Comparison> {
     for (scenario, profile) in groups {
         let group: Vec<&CellResult> = cells
             .iter()
-            .filter(|c| {
-                c.scenario == scenario && c.profile == profile && c.status == CellStatus::Completed
-            })
+            .filter(|c| c.scenario == scenario && c.profile == profile && c.status == CellStatus::Completed)
             .collect();
-        let mut targets: Vec<&str> = Vec::new();
-        for c in &group {
-            if !targets.contains(&c.target.as_str()) {
-                targets.push(&c.target);
-            }
-        }
-        // The baseline is the variant of repeat 1 that ran first: the scenario's first target.
-        let Some(baseline) = group
-            .iter()
-            .find(|c| c.repeat == 1)
-            .map(|c| c.target.as_str())
-        else {
+        // The baseline is the scenario's first target, as the spec lists them.
+        let Some(scenario_spec) = spec.scenarios.iter().find(|s| s.name == scenario) else { continue };
+        let targets = scenario_spec.target.names();
+        let Some(baseline) = targets.first().map(String::as_str) else { continue };
+        if !group.iter().any(|c| c.target == baseline) {
             continue;
-        };
+        }
         let summary = |t: &str| {
             let runs: Vec<&&CellResult> = group.iter().filter(|c| c.target == t).collect();
             let n = runs.len() as f64;
-            let throughput = runs
-                .iter()
-                .filter_map(|c| c.stats.as_ref())
-                .map(|s| s.throughput)
-                .sum::<f64>()
-                / n;
+            let throughput = runs.iter().filter_map(|c| c.stats.as_ref()).map(|s| s.throughput).sum::<f64>() / n;
             let p99 = runs
                 .iter()
                 .filter_map(|c| c.stats.as_ref())
-                .flat_map(|s| {
-                    s.per_op
-                        .values()
-                        .filter_map(|o| o.latency_ms.map(|l| l.p99))
-                })
-                .fold(None, |acc: Option<f64>, v| {
-                    Some(acc.map_or(v, |a| a.max(v)))
-                });
+                .flat_map(|s| s.per_op.values().filter_map(|o| o.latency_ms.map(|l| l.p99)))
+                .fold(None, |acc: Option<f64>, v| Some(acc.map_or(v, |a| a.max(v))));
             (throughput, p99, runs.len() as u32)
         };
         let (base_tp, base_p99, _) = summary(baseline);
-        for t in targets.into_iter().filter(|t| *t != baseline) {
+        for t in targets.iter().map(String::as_str).filter(|t| *t != baseline) {
             let (tp, p99, repeats) = summary(t);
+            if repeats == 0 {
+                continue;
+            }
             out.push(Comparison {
                 scenario: scenario.to_string(),
                 profile: profile.to_string(),

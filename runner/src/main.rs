@@ -28,11 +28,7 @@ use clap::{Parser, Subcommand};
 pub const EXIT_USAGE: u8 = 3;
 
 #[derive(Parser)]
-#[command(
-    name = "faultline",
-    version,
-    about = "Database benchmark-and-fault campaigns from declarative YAML specs"
-)]
+#[command(name = "faultline", version, about = "Database benchmark-and-fault campaigns from declarative YAML specs")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -94,9 +90,7 @@ enum ModelArg {
 }
 
 fn parse_assignment(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s
-        .split_once('=')
-        .ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
     Ok((k.trim().to_string(), v.to_string()))
 }
 
@@ -110,35 +104,16 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run {
-            spec,
-            set,
-            quick,
-            only,
-            out,
-            dry_run,
-        } => run::run(run::RunArgs {
-            spec,
-            set,
-            quick,
-            only,
-            out,
-            dry_run,
-        }),
+        Command::Run { spec, set, quick, only, out, dry_run } => {
+            run::run(run::RunArgs { spec, set, quick, only, out, dry_run })
+        }
         Command::Validate { spec, set } => match spec::load(&spec, &set) {
             Ok(loaded) => {
-                let cells = plan::build(&loaded.spec, &plan::PlanOptions::default())
-                    .map(|p| p.cells.len())
-                    .unwrap_or(0);
+                let cells =
+                    plan::build(&loaded.spec, &plan::PlanOptions::default()).map(|p| p.cells.len()).unwrap_or(0);
                 let scenarios = loaded.spec.scenarios.len();
-                let plural =
-                    |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-                println!(
-                    "{}: ok ({}, {})",
-                    spec.display(),
-                    plural(scenarios, "scenario"),
-                    plural(cells, "cell")
-                );
+                let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+                println!("{}: ok ({}, {})", spec.display(), plural(scenarios, "scenario"), plural(cells, "cell"));
                 0
             }
             Err(e) => {
@@ -146,8 +121,7 @@ fn main() -> ExitCode {
                 EXIT_USAGE
             }
         },
-        Command::Report { run_dir, template } => match run::rerender(&run_dir, template.as_deref())
-        {
+        Command::Report { run_dir, template } => match run::rerender(&run_dir, template.as_deref()) {
             Ok(path) => {
                 println!("report: {}", path.display());
                 0
@@ -157,11 +131,7 @@ fn main() -> ExitCode {
                 EXIT_USAGE
             }
         },
-        Command::Check {
-            model,
-            file,
-            budget,
-        } => {
+        Command::Check { model, file, budget } => {
             let model = match model {
                 ModelArg::Register => checker::linearizability::Model::Register,
                 ModelArg::Kv => checker::linearizability::Model::Kv,
@@ -170,10 +140,7 @@ fn main() -> ExitCode {
         }
         Command::Schema => {
             let schema = schemars::schema_for!(spec::Spec);
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&schema).expect("schema serializes")
-            );
+            println!("{}", serde_json::to_string_pretty(&schema).expect("schema serializes"));
             0
         }
     };

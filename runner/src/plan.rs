@@ -45,10 +45,18 @@ pub struct CellTiming {
 
 impl Cell {
     pub fn label(&self) -> String {
-        format!(
-            "{}/{}/{}#{}",
-            self.scenario, self.profile, self.target, self.repeat
-        )
+        format!("{}/{}/{}#{}", self.scenario, self.profile, self.target, self.repeat)
+    }
+
+    /// Seeds this cell's op streams. The target is left out, so the variants
+    /// of one repeat send the very same ops; `--only` does not change them.
+    pub fn stream_salt(&self) -> u64 {
+        // FNV-1a: stable across Rust versions, unlike the std hashers.
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in format!("{}\0{}\0{}", self.scenario, self.profile, self.repeat).bytes() {
+            hash = (hash ^ byte as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        hash
     }
 }
 
@@ -56,22 +64,16 @@ pub fn build(spec: &Spec, options: &PlanOptions) -> Result<Plan, String> {
     for name in &options.only {
         if !spec.scenarios.iter().any(|s| &s.name == name) {
             let known: Vec<&str> = spec.scenarios.iter().map(|s| s.name.as_str()).collect();
-            return Err(format!(
-                "--only {name}: no such scenario (the spec has: {})",
-                known.join(", ")
-            ));
+            return Err(format!("--only {name}: no such scenario (the spec has: {})", known.join(", ")));
         }
     }
     let mut subset_reasons = Vec::new();
     if options.quick {
         subset_reasons.push("--quick ran shortened timings".to_string());
     }
-    if !options.only.is_empty() && options.only.len() < spec.scenarios.len() {
-        subset_reasons.push(format!(
-            "--only ran {} of {} scenarios",
-            options.only.len(),
-            spec.scenarios.len()
-        ));
+    let chosen = spec.scenarios.iter().filter(|s| options.only.contains(&s.name)).count();
+    if !options.only.is_empty() && chosen < spec.scenarios.len() {
+        subset_reasons.push(format!("--only ran {chosen} of {} scenarios", spec.scenarios.len()));
     }
     let mut cells = Vec::new();
     for scenario in &spec.scenarios {
@@ -81,11 +83,7 @@ pub fn build(spec: &Spec, options: &PlanOptions) -> Result<Plan, String> {
         let base = &spec.timing;
         let over = scenario.timing.clone().unwrap_or_default();
         let (warmup, duration, repeats) = if options.quick {
-            (
-                base.quick.warmup.0,
-                base.quick.duration.0,
-                base.quick.repeats,
-            )
+            (base.quick.warmup.0, base.quick.duration.0, base.quick.repeats)
         } else {
             (
                 over.warmup.unwrap_or(base.warmup).0,
@@ -121,18 +119,12 @@ pub fn build(spec: &Spec, options: &PlanOptions) -> Result<Plan, String> {
             }
         }
     }
-    Ok(Plan {
-        cells,
-        subset_reasons,
-    })
+    Ok(Plan { cells, subset_reasons })
 }
 
 impl Plan {
     pub fn total_time(&self) -> Duration {
-        self.cells
-            .iter()
-            .map(|c| c.timing.warmup + c.timing.duration)
-            .sum()
+        self.cells.iter().map(|c| c.timing.warmup + c.timing.duration).sum()
     }
 
     /// The plan as `--dry-run` prints it.
@@ -171,9 +163,7 @@ mod tests {
     use super::*;
 
     fn spec(yaml: &str) -> Spec {
-        crate::spec::parse(std::path::Path::new("t.yaml"), yaml, &[])
-            .unwrap()
-            .spec
+        crate::spec::parse(std::path::Path::new("t.yaml"), yaml, &[]).unwrap().spec
     }
 
     const TWO_TARGETS: &str = "name: ab\ntargets:\n  a: {kind: redis, provider: external, uri: 'redis://127.0.0.1:1'}\n  b: {kind: redis, provider: external, uri: 'redis://127.0.0.1:2'}\nworkloads:\n  w: {ops: {get: 1}}\nprofiles:\n  p: {closed: 1x1}\n  q: {closed: 2x2}\ntiming: {repeats: 2, duration: 3s}\nscenarios:\n  - {name: s, target: [a, b], workload: w, profiles: [p, q]}\n  - {name: t, target: a, workload: w, profiles: [p]}\n";
@@ -185,8 +175,8 @@ mod tests {
         assert_eq!(
             labels,
             [
-                "s/p/a#1", "s/p/b#1", "s/q/a#1", "s/q/b#1", "s/p/b#2", "s/p/a#2", "s/q/b#2",
-                "s/q/a#2", "t/p/a#1", "t/p/a#2"
+                "s/p/a#1", "s/p/b#1", "s/q/a#1", "s/q/b#1", "s/p/b#2", "s/p/a#2", "s/q/b#2", "s/q/a#2", "t/p/a#1",
+                "t/p/a#2"
             ]
         );
         assert!(plan.subset_reasons.is_empty());
@@ -195,25 +185,11 @@ mod tests {
 
     #[test]
     fn quick_and_only_are_subsets() {
-        let plan = build(
-            &spec(TWO_TARGETS),
-            &PlanOptions {
-                quick: true,
-                only: vec!["t".into()],
-            },
-        )
-        .unwrap();
+        let plan = build(&spec(TWO_TARGETS), &PlanOptions { quick: true, only: vec!["t".into()] }).unwrap();
         assert_eq!(plan.cells.len(), 1);
         assert_eq!(plan.cells[0].timing.duration, Duration::from_secs(2));
         assert_eq!(plan.subset_reasons.len(), 2);
-        let err = build(
-            &spec(TWO_TARGETS),
-            &PlanOptions {
-                quick: false,
-                only: vec!["x".into()],
-            },
-        )
-        .unwrap_err();
+        let err = build(&spec(TWO_TARGETS), &PlanOptions { quick: false, only: vec!["x".into()] }).unwrap_err();
         assert!(err.contains("no such scenario"), "{err}");
     }
 }

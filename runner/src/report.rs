@@ -36,10 +36,7 @@ struct Row<'a> {
 fn tables(results: &Results) -> Vec<Table<'_>> {
     let mut tables: Vec<Table> = Vec::new();
     for cell in &results.cells {
-        let index = match tables
-            .iter()
-            .position(|t| t.scenario == cell.scenario && t.profile == cell.profile)
-        {
+        let index = match tables.iter().position(|t| t.scenario == cell.scenario && t.profile == cell.profile) {
             Some(i) => i,
             None => {
                 tables.push(Table {
@@ -69,38 +66,39 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
         }
     }
     for t in &mut tables {
-        t.rows
-            .sort_by(|a, b| (a.target, a.repeat).cmp(&(b.target, b.repeat)));
-        t.cells
-            .sort_by(|a, b| (&a.target, a.repeat).cmp(&(&b.target, b.repeat)));
+        t.rows.sort_by(|a, b| (a.target, a.repeat).cmp(&(b.target, b.repeat)));
+        t.cells.sort_by(|a, b| (&a.target, a.repeat).cmp(&(&b.target, b.repeat)));
     }
     tables
 }
 
-pub fn render(
-    results: &Results,
-    template_path: Option<&Path>,
-    title: Option<&str>,
-) -> anyhow::Result<String> {
+/// Reads and parses a template, so a broken one is reported before a run
+/// rather than after it.
+pub fn check_template(path: &Path) -> anyhow::Result<()> {
+    environment(Some(path)).map(|_| ())
+}
+
+fn environment(template_path: Option<&Path>) -> anyhow::Result<(Environment<'static>, String)> {
     let source = match template_path {
-        Some(p) => std::fs::read_to_string(p)
-            .with_context(|| format!("cannot read report template {}", p.display()))?,
+        Some(p) => {
+            std::fs::read_to_string(p).with_context(|| format!("cannot read report template {}", p.display()))?
+        }
         None => DEFAULT_TEMPLATE.to_string(),
     };
-    let name = template_path
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "default.md.j2".into());
+    let name = template_path.map(|p| p.display().to_string()).unwrap_or_else(|| "default.md.j2".into());
     let mut env = Environment::new();
     env.set_trim_blocks(true);
     env.add_filter("ms", |v: f64| format!("{v:.2}"));
     env.add_filter("num", |v: f64| thousands(v.round() as u64));
     env.add_filter("sparkline", |v: Vec<f64>| sparkline(&v));
-    env.add_template_owned(name.clone(), source)
-        .with_context(|| format!("report template {name} does not parse"))?;
+    env.add_template_owned(name.clone(), source).with_context(|| format!("report template {name} does not parse"))?;
+    Ok((env, name))
+}
+
+pub fn render(results: &Results, template_path: Option<&Path>, title: Option<&str>) -> anyhow::Result<String> {
+    let (env, name) = environment(template_path)?;
     let template = env.get_template(&name)?;
-    let title = title
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("faultline: {}", results.run.name));
+    let title = title.map(str::to_string).unwrap_or_else(|| format!("faultline: {}", results.run.name));
     template
         .render(context! {
             title,
@@ -135,13 +133,7 @@ pub fn sparkline(values: &[f64]) -> String {
     let max = values.iter().cloned().fold(0.0, f64::max);
     values
         .iter()
-        .map(|v| {
-            if max <= 0.0 {
-                BARS[0]
-            } else {
-                BARS[((v / max) * 7.0).round().clamp(0.0, 7.0) as usize]
-            }
-        })
+        .map(|v| if max <= 0.0 { BARS[0] } else { BARS[((v / max) * 7.0).round().clamp(0.0, 7.0) as usize] })
         .collect()
 }
 

@@ -123,10 +123,7 @@ pub struct CellResult {
 
 impl CellResult {
     pub fn label(&self) -> String {
-        format!(
-            "{}/{}/{}#{}",
-            self.scenario, self.profile, self.target, self.repeat
-        )
+        format!("{}/{}/{}#{}", self.scenario, self.profile, self.target, self.repeat)
     }
 }
 
@@ -166,14 +163,12 @@ impl Results {
         let tmp = path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(self)?;
         std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("cannot move {} into place", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", tmp.display()))?;
         Ok(())
     }
 
     pub fn read(path: &Path) -> anyhow::Result<Results> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         let results: Results = serde_json::from_str(&text)
             .with_context(|| format!("{} is not a faultline results file", path.display()))?;
         if results.schema_version != SCHEMA_VERSION {
@@ -192,10 +187,7 @@ pub fn host_info() -> HostInfo {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let cpu_model = read("/proc/cpuinfo")
         .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
-        })
+        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
         .unwrap_or_else(|| "unknown".into());
     let memory_kib: f64 = read("/proc/meminfo")
         .lines()
@@ -204,18 +196,13 @@ pub fn host_info() -> HostInfo {
         .unwrap_or(0.0);
     let os = read("/etc/os-release")
         .lines()
-        .find_map(|l| {
-            l.strip_prefix("PRETTY_NAME=")
-                .map(|v| v.trim_matches('"').to_string())
-        })
+        .find_map(|l| l.strip_prefix("PRETTY_NAME=").map(|v| v.trim_matches('"').to_string()))
         .unwrap_or_else(|| std::env::consts::OS.to_string());
     HostInfo {
         hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
         os,
         kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
-        cpus: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         cpu_model,
         memory_gib: (memory_kib / 1024.0 / 1024.0 * 10.0).round() / 10.0,
     }

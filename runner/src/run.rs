@@ -29,10 +29,7 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let options = PlanOptions {
-        quick: args.quick,
-        only: args.only.clone(),
-    };
+    let options = PlanOptions { quick: args.quick, only: args.only.clone() };
     let plan = match plan::build(&loaded.spec, &options) {
         Ok(p) => p,
         Err(e) => {
@@ -40,19 +37,10 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let template = loaded
-        .spec
-        .report
-        .template
-        .as_ref()
-        .map(|t| args.spec.parent().unwrap_or(Path::new(".")).join(t));
+    let template = loaded.spec.report.template.as_ref().map(|t| args.spec.parent().unwrap_or(Path::new(".")).join(t));
     if let Some(t) = &template {
-        if !t.is_file() {
-            eprintln!(
-                "error: {}: field `report.template`: cannot read {}",
-                args.spec.display(),
-                t.display()
-            );
+        if let Err(e) = report::check_template(t) {
+            eprintln!("error: {}: field `report.template`: {e:#}", args.spec.display());
             return EXIT_USAGE;
         }
     }
@@ -94,39 +82,23 @@ fn execute(
         run_dir.display()
     ));
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let cancel = CancellationToken::new();
     let outcome = runtime.block_on(async {
         let signals = tokio::spawn(cancel_on_signal(cancel.clone(), progress.clone()));
-        let engine = Engine {
-            spec,
-            plan,
-            log_dir: &log_dir,
-            cancel: cancel.clone(),
-            progress: progress.clone(),
-        };
+        let engine = Engine { spec, plan, log_dir: &log_dir, cancel: cancel.clone(), progress: progress.clone() };
         let outcome = engine.run().await;
         signals.abort();
         outcome
     });
 
     let gates = gate::evaluate(&spec.gates, &outcome.cells);
-    let (verdict, verdict_reasons) = verdict::decide(
-        &gates,
-        &outcome.cells,
-        &plan.subset_reasons,
-        &outcome.errors,
-        outcome.interrupted,
-    );
+    let (verdict, verdict_reasons) =
+        verdict::decide(&gates, &outcome.cells, &plan.subset_reasons, &outcome.errors, outcome.interrupted);
     let results = Results {
         schema_version: SCHEMA_VERSION,
         run: RunInfo {
-            id: run_dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
+            id: run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             name: spec.name.clone(),
             description: spec.description.clone(),
             spec_path: args.spec.display().to_string(),
@@ -144,78 +116,56 @@ fn execute(
         verdict_reasons,
         gates,
         targets: outcome.targets,
-        comparisons: compare::compare(&outcome.cells),
+        comparisons: compare::compare(spec, &outcome.cells),
         cells: outcome.cells,
         errors: outcome.errors,
     };
     results.write_atomically(&run_dir.join("results.json"))?;
-    let markdown = report::render(&results, template, spec.report.title.as_deref())?;
-    let report_path = run_dir.join("report.md");
-    std::fs::write(&report_path, markdown)?;
-
     for e in &results.errors {
         progress.println(&format!("error: {e}"));
     }
     for g in &results.gates {
-        progress.println(&format!(
-            "gate {:<24} {:<10} {}",
-            g.name,
-            format!("{:?}", g.result).to_uppercase(),
-            g.evidence
-        ));
+        let outcome = format!("{:?}", g.result).to_uppercase();
+        progress.println(&format!("gate {:<24} {outcome:<10} {}", g.name, g.evidence));
     }
-    println!(
-        "verdict: {} ({})",
-        results.verdict.as_str(),
-        results.verdict_reasons.join("; ")
-    );
+    println!("verdict: {} ({})", results.verdict.as_str(), results.verdict_reasons.join("; "));
     println!("results: {}", run_dir.join("results.json").display());
-    println!("report:  {}", report_path.display());
+    // The verdict stands even if the report cannot be written: say so, keep its exit code.
+    let report_path = run_dir.join("report.md");
+    let written = report::render(&results, template, spec.report.title.as_deref()).and_then(|md| {
+        std::fs::write(&report_path, md).with_context(|| format!("cannot write {}", report_path.display()))
+    });
+    match written {
+        Ok(()) => println!("report:  {}", report_path.display()),
+        Err(e) => eprintln!("error: no report: {e:#}"),
+    }
     Ok(verdict_code(results.verdict))
 }
 
 /// First SIGINT or SIGTERM: stop the load, keep what was measured.
 async fn cancel_on_signal(cancel: CancellationToken, progress: Progress) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
         return;
     };
     let name = tokio::select! {
         _ = int.recv() => "SIGINT",
         _ = term.recv() => "SIGTERM",
     };
-    progress.println(&format!(
-        "{name}: stopping the load and cleaning up; partial results will be INCOMPLETE"
-    ));
+    // Cancel first: telling the user may fail (a closed stderr) and must not stop it.
     cancel.cancel();
+    progress.println(&format!("{name}: stopping the load and cleaning up; partial results will be INCOMPLETE"));
 }
 
 fn create_run_dir(out: &Path, name: &str) -> anyhow::Result<PathBuf> {
-    let safe: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
+    let safe: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect();
     let stamp = time::OffsetDateTime::now_utc()
-        .format(time::macros::format_description!(
-            "[year][month][day]-[hour][minute][second]"
-        ))
+        .format(time::macros::format_description!("[year][month][day]-[hour][minute][second]"))
         .expect("static format");
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     for n in 0.. {
-        let dir = out.join(if n == 0 {
-            format!("{safe}-{stamp}")
-        } else {
-            format!("{safe}-{stamp}-{n}")
-        });
+        let dir = out.join(if n == 0 { format!("{safe}-{stamp}") } else { format!("{safe}-{stamp}-{n}") });
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -231,10 +181,19 @@ fn now_text() -> String {
         .expect("RFC 3339 formats any time")
 }
 
-/// `faultline report RUN_DIR`: render again from results.json.
+/// `faultline report RUN_DIR`: render again from results.json, with the given
+/// template or else the one the spec as run names.
 pub fn rerender(run_dir: &Path, template: Option<&Path>) -> anyhow::Result<PathBuf> {
     let results = Results::read(&run_dir.join("results.json"))?;
-    let markdown = report::render(&results, template, None)?;
+    let spec_text = std::fs::read_to_string(run_dir.join("spec.yaml")).unwrap_or_default();
+    let report_spec: spec::ReportSpec = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&spec_text)
+        .ok()
+        .and_then(|v| v.get("report").cloned())
+        .and_then(|r| serde_yaml_ng::from_value(r).ok())
+        .unwrap_or_default();
+    let spec_dir = Path::new(&results.run.spec_path).parent().unwrap_or(Path::new(".")).to_path_buf();
+    let template = template.map(Path::to_path_buf).or(report_spec.template.map(|t| spec_dir.join(t)));
+    let markdown = report::render(&results, template.as_deref(), report_spec.title.as_deref())?;
     let path = run_dir.join("report.md");
     std::fs::write(&path, markdown).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)

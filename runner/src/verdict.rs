@@ -1,6 +1,8 @@
-//! The run's verdict: FAIL if any gate failed; otherwise INCOMPLETE if any
-//! part of the plan did not run or any gate could not be evaluated; PASS only
-//! when everything ran and every gate held on measured values.
+//! The run's verdict: INCOMPLETE if the run was interrupted (its numbers cover
+//! an arbitrary part of the plan); otherwise FAIL if any gate failed;
+//! otherwise INCOMPLETE if any part of the plan did not run or any gate could
+//! not be evaluated; PASS only when everything ran and every gate held on
+//! measured values.
 
 use crate::results::{CellResult, CellStatus, GateOutcome, GateResult, Verdict};
 
@@ -16,24 +18,16 @@ pub fn decide(
     for g in gates {
         match g.result {
             GateOutcome::Fail => fail.push(format!("gate `{}` failed", g.name)),
-            GateOutcome::Incomplete => {
-                incomplete.push(format!("gate `{}` could not be evaluated", g.name))
-            }
+            GateOutcome::Incomplete => incomplete.push(format!("gate `{}` could not be evaluated", g.name)),
             GateOutcome::Pass => {}
         }
     }
     if interrupted {
         incomplete.push("the run was interrupted".into());
     }
-    let not_run = cells
-        .iter()
-        .filter(|c| c.status != CellStatus::Completed)
-        .count();
+    let not_run = cells.iter().filter(|c| c.status != CellStatus::Completed).count();
     if not_run > 0 {
-        incomplete.push(format!(
-            "{not_run} of {} cells did not complete",
-            cells.len()
-        ));
+        incomplete.push(format!("{not_run} of {} cells did not complete", cells.len()));
     }
     if let Some(e) = errors.first() {
         incomplete.push(format!("error: {}", e.lines().next().unwrap_or(e)));
@@ -42,20 +36,14 @@ pub fn decide(
     if gates.is_empty() {
         incomplete.push("the spec has no gates, so nothing was decided".into());
     }
-    if !fail.is_empty() {
+    if !fail.is_empty() && !interrupted {
         fail.extend(incomplete);
         (Verdict::Fail, fail)
     } else if !incomplete.is_empty() {
+        incomplete.extend(fail);
         (Verdict::Incomplete, incomplete)
     } else {
-        (
-            Verdict::Pass,
-            vec![format!(
-                "all {} gates held in all {} cells",
-                gates.len(),
-                cells.len()
-            )],
-        )
+        (Verdict::Pass, vec![format!("all {} gates held in all {} cells", gates.len(), cells.len())])
     }
 }
 
@@ -64,68 +52,24 @@ mod tests {
     use super::*;
 
     fn gate(result: GateOutcome) -> GateResult {
-        GateResult {
-            name: "g".into(),
-            expr: "errors == 0".into(),
-            result,
-            evidence: String::new(),
-        }
+        GateResult { name: "g".into(), expr: "errors == 0".into(), result, evidence: String::new() }
     }
 
     #[test]
     fn fail_wins_then_incomplete_then_pass() {
+        assert_eq!(decide(&[gate(GateOutcome::Pass)], &[], &[], &[], false).0, Verdict::Pass);
+        assert_eq!(decide(&[gate(GateOutcome::Pass), gate(GateOutcome::Fail)], &[], &[], &[], false).0, Verdict::Fail);
+        // Interrupted: partial numbers decide nothing, not even a failure.
+        let (v, reasons) = decide(&[gate(GateOutcome::Fail)], &[], &[], &[], true);
+        assert_eq!(v, Verdict::Incomplete);
+        assert!(reasons.iter().any(|r| r.contains("failed")), "{reasons:?}");
         assert_eq!(
-            decide(&[gate(GateOutcome::Pass)], &[], &[], &[], false).0,
-            Verdict::Pass
-        );
-        assert_eq!(
-            decide(
-                &[gate(GateOutcome::Pass), gate(GateOutcome::Fail)],
-                &[],
-                &[],
-                &[],
-                true
-            )
-            .0,
-            Verdict::Fail
-        );
-        assert_eq!(
-            decide(
-                &[gate(GateOutcome::Pass), gate(GateOutcome::Incomplete)],
-                &[],
-                &[],
-                &[],
-                false
-            )
-            .0,
+            decide(&[gate(GateOutcome::Pass), gate(GateOutcome::Incomplete)], &[], &[], &[], false).0,
             Verdict::Incomplete
         );
-        assert_eq!(
-            decide(
-                &[gate(GateOutcome::Pass)],
-                &[],
-                &["--quick".into()],
-                &[],
-                false
-            )
-            .0,
-            Verdict::Incomplete
-        );
-        assert_eq!(
-            decide(
-                &[gate(GateOutcome::Pass)],
-                &[],
-                &[],
-                &["boom".into()],
-                false
-            )
-            .0,
-            Verdict::Incomplete
-        );
-        assert_eq!(
-            decide(&[gate(GateOutcome::Pass)], &[], &[], &[], true).0,
-            Verdict::Incomplete
-        );
+        assert_eq!(decide(&[gate(GateOutcome::Pass)], &[], &["--quick".into()], &[], false).0, Verdict::Incomplete);
+        assert_eq!(decide(&[gate(GateOutcome::Pass)], &[], &[], &["boom".into()], false).0, Verdict::Incomplete);
+        assert_eq!(decide(&[gate(GateOutcome::Pass)], &[], &[], &[], true).0, Verdict::Incomplete);
         // No gates: nothing was decided, so nothing passed.
         assert_eq!(decide(&[], &[], &[], &[], false).0, Verdict::Incomplete);
     }

@@ -12,24 +12,15 @@ fn every_bad_spec_gets_a_located_clear_error() {
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
     files.sort();
-    assert!(
-        files.len() >= 20,
-        "the corpus has only {} specs",
-        files.len()
-    );
+    assert!(files.len() >= 20, "the corpus has only {} specs", files.len());
     let mut failures = Vec::new();
     for path in &files {
         let text = std::fs::read_to_string(path).unwrap();
         let expect = |key: &str| {
-            text.lines().find_map(|l| {
-                l.strip_prefix(&format!("# expect-{key}: "))
-                    .map(|v| v.trim().to_string())
-            })
+            text.lines().find_map(|l| l.strip_prefix(&format!("# expect-{key}: ")).map(|v| v.trim().to_string()))
         };
-        let line =
-            expect("line").unwrap_or_else(|| panic!("{} has no `# expect-line:`", path.display()));
-        let message = expect("message")
-            .unwrap_or_else(|| panic!("{} has no `# expect-message:`", path.display()));
+        let line = expect("line").unwrap_or_else(|| panic!("{} has no `# expect-line:`", path.display()));
+        let message = expect("message").unwrap_or_else(|| panic!("{} has no `# expect-message:`", path.display()));
         let out = faultline().arg("validate").arg(path).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         let located = format!("{}:{line}:", path.display());
@@ -52,19 +43,8 @@ fn every_bad_spec_gets_a_located_clear_error() {
             problems.push("panicked".into());
         }
         if !problems.is_empty() {
-            failures.push(format!(
-                "{}: {} — got: {}",
-                path.display(),
-                problems.join(", "),
-                stderr.trim()
-            ));
+            failures.push(format!("{}: {} — got: {}", path.display(), problems.join(", "), stderr.trim()));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} bad specs:\n{}",
-        failures.len(),
-        files.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} of {} bad specs:\n{}", failures.len(), files.len(), failures.join("\n"));
 }

@@ -4,10 +4,7 @@
 use crate::support::*;
 
 fn check(model: &str, file: &str) -> (i32, String, String) {
-    let out = faultline()
-        .args(["check", "--model", model, file])
-        .output()
-        .unwrap();
+    let out = faultline().args(["check", "--model", model, file]).output().unwrap();
     (
         out.status.code().unwrap(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -17,24 +14,16 @@ fn check(model: &str, file: &str) -> (i32, String, String) {
 
 #[test]
 fn verdicts_map_to_exit_codes() {
-    let expected =
-        std::fs::read_to_string(repo().join("fixtures/histories/etcd/EXPECTED")).unwrap();
+    let expected = std::fs::read_to_string(repo().join("fixtures/histories/etcd/EXPECTED")).unwrap();
     for line in expected.lines().take(12) {
         let (name, verdict) = line.split_once(char::is_whitespace).unwrap();
         let (code, stdout, _) = check("register", &format!("fixtures/histories/etcd/{name}"));
-        let want = if verdict.trim() == "linearizable" {
-            0
-        } else {
-            1
-        };
+        let want = if verdict.trim() == "linearizable" { 0 } else { 1 };
         assert_eq!(code, want, "{name}: {stdout}");
     }
     let (code, stdout, _) = check("kv", "fixtures/histories/kv/c10-bad.txt");
     assert_eq!(code, 1);
-    assert!(
-        stdout.contains("NOT linearizable") && stdout.contains("key: "),
-        "{stdout}"
-    );
+    assert!(stdout.contains("NOT linearizable") && stdout.contains("key: "), "{stdout}");
     assert_eq!(check("kv", "fixtures/histories/kv/c10-ok.txt").0, 0);
 }
 
@@ -42,11 +31,8 @@ fn verdicts_map_to_exit_codes() {
 fn unreadable_input_names_the_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("h.log");
-    std::fs::write(
-        &path,
-        "INFO  jepsen.util - 3\t:invoke\t:read\tnil\nINFO  jepsen.util - 3\t:ok\t:frob\t7\n",
-    )
-    .unwrap();
+    std::fs::write(&path, "INFO  jepsen.util - 3\t:invoke\t:read\tnil\nINFO  jepsen.util - 3\t:ok\t:frob\t7\n")
+        .unwrap();
     let (code, _, stderr) = check("register", path.to_str().unwrap());
     assert_eq!(code, 3);
     assert!(stderr.contains("h.log:2:"), "{stderr}");
@@ -56,21 +42,9 @@ fn unreadable_input_names_the_line() {
 #[test]
 fn an_exhausted_budget_is_unknown_not_a_guess() {
     let out = faultline()
-        .args([
-            "check",
-            "--model",
-            "register",
-            "--budget",
-            "1ns",
-            "fixtures/histories/etcd/etcd_002.log",
-        ])
+        .args(["check", "--model", "register", "--budget", "1ns", "fixtures/histories/etcd/etcd_002.log"])
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains("unknown"));
 }

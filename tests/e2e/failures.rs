@@ -25,16 +25,11 @@ fn a_target_that_never_answers_is_stopped_and_reported() {
     assert_eq!(r["verdict"], "INCOMPLETE");
     let error = r["errors"][0].as_str().unwrap();
     assert!(
-        error.contains("target `t` (sleep)")
-            && error.contains("did not answer")
-            && error.contains("within 1s"),
+        error.contains("target `t` (sleep)") && error.contains("did not answer") && error.contains("within 1s"),
         "{error}"
     );
     assert_eq!(r["cells"][0]["status"], "skipped");
-    assert!(
-        processes_matching("sleep 987654").is_empty(),
-        "the process was left running"
-    );
+    assert!(processes_matching("sleep 987654").is_empty(), "the process was left running");
 }
 
 #[test]
@@ -50,13 +45,7 @@ fn interrupt_with(signal: i32) {
     let _load = exclusive();
     let out = tempfile::tempdir().unwrap();
     let mut child = faultline()
-        .args([
-            "run",
-            "specs/quickstart.yaml",
-            "--set",
-            "duration=30s",
-            "--out",
-        ])
+        .args(["run", "specs/quickstart.yaml", "--set", "duration=30s", "--out"])
         .arg(out.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -67,10 +56,7 @@ fn interrupt_with(signal: i32) {
     unsafe { libc::kill(child.id() as i32, signal) };
     let started = Instant::now();
     let status = child.wait().unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "stopped promptly"
-    );
+    assert!(started.elapsed() < Duration::from_secs(10), "stopped promptly");
     assert_eq!(status.code(), Some(2));
     let dir = run_dir(out.path()).unwrap();
     let r: serde_json::Value =
@@ -79,21 +65,13 @@ fn interrupt_with(signal: i32) {
     assert_eq!(r["run"]["interrupted"], true);
     let cells = r["cells"].as_array().unwrap();
     assert_eq!(cells[0]["status"], "interrupted");
-    assert!(
-        cells[0]["stats"]["ok"].as_u64().unwrap() > 0,
-        "partial results kept"
-    );
+    assert!(cells[0]["stats"]["ok"].as_u64().unwrap() > 0, "partial results kept");
     assert!(cells[0]["measured_s"].as_f64().unwrap() < 5.0);
     assert!(cells[1..].iter().all(|c| c["status"] == "skipped"));
     let uri = r["targets"][0]["uri"].as_str().unwrap();
     let port = uri.rsplit(':').next().unwrap();
-    assert!(
-        processes_matching(&format!("redis-server 127.0.0.1:{port}")).is_empty(),
-        "redis-server left running"
-    );
-    assert!(std::fs::read_to_string(dir.join("report.md"))
-        .unwrap()
-        .contains("INCOMPLETE"));
+    assert!(processes_matching(&format!("redis-server 127.0.0.1:{port}")).is_empty(), "redis-server left running");
+    assert!(std::fs::read_to_string(dir.join("report.md")).unwrap().contains("INCOMPLETE"));
 }
 
 #[test]
@@ -150,36 +128,48 @@ fn run_with_pause(cancel_at_deadline: bool) -> serde_json::Value {
 fn the_watchdog_counts_ops_that_outlive_their_deadline_as_hangs() {
     let r = run_with_pause(false);
     let errors = &r["cells"][0]["stats"]["errors"];
-    assert!(
-        errors["hang"].as_u64().unwrap() >= 8,
-        "every in-flight op hung: {errors}"
-    );
+    assert!(errors["hang"].as_u64().unwrap() >= 8, "every in-flight op hung: {errors}");
     assert_eq!(errors["deadline"], 0);
     assert!(r["cells"][0]["stats"]["over_deadline"].as_u64().unwrap() >= 8);
     let gate = &r["gates"][0];
-    assert_eq!(
-        (gate["name"].as_str(), gate["result"].as_str()),
-        (Some("no-hangs"), Some("fail"))
-    );
+    assert_eq!((gate["name"].as_str(), gate["result"].as_str()), (Some("no-hangs"), Some("fail")));
     // The load recovered after the pause.
     let timeline = r["cells"][0]["stats"]["timeline"].as_array().unwrap();
-    assert!(
-        timeline.last().unwrap()["ok"].as_u64().unwrap() > 100,
-        "{timeline:?}"
-    );
+    assert!(timeline.last().unwrap()["ok"].as_u64().unwrap() > 100, "{timeline:?}");
 }
 
 #[test]
 fn a_client_that_honours_the_deadline_fails_fast_without_hangs() {
     let r = run_with_pause(true);
     let stats = &r["cells"][0]["stats"];
-    assert!(
-        stats["errors"]["deadline"].as_u64().unwrap() >= 8,
-        "{}",
-        stats["errors"]
-    );
+    assert!(stats["errors"]["deadline"].as_u64().unwrap() >= 8, "{}", stats["errors"]);
     assert_eq!(stats["errors"]["hang"], 0);
     assert_eq!(stats["over_deadline"], 0);
     assert_eq!(r["gates"][0]["result"], "pass");
     assert_eq!(r["gates"][1]["result"], "fail");
+}
+
+#[test]
+fn a_crashed_server_fails_the_ops_on_it_and_clients_reconnect_when_it_is_back() {
+    let _load = exclusive();
+    let server = RedisServer::start();
+    let port = server.port;
+    let (_d, spec) = spec_file(&paused_server_spec(port, true).replace("duration: 4s", "duration: 5s"));
+    let crash = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        server.kill();
+        std::thread::sleep(Duration::from_millis(1500));
+        RedisServer::start_on(port)
+    });
+    let run = run(&spec, &[]);
+    let _restarted = crash.join().unwrap();
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout(), run.stderr());
+    let stats = &run.results()["cells"][0]["stats"];
+    // The 8 ops in flight when the server died failed with connection errors;
+    // ops issued while it was down waited for it until their 300ms deadline.
+    assert!(stats["errors"]["connection"].as_u64().unwrap() >= 1, "{}", stats["errors"]);
+    assert!(stats["errors"]["deadline"].as_u64().unwrap() >= 8, "{}", stats["errors"]);
+    let timeline = stats["timeline"].as_array().unwrap();
+    let ok: Vec<u64> = timeline.iter().map(|p| p["ok"].as_u64().unwrap()).collect();
+    assert!(ok[0] > 100 && ok[2] == 0 && ok[4] > 100, "ok per second: {ok:?}");
 }

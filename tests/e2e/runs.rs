@@ -9,31 +9,15 @@ fn cells(results: &serde_json::Value) -> &Vec<serde_json::Value> {
 #[test]
 fn quickstart_passes_and_reports_every_profile() {
     let _load = exclusive();
-    let run = run(
-        &repo().join("specs/quickstart.yaml"),
-        &["--set", "duration=2s"],
-    );
-    assert_eq!(
-        run.code(),
-        0,
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout(),
-        run.stderr()
-    );
+    let run = run(&repo().join("specs/quickstart.yaml"), &["--set", "duration=2s"]);
+    assert_eq!(run.code(), 0, "stdout:\n{}\nstderr:\n{}", run.stdout(), run.stderr());
     assert!(run.stdout().contains("verdict: PASS"), "{}", run.stdout());
 
     let r = run.results();
     assert_eq!(r["schema_version"], 1);
     assert_eq!(r["verdict"], "PASS");
     assert_eq!(r["run"]["params"]["duration"], "2s");
-    assert!(
-        r["targets"][0]["server"]
-            .as_str()
-            .unwrap()
-            .starts_with("redis "),
-        "{}",
-        r["targets"]
-    );
+    assert!(r["targets"][0]["server"].as_str().unwrap().starts_with("redis "), "{}", r["targets"]);
     let cells = cells(&r);
     assert_eq!(cells.len(), 4);
     for cell in cells {
@@ -42,37 +26,23 @@ fn quickstart_passes_and_reports_every_profile() {
         let ok = stats["ok"].as_u64().unwrap();
         assert!(ok > 1000, "{} measured only {ok} ops", cell["profile"]);
         // The per-op counts add up to the cell's, and the timeline to both.
-        let per_op_ok: u64 = stats["per_op"]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|o| o["ok"].as_u64().unwrap())
-            .sum();
+        let per_op_ok: u64 = stats["per_op"].as_object().unwrap().values().map(|o| o["ok"].as_u64().unwrap()).sum();
         assert_eq!(per_op_ok, ok);
         let timeline = stats["timeline"].as_array().unwrap();
         assert_eq!(timeline.len(), 2, "one point per measured second");
         let timeline_ok: u64 = timeline.iter().map(|p| p["ok"].as_u64().unwrap()).sum();
         assert_eq!(timeline_ok, ok);
         let throughput = stats["throughput"].as_f64().unwrap();
-        assert!(
-            (throughput - ok as f64 / 2.0).abs() < 1.0,
-            "throughput is ok ops over the 2s window"
-        );
+        assert!((throughput - ok as f64 / 2.0).abs() < 1.0, "throughput is ok ops over the 2s window");
         let get = &stats["per_op"]["get"]["latency_ms"];
-        let (p50, p99, max) = (
-            get["p50"].as_f64().unwrap(),
-            get["p99"].as_f64().unwrap(),
-            get["max"].as_f64().unwrap(),
-        );
+        let (p50, p99, max) =
+            (get["p50"].as_f64().unwrap(), get["p99"].as_f64().unwrap(), get["max"].as_f64().unwrap());
         assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{get}");
     }
     // The open-loop cell ran near its 20000/s target and reports its lag.
     let paced = cells.iter().find(|c| c["profile"] == "paced").unwrap();
     let rate = paced["stats"]["throughput"].as_f64().unwrap();
-    assert!(
-        (18_000.0..=20_200.0).contains(&rate),
-        "open loop ran at {rate}/s for a 20000/s schedule"
-    );
+    assert!((18_000.0..=20_200.0).contains(&rate), "open loop ran at {rate}/s for a 20000/s schedule");
     assert!(paced["stats"]["schedule_lag_ms"]["p99"].as_f64().is_some());
 
     let report = run.report();
@@ -87,21 +57,12 @@ fn quickstart_passes_and_reports_every_profile() {
         "schedule lag p99",
         "redis 7",
     ] {
-        assert!(
-            report.contains(needle),
-            "report lacks {needle:?}:\n{report}"
-        );
+        assert!(report.contains(needle), "report lacks {needle:?}:\n{report}");
     }
     let dir = run.dir.as_ref().unwrap();
+    assert!(dir.join("spec.yaml").is_file() && dir.join("run.log").is_file() && dir.join("logs/cache.log").is_file());
     assert!(
-        dir.join("spec.yaml").is_file()
-            && dir.join("run.log").is_file()
-            && dir.join("logs/cache.log").is_file()
-    );
-    assert!(
-        std::fs::read_to_string(dir.join("spec.yaml"))
-            .unwrap()
-            .contains("duration: 2s"),
+        std::fs::read_to_string(dir.join("spec.yaml")).unwrap().contains("duration: 2s"),
         "spec as run has params resolved"
     );
 }
@@ -131,55 +92,31 @@ fn variants_alternate_and_a_failing_gate_fails_the_run() {
     assert_eq!(run.code(), 1, "{}\n{}", run.stdout(), run.stderr());
     let r = run.results();
     assert_eq!(r["verdict"], "FAIL");
-    let order: Vec<String> = cells(&r)
-        .iter()
-        .map(|c| format!("{}#{}", c["target"].as_str().unwrap(), c["repeat"]))
-        .collect();
+    let order: Vec<String> =
+        cells(&r).iter().map(|c| format!("{}#{}", c["target"].as_str().unwrap(), c["repeat"])).collect();
     assert_eq!(order, ["base#1", "candidate#1", "candidate#2", "base#2"]);
-    let gate = r["gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["name"] == "impossible")
-        .unwrap();
+    let gate = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == "impossible").unwrap();
     assert_eq!(gate["result"], "fail");
     let evidence = gate["evidence"].as_str().unwrap();
-    assert!(
-        evidence.contains("fails in 4 of 4 cells") && evidence.contains("p50(get) = "),
-        "{evidence}"
-    );
+    assert!(evidence.contains("fails in 4 of 4 cells") && evidence.contains("p50(get) = "), "{evidence}");
     let cmp = &r["comparisons"][0];
     assert_eq!(
-        (
-            cmp["baseline"].as_str(),
-            cmp["target"].as_str(),
-            cmp["repeats"].as_u64()
-        ),
+        (cmp["baseline"].as_str(), cmp["target"].as_str(), cmp["repeats"].as_u64()),
         (Some("base"), Some("candidate"), Some(2))
     );
     let ratio = cmp["throughput_ratio"].as_f64().unwrap();
-    assert!(
-        ratio > 0.2 && ratio < 5.0,
-        "two identical servers differ by {ratio}x"
-    );
+    assert!(ratio > 0.2 && ratio < 5.0, "two identical servers differ by {ratio}x");
     assert!(run.report().contains("## Comparisons"));
 }
 
 #[test]
 fn quick_and_only_runs_are_incomplete() {
     let _load = exclusive();
-    let run = run(
-        &repo().join("specs/quickstart.yaml"),
-        &["--quick", "--only", "latency"],
-    );
+    let run = run(&repo().join("specs/quickstart.yaml"), &["--quick", "--only", "latency"]);
     assert_eq!(run.code(), 2, "{}\n{}", run.stdout(), run.stderr());
     let r = run.results();
     assert_eq!(r["verdict"], "INCOMPLETE");
-    assert!(
-        r["verdict_reasons"].to_string().contains("--quick"),
-        "{}",
-        r["verdict_reasons"]
-    );
+    assert!(r["verdict_reasons"].to_string().contains("--quick"), "{}", r["verdict_reasons"]);
     assert_eq!(cells(&r)[0]["measured_s"], 2.0);
 }
 
@@ -189,50 +126,26 @@ fn report_rerenders_with_a_user_template() {
     let run = run(&repo().join("specs/quickstart.yaml"), &["--quick"]);
     let dir = run.dir.clone().unwrap();
     let template = dir.join("mine.j2");
-    std::fs::write(&template, "{{ run.name }} {{ verdict }} {% for c in cells %}{{ c.profile }}={{ c.stats.ok > 0 }} {% endfor %}").unwrap();
-    let out = faultline()
-        .arg("report")
-        .arg(&dir)
-        .arg("--template")
-        .arg(&template)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    std::fs::write(
+        &template,
+        "{{ run.name }} {{ verdict }} {% for c in cells %}{{ c.profile }}={{ c.stats.ok > 0 }} {% endfor %}",
+    )
+    .unwrap();
+    let out = faultline().arg("report").arg(&dir).arg("--template").arg(&template).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
-    assert_eq!(
-        report,
-        "quickstart INCOMPLETE serial=True realistic=True stress=True paced=True "
-    );
+    assert_eq!(report, "quickstart INCOMPLETE serial=True realistic=True stress=True paced=True ");
 
     let broken = dir.join("broken.j2");
     std::fs::write(&broken, "{% for %}").unwrap();
-    let out = faultline()
-        .arg("report")
-        .arg(&dir)
-        .arg("--template")
-        .arg(&broken)
-        .output()
-        .unwrap();
+    let out = faultline().arg("report").arg(&dir).arg("--template").arg(&broken).output().unwrap();
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("broken.j2"));
 }
 
 #[test]
 fn dry_run_prints_the_plan_and_starts_nothing() {
-    let out = faultline()
-        .args([
-            "run",
-            "specs/quickstart.yaml",
-            "--dry-run",
-            "--set",
-            "duration=3s",
-        ])
-        .output()
-        .unwrap();
+    let out = faultline().args(["run", "specs/quickstart.yaml", "--dry-run", "--set", "duration=3s"]).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("4 cells, about 16s of load"), "{text}");
@@ -250,22 +163,8 @@ fn schema_describes_the_spec() {
     assert!(out.status.success());
     let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let props = schema["properties"].as_object().unwrap();
-    for key in [
-        "name",
-        "targets",
-        "workloads",
-        "profiles",
-        "timing",
-        "scenarios",
-        "gates",
-        "report",
-    ] {
+    for key in ["name", "targets", "workloads", "profiles", "timing", "scenarios", "gates", "report"] {
         assert!(props.contains_key(key), "schema lacks {key}");
     }
-    assert_eq!(
-        schema["required"].as_array().unwrap().len(),
-        5,
-        "{}",
-        schema["required"]
-    );
+    assert_eq!(schema["required"].as_array().unwrap().len(), 5, "{}", schema["required"]);
 }

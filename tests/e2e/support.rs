@@ -5,10 +5,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 pub fn faultline() -> Command {
@@ -46,36 +43,21 @@ impl Run {
         serde_json::from_str(&text).expect("results.json is JSON")
     }
     pub fn report(&self) -> String {
-        std::fs::read_to_string(self.dir.as_ref().unwrap().join("report.md"))
-            .expect("report.md written")
+        std::fs::read_to_string(self.dir.as_ref().unwrap().join("report.md")).expect("report.md written")
     }
 }
 
 /// `faultline run SPEC ARGS… --out <fresh temp dir>`.
 pub fn run(spec: &Path, args: &[&str]) -> Run {
     let out = tempfile::tempdir().unwrap();
-    let output = faultline()
-        .arg("run")
-        .arg(spec)
-        .args(args)
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .expect("faultline runs");
+    let output =
+        faultline().arg("run").arg(spec).args(args).arg("--out").arg(out.path()).output().expect("faultline runs");
     let dir = run_dir(out.path());
-    Run {
-        output,
-        dir,
-        _out: out,
-    }
+    Run { output, dir, _out: out }
 }
 
 pub fn run_dir(out: &Path) -> Option<PathBuf> {
-    std::fs::read_dir(out)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .find(|p| p.is_dir())
+    std::fs::read_dir(out).ok()?.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| p.is_dir())
 }
 
 /// A spec written to a temp file (kept alive by the returned guard).
@@ -87,11 +69,7 @@ pub fn spec_file(text: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A real redis-server the test controls (for faults the test injects itself).
@@ -102,42 +80,35 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub fn start() -> RedisServer {
-        let port = free_port();
+        Self::start_on(free_port())
+    }
+
+    pub fn start_on(port: u16) -> RedisServer {
         let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server is installed (apt-get install redis-server)");
         let server = RedisServer { port, child };
         let deadline = Instant::now() + Duration::from_secs(10);
         while server.cli(&["PING"]).as_deref() != Some("PONG") {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server on {port} did not come up"
-            );
+            assert!(Instant::now() < deadline, "redis-server on {port} did not come up");
             std::thread::sleep(Duration::from_millis(50));
         }
         server
     }
 
     pub fn cli(&self, args: &[&str]) -> Option<String> {
-        let out = Command::new("redis-cli")
-            .args(["-p", &self.port.to_string()])
-            .args(args)
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        let out = Command::new("redis-cli").args(["-p", &self.port.to_string()]).args(args).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+}
+
+impl RedisServer {
+    /// SIGKILL, as a crash would.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -150,13 +121,6 @@ impl Drop for RedisServer {
 
 /// Processes whose command line contains `needle` (excluding pgrep itself).
 pub fn processes_matching(needle: &str) -> Vec<String> {
-    let out = Command::new("pgrep")
-        .args(["-af", needle])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.contains("pgrep"))
-        .map(str::to_string)
-        .collect()
+    let out = Command::new("pgrep").args(["-af", needle]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.contains("pgrep")).map(str::to_string).collect()
 }

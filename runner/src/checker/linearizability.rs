@@ -118,10 +118,7 @@ impl Limits {
 
     /// The given time budget and the default memory cap.
     pub fn with_budget(budget: Duration) -> Self {
-        Limits {
-            budget,
-            max_cache_bytes: Self::DEFAULT_MAX_CACHE_BYTES,
-        }
+        Limits { budget, max_cache_bytes: Self::DEFAULT_MAX_CACHE_BYTES }
     }
 }
 
@@ -138,11 +135,7 @@ pub fn check(model: Model, ops: &[Operation], budget: Duration) -> Verdict {
 
 /// [`check`] with explicit resource bounds.
 pub fn check_with_limits(model: Model, ops: &[Operation], limits: &Limits) -> Verdict {
-    let checker = Checker {
-        ops,
-        limits,
-        deadline: Instant::now().checked_add(limits.budget),
-    };
+    let checker = Checker { ops, limits, deadline: Instant::now().checked_add(limits.budget) };
     let result = match model {
         Model::Register => prepare_register(ops).map(|part| checker.run(vec![(None, part)], None)),
         Model::Kv => prepare_kv(ops).map(|parts| {
@@ -312,35 +305,20 @@ struct Prepared<T> {
 
 /// Checks the times of `original` and wraps its reduced form `op` for the
 /// search; `op` is `None` for an operation the search can leave out.
-fn prepared<T>(
-    index: usize,
-    original: &Operation,
-    op: Option<T>,
-) -> Result<Option<Prepared<T>>, String> {
+fn prepared<T>(index: usize, original: &Operation, op: Option<T>) -> Result<Option<Prepared<T>>, String> {
     // An operation with an unknown outcome may have taken effect at any time
     // after its call, or never. Giving it a return time of +infinity and an
     // unconstrained output expresses exactly that: the search may linearize
     // it anywhere after its call, and linearizing it after every known
     // operation is the same as it never having happened, since nothing
     // observes the state afterwards.
-    let ret = if original.is_indeterminate() {
-        None
-    } else {
-        original.ret
-    };
+    let ret = if original.is_indeterminate() { None } else { original.ret };
     if let Some(ret) = ret {
         if ret < original.call {
-            return Err(format!(
-                "malformed history: operation #{index} ({original}) returns before it is called"
-            ));
+            return Err(format!("malformed history: operation #{index} ({original}) returns before it is called"));
         }
     }
-    Ok(op.map(|op| Prepared {
-        op,
-        call: original.call,
-        ret,
-        source: index,
-    }))
+    Ok(op.map(|op| Prepared { op, call: original.call, ret, source: index }))
 }
 
 fn misfit(model: &str, index: usize, op: &Operation) -> String {
@@ -379,9 +357,7 @@ fn prepare_kv(ops: &[Operation]) -> Result<BTreeMap<String, Vec<Prepared<KvOp>>>
             (Input::Get(k), _) if o.is_indeterminate() => (k, None),
             (Input::Get(k), Output::Str(v)) => (k, Some(KvOp::Get(v.clone()))),
             (Input::Put(k, v), Output::Ok | Output::Unknown) => (k, Some(KvOp::Put(v.clone()))),
-            (Input::Append(k, v), Output::Ok | Output::Unknown) => {
-                (k, Some(KvOp::Append(v.clone())))
-            }
+            (Input::Append(k, v), Output::Ok | Output::Unknown) => (k, Some(KvOp::Append(v.clone()))),
             _ => return Err(misfit("kv", i, o)),
         };
         if let Some(p) = prepared(i, o, op)? {
@@ -463,12 +439,7 @@ const NIL: usize = usize::MAX;
 const HEAD: usize = 0;
 
 /// The Wing–Gong/Lowe search with Porcupine's memo cache over one partition.
-fn search<T: Step>(
-    ops: &[Prepared<T>],
-    init: T::State,
-    deadline: Option<Instant>,
-    max_cache_bytes: usize,
-) -> Outcome {
+fn search<T: Step>(ops: &[Prepared<T>], init: T::State, deadline: Option<Instant>, max_cache_bytes: usize) -> Outcome {
     let n = ops.len();
     if n == 0 {
         return Outcome::Linearizable;
@@ -577,10 +548,7 @@ fn search<T: Step>(
                     cache.insert(key.clone().into_boxed_slice());
                     bytes += entry_bytes;
                     if bytes > max_cache_bytes {
-                        return Outcome::OutOfMemory {
-                            entries: cache.len(),
-                            bytes,
-                        };
+                        return Outcome::OutOfMemory { entries: cache.len(), bytes };
                     }
                     calls.push((node, state));
                     state = new_state;
@@ -593,10 +561,7 @@ fn search<T: Step>(
         } else {
             // The return of an operation that has not been linearized: every
             // call before it was tried here and led nowhere, so backtrack.
-            if frontier
-                .as_ref()
-                .is_none_or(|f| calls.len() > f.prefix.len())
-            {
+            if frontier.as_ref().is_none_or(|f| calls.len() > f.prefix.len()) {
                 let mut pending = Vec::new();
                 let mut cursor = next[HEAD];
                 while cursor != node {
@@ -634,33 +599,20 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
-    fn run<T: Step>(
-        &self,
-        parts: Vec<(Option<String>, Vec<Prepared<T>>)>,
-        init: T::State,
-    ) -> Verdict {
+    fn run<T: Step>(&self, parts: Vec<(Option<String>, Vec<Prepared<T>>)>, init: T::State) -> Verdict {
         let total = parts.len();
         // Running out of memory in one partition does not end the check: a
         // later partition may still be definitely not linearizable.
         let mut memory_note: Option<String> = None;
         for (i, (key, part)) in parts.iter().enumerate() {
             let which = match key {
-                Some(k) => format!(
-                    "partition {} of {total} (key {k:?}, {} ops)",
-                    i + 1,
-                    part.len()
-                ),
+                Some(k) => format!("partition {} of {total} (key {k:?}, {} ops)", i + 1, part.len()),
                 None => format!("partition {} of {total} ({} ops)", i + 1, part.len()),
             };
             if self.deadline.is_some_and(|d| Instant::now() >= d) {
                 return self.out_of_time(&which, i);
             }
-            match search(
-                part,
-                init.clone(),
-                self.deadline,
-                self.limits.max_cache_bytes,
-            ) {
+            match search(part, init.clone(), self.deadline, self.limits.max_cache_bytes) {
                 Outcome::Linearizable => {}
                 Outcome::Violation(frontier) => {
                     return Verdict::NotLinearizable(self.witness(key.clone(), part, frontier))
@@ -702,18 +654,8 @@ impl Checker<'_> {
         let tail = &f.prefix[f.prefix.len().saturating_sub(PREFIX_TAIL)..];
         let mut ops: Vec<Operation> = tail.iter().map(|&i| original(i)).collect();
         ops.push(original(f.blocked));
-        let others: Vec<usize> = f
-            .pending
-            .iter()
-            .copied()
-            .filter(|&i| i != f.blocked)
-            .collect();
-        ops.extend(
-            others
-                .iter()
-                .take(MAX_OPS - ops.len())
-                .map(|&i| original(i)),
-        );
+        let others: Vec<usize> = f.pending.iter().copied().filter(|&i| i != f.blocked).collect();
+        ops.extend(others.iter().take(MAX_OPS - ops.len()).map(|&i| original(i)));
 
         let scope = match &partition {
             Some(k) => format!("the history of key {k:?}"),
@@ -740,11 +682,7 @@ impl Checker<'_> {
             f.state,
             original(f.blocked),
         );
-        Witness {
-            partition,
-            ops,
-            explanation,
-        }
+        Witness { partition, ops, explanation }
     }
 }
 
@@ -755,13 +693,7 @@ mod tests {
     const BUDGET: Duration = Duration::from_secs(10);
 
     fn op(client: u64, input: Input, call: u64, ret: Option<u64>, output: Output) -> Operation {
-        Operation {
-            client,
-            input,
-            call,
-            ret,
-            output,
-        }
+        Operation { client, input, call, ret, output }
     }
 
     fn read(client: u64, call: u64, ret: u64, v: Option<i64>) -> Operation {
@@ -788,11 +720,7 @@ mod tests {
     #[test]
     fn overlapping_reads_may_see_old_and_new_value() {
         // The 6.824 quiz example Porcupine's tests use.
-        let ops = [
-            write(0, 0, 100, 100),
-            read(1, 25, 75, Some(100)),
-            read(2, 30, 60, None),
-        ];
+        let ops = [write(0, 0, 100, 100), read(1, 25, 75, Some(100)), read(2, 30, 60, None)];
         assert_eq!(check(Model::Register, &ops, BUDGET), Verdict::Linearizable);
     }
 
@@ -815,82 +743,39 @@ mod tests {
         let ops = [write(0, 0, 1, 1), write(1, 2, 3, 2), read(2, 4, 5, Some(1))];
         let w = witness(check(Model::Register, &ops, BUDGET));
         assert_eq!(w.ops.last(), Some(&ops[2]), "{w:?}");
-        assert!(
-            w.explanation.contains("the register holds 2"),
-            "{}",
-            w.explanation
-        );
+        assert!(w.explanation.contains("the register holds 2"), "{}", w.explanation);
     }
 
     #[test]
     fn compare_and_set_semantics() {
-        let cas = |client, call, ret, from, to, ok| {
-            op(
-                client,
-                Input::Cas(from, to),
-                call,
-                Some(ret),
-                Output::CasOk(ok),
-            )
-        };
-        let good = [
-            write(0, 0, 1, 1),
-            cas(1, 2, 3, 1, 2, true),
-            cas(0, 4, 5, 1, 3, false),
-            read(2, 6, 7, Some(2)),
-        ];
+        let cas =
+            |client, call, ret, from, to, ok| op(client, Input::Cas(from, to), call, Some(ret), Output::CasOk(ok));
+        let good = [write(0, 0, 1, 1), cas(1, 2, 3, 1, 2, true), cas(0, 4, 5, 1, 3, false), read(2, 6, 7, Some(2))];
         assert_eq!(check(Model::Register, &good, BUDGET), Verdict::Linearizable);
 
         // A compare-and-set cannot succeed against a value it does not match…
         let bad_swap = [write(0, 0, 1, 1), cas(1, 2, 3, 5, 2, true)];
-        assert!(matches!(
-            check(Model::Register, &bad_swap, BUDGET),
-            Verdict::NotLinearizable(_)
-        ));
+        assert!(matches!(check(Model::Register, &bad_swap, BUDGET), Verdict::NotLinearizable(_)));
         // …nor fail against one it does.
         let bad_fail = [write(0, 0, 1, 1), cas(1, 2, 3, 1, 2, false)];
-        assert!(matches!(
-            check(Model::Register, &bad_fail, BUDGET),
-            Verdict::NotLinearizable(_)
-        ));
+        assert!(matches!(check(Model::Register, &bad_fail, BUDGET), Verdict::NotLinearizable(_)));
         // Concurrent swaps can be ordered so that both succeed.
-        let chain = [
-            write(0, 0, 1, 1),
-            cas(1, 2, 10, 2, 3, true),
-            cas(2, 3, 9, 1, 2, true),
-            read(0, 11, 12, Some(3)),
-        ];
-        assert_eq!(
-            check(Model::Register, &chain, BUDGET),
-            Verdict::Linearizable
-        );
+        let chain = [write(0, 0, 1, 1), cas(1, 2, 10, 2, 3, true), cas(2, 3, 9, 1, 2, true), read(0, 11, 12, Some(3))];
+        assert_eq!(check(Model::Register, &chain, BUDGET), Verdict::Linearizable);
     }
 
     #[test]
     fn unknown_write_may_take_effect_any_time_after_its_call() {
         let unknown = op(0, Input::Write(1), 5, None, Output::Unknown);
         // Long after the client gave up, the write becomes visible.
-        let later = [
-            unknown.clone(),
-            read(1, 100, 101, None),
-            read(1, 200, 201, Some(1)),
-        ];
-        assert_eq!(
-            check(Model::Register, &later, BUDGET),
-            Verdict::Linearizable
-        );
+        let later = [unknown.clone(), read(1, 100, 101, None), read(1, 200, 201, Some(1))];
+        assert_eq!(check(Model::Register, &later, BUDGET), Verdict::Linearizable);
         // It may also never take effect.
         let never = [unknown.clone(), read(1, 100, 101, None)];
-        assert_eq!(
-            check(Model::Register, &never, BUDGET),
-            Verdict::Linearizable
-        );
+        assert_eq!(check(Model::Register, &never, BUDGET), Verdict::Linearizable);
         // But not before it was called.
         let early = [read(1, 0, 1, Some(1)), unknown];
-        assert!(matches!(
-            check(Model::Register, &early, BUDGET),
-            Verdict::NotLinearizable(_)
-        ));
+        assert!(matches!(check(Model::Register, &early, BUDGET), Verdict::NotLinearizable(_)));
         // An `:info` return time does not bound it either.
         let info = op(0, Input::Write(1), 5, Some(6), Output::Unknown);
         let late = [info, read(1, 100, 101, None), read(1, 200, 201, Some(1))];
@@ -908,10 +793,7 @@ mod tests {
         assert_eq!(check(Model::Register, &ops, BUDGET), Verdict::Linearizable);
         // The unknown cas can only ever write 2.
         let ops = [ops[0].clone(), ops[1].clone(), read(3, 10, 11, Some(3))];
-        assert!(matches!(
-            check(Model::Register, &ops, BUDGET),
-            Verdict::NotLinearizable(_)
-        ));
+        assert!(matches!(check(Model::Register, &ops, BUDGET), Verdict::NotLinearizable(_)));
     }
 
     fn kv(client: u64, input: Input, call: u64, ret: u64, output: Output) -> Operation {
@@ -932,38 +814,22 @@ mod tests {
         ];
         let w = witness(check(Model::Kv, &ops, BUDGET));
         assert_eq!(w.partition.as_deref(), Some("a"));
-        assert!(w
-            .ops
-            .iter()
-            .all(|o| matches!(&o.input, Input::Append(k, _) | Input::Get(k) if k == "a")));
+        assert!(w.ops.iter().all(|o| matches!(&o.input, Input::Append(k, _) | Input::Get(k) if k == "a")));
         assert!(w.explanation.contains("\"xy\""), "{}", w.explanation);
 
-        let fine = [
-            ops[0].clone(),
-            ops[2].clone(),
-            kv(1, Input::Get(s("a")), 4, 5, Output::Str(s("xy"))),
-        ];
+        let fine = [ops[0].clone(), ops[2].clone(), kv(1, Input::Get(s("a")), 4, 5, Output::Str(s("xy")))];
         assert_eq!(check(Model::Kv, &fine, BUDGET), Verdict::Linearizable);
     }
 
     #[test]
     fn malformed_histories_are_unknown() {
-        let ops = [op(
-            0,
-            Input::Get("k".into()),
-            0,
-            Some(1),
-            Output::Str(String::new()),
-        )];
+        let ops = [op(0, Input::Get("k".into()), 0, Some(1), Output::Str(String::new()))];
         let Verdict::Unknown(why) = check(Model::Register, &ops, BUDGET) else {
             panic!("a kv operation must not pass as a register operation");
         };
         assert!(why.contains("does not fit the register model"), "{why}");
         let backwards = [write(0, 5, 4, 1)];
-        assert!(matches!(
-            check(Model::Register, &backwards, BUDGET),
-            Verdict::Unknown(_)
-        ));
+        assert!(matches!(check(Model::Register, &backwards, BUDGET), Verdict::Unknown(_)));
     }
 
     /// Many concurrent writes of distinct values followed by a read of a value
@@ -977,50 +843,35 @@ mod tests {
 
     #[test]
     fn exhausted_time_budget_gives_unknown() {
-        let Verdict::Unknown(why) = check(
-            Model::Register,
-            &exponential_history(),
-            Duration::from_millis(50),
-        ) else {
+        let Verdict::Unknown(why) = check(Model::Register, &exponential_history(), Duration::from_millis(50)) else {
             panic!("expected Unknown");
         };
         assert!(why.starts_with("time budget of 0.05s ran out"), "{why}");
-        let Verdict::Unknown(why) = check(Model::Register, &[write(0, 0, 1, 1)], Duration::ZERO)
-        else {
+        let Verdict::Unknown(why) = check(Model::Register, &[write(0, 0, 1, 1)], Duration::ZERO) else {
             panic!("expected Unknown");
         };
         assert!(why.starts_with("time budget of 0s ran out"), "{why}");
 
         // With partitions, the message says how far the check got.
-        let mut ops: Vec<Operation> = (0..40)
-            .map(|i| kv(i, Input::Put("b".into(), i.to_string()), 0, 100, Output::Ok))
-            .collect();
-        ops.push(kv(
-            99,
-            Input::Get("b".into()),
-            101,
-            102,
-            Output::Str("none".into()),
-        ));
+        let mut ops: Vec<Operation> =
+            (0..40).map(|i| kv(i, Input::Put("b".into(), i.to_string()), 0, 100, Output::Ok)).collect();
+        ops.push(kv(99, Input::Get("b".into()), 101, 102, Output::Str("none".into())));
         ops.push(kv(0, Input::Put("a".into(), "1".into()), 0, 1, Output::Ok));
         let Verdict::Unknown(why) = check(Model::Kv, &ops, Duration::from_millis(50)) else {
             panic!("expected Unknown");
         };
         assert!(
-            why.contains("after partition 1 (which is linearizable), while checking partition 2 of 2 (key \"b\", 41 ops)"),
+            why.contains(
+                "after partition 1 (which is linearizable), while checking partition 2 of 2 (key \"b\", 41 ops)"
+            ),
             "{why}"
         );
     }
 
     #[test]
     fn memory_cap_gives_unknown() {
-        let limits = Limits {
-            budget: Duration::from_secs(60),
-            max_cache_bytes: 1 << 20,
-        };
-        let Verdict::Unknown(why) =
-            check_with_limits(Model::Register, &exponential_history(), &limits)
-        else {
+        let limits = Limits { budget: Duration::from_secs(60), max_cache_bytes: 1 << 20 };
+        let Verdict::Unknown(why) = check_with_limits(Model::Register, &exponential_history(), &limits) else {
             panic!("expected Unknown");
         };
         assert!(why.contains("outgrew its cap of 1 MiB"), "{why}");
@@ -1028,63 +879,30 @@ mod tests {
 
     #[test]
     fn memory_cap_in_one_key_does_not_hide_a_violation_in_another() {
-        let mut ops: Vec<Operation> = (0..40)
-            .map(|i| kv(i, Input::Put("a".into(), i.to_string()), 0, 100, Output::Ok))
-            .collect();
-        ops.push(kv(
-            99,
-            Input::Get("a".into()),
-            101,
-            102,
-            Output::Str("none".into()),
-        ));
-        ops.push(kv(
-            0,
-            Input::Put("b".into(), "1".into()),
-            200,
-            201,
-            Output::Ok,
-        ));
-        ops.push(kv(
-            0,
-            Input::Get("b".into()),
-            202,
-            203,
-            Output::Str("2".into()),
-        ));
-        let limits = Limits {
-            budget: Duration::from_secs(60),
-            max_cache_bytes: 1 << 20,
-        };
+        let mut ops: Vec<Operation> =
+            (0..40).map(|i| kv(i, Input::Put("a".into(), i.to_string()), 0, 100, Output::Ok)).collect();
+        ops.push(kv(99, Input::Get("a".into()), 101, 102, Output::Str("none".into())));
+        ops.push(kv(0, Input::Put("b".into(), "1".into()), 200, 201, Output::Ok));
+        ops.push(kv(0, Input::Get("b".into()), 202, 203, Output::Str("2".into())));
+        let limits = Limits { budget: Duration::from_secs(60), max_cache_bytes: 1 << 20 };
         let w = witness(check_with_limits(Model::Kv, &ops, &limits));
         assert_eq!(w.partition.as_deref(), Some("b"));
     }
 
     #[test]
     fn long_sequential_history_does_not_overflow_the_stack() {
-        let ops: Vec<Operation> = (0..10_000u64)
-            .map(|i| write(0, 2 * i, 2 * i + 1, i as i64))
-            .collect();
-        assert_eq!(
-            check(Model::Register, &ops, Duration::from_secs(60)),
-            Verdict::Linearizable
-        );
+        let ops: Vec<Operation> = (0..10_000u64).map(|i| write(0, 2 * i, 2 * i + 1, i as i64)).collect();
+        assert_eq!(check(Model::Register, &ops, Duration::from_secs(60)), Verdict::Linearizable);
     }
 
     #[test]
     fn witness_stays_small() {
         // 30 sequential writes, then a read of a value nobody wrote.
-        let mut ops: Vec<Operation> = (0..30)
-            .map(|i| write(i, 2 * i, 2 * i + 1, i as i64))
-            .collect();
+        let mut ops: Vec<Operation> = (0..30).map(|i| write(i, 2 * i, 2 * i + 1, i as i64)).collect();
         ops.push(read(99, 100, 101, Some(-1)));
         let w = witness(check(Model::Register, &ops, BUDGET));
         // The last five writes of the prefix, then the read.
         assert_eq!(w.ops, ops[25..].to_vec());
-        assert!(
-            w.explanation.contains("at most 30 of its 31 operations"),
-            "{}",
-            w.explanation
-        );
+        assert!(w.explanation.contains("at most 30 of its 31 operations"), "{}", w.explanation);
     }
 }

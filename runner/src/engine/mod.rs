@@ -2,10 +2,8 @@
 //! closed- or open-loop executor under deadlines and the hang watchdog, and
 //! takes everything down again, whatever happens.
 
-mod closed_loop;
-mod open_loop;
+mod pipeline;
 pub mod progress;
-mod watchdog;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -20,7 +18,7 @@ use crate::plan::{Cell, Plan};
 use crate::provider::{self, RunningTarget};
 use crate::results::{CellResult, CellStatus, TargetInfo};
 use crate::spec::{Load, Spec};
-use crate::target::{self, Client, ClientSettings};
+use crate::target::{self, Connection};
 use crate::workload::Workload;
 use progress::Progress;
 
@@ -41,40 +39,24 @@ pub struct Engine<'a> {
 
 impl Engine<'_> {
     pub async fn run(&self) -> EngineOutcome {
-        let mut outcome = EngineOutcome {
-            cells: Vec::new(),
-            targets: Vec::new(),
-            errors: Vec::new(),
-            interrupted: false,
-        };
+        let mut outcome =
+            EngineOutcome { cells: Vec::new(), targets: Vec::new(), errors: Vec::new(), interrupted: false };
         let mut running: Vec<RunningTarget> = Vec::new();
 
         // Bring up every target the plan uses, in spec order.
-        let needed: Vec<&String> = self
-            .spec
-            .targets
-            .keys()
-            .filter(|t| self.plan.cells.iter().any(|c| &c.target == *t))
-            .collect();
+        let needed: Vec<&String> =
+            self.spec.targets.keys().filter(|t| self.plan.cells.iter().any(|c| &c.target == *t)).collect();
         for name in needed {
             let spec = &self.spec.targets[name];
-            self.progress.println(
-                &format!(
-                    "starting target `{name}` ({:?} via {:?})",
-                    spec.kind, spec.provider
-                )
-                .to_lowercase(),
-            );
+            self.progress
+                .println(&format!("starting target `{name}` ({:?} via {:?})", spec.kind, spec.provider).to_lowercase());
             let started = tokio::select! {
                 r = provider::start(name, spec, target::driver(spec.kind), self.log_dir) => Some(r),
                 _ = self.cancel.cancelled() => None,
             };
             match started {
                 Some(Ok(t)) => {
-                    self.progress.println(&format!(
-                        "target `{name}` is up: {} at {}",
-                        t.server.version, t.uri
-                    ));
+                    self.progress.println(&format!("target `{name}` is up: {} at {}", t.server.version, t.uri));
                     outcome.targets.push(TargetInfo {
                         name: name.clone(),
                         kind: format!("{:?}", spec.kind).to_lowercase(),
@@ -96,10 +78,7 @@ impl Engine<'_> {
         }
 
         let all_up = outcome.errors.is_empty() && !outcome.interrupted;
-        let uris: HashMap<&str, &str> = running
-            .iter()
-            .map(|t| (t.name.as_str(), t.uri.as_str()))
-            .collect();
+        let uris: HashMap<&str, &str> = running.iter().map(|t| (t.name.as_str(), t.uri.as_str())).collect();
         let mut workloads: HashMap<&str, Arc<Workload>> = HashMap::new();
         let total = self.plan.cells.len();
         for (i, cell) in self.plan.cells.iter().enumerate() {
@@ -109,26 +88,11 @@ impl Engine<'_> {
             }
             let workload = workloads
                 .entry(cell.workload.as_str())
-                .or_insert_with(|| {
-                    Arc::new(Workload::new(
-                        &self.spec.workloads[&cell.workload],
-                        self.spec.seed,
-                    ))
-                })
+                .or_insert_with(|| Arc::new(Workload::new(&self.spec.workloads[&cell.workload], self.spec.seed)))
                 .clone();
-            let remaining: Duration = self.plan.cells[i + 1..]
-                .iter()
-                .map(|c| c.timing.warmup + c.timing.duration)
-                .sum();
-            let result = self
-                .run_cell(
-                    cell,
-                    (i + 1, total),
-                    uris[cell.target.as_str()],
-                    workload,
-                    remaining,
-                )
-                .await;
+            let remaining: Duration =
+                self.plan.cells[i + 1..].iter().map(|c| c.timing.warmup + c.timing.duration).sum();
+            let result = self.run_cell(cell, (i + 1, total), uris[cell.target.as_str()], workload, remaining).await;
             let line = match (&result.status, &result.stats) {
                 (CellStatus::Completed, Some(s)) => format!(
                     "{}: {:.0} ops/s, {} errors{}",
@@ -137,20 +101,14 @@ impl Engine<'_> {
                     s.failed,
                     s.per_op
                         .iter()
-                        .filter_map(|(k, o)| o
-                            .latency_ms
-                            .map(|l| format!(", {k} p99 {:.2}ms", l.p99)))
+                        .filter_map(|(k, o)| o.latency_ms.map(|l| format!(", {k} p99 {:.2}ms", l.p99)))
                         .collect::<String>()
                 ),
                 (status, _) => format!(
                     "{}: {:?}{}",
                     cell.label(),
                     status,
-                    result
-                        .error
-                        .as_deref()
-                        .map(|e| format!(": {e}"))
-                        .unwrap_or_default()
+                    result.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
                 ),
             };
             self.progress.println(&line);
@@ -198,9 +156,6 @@ impl Engine<'_> {
         let mut result = self.skipped(cell);
         let target_spec = &self.spec.targets[&cell.target];
         let driver = target::driver(target_spec.kind);
-        let settings = ClientSettings {
-            cancel_at_deadline: target_spec.cancel_at_deadline,
-        };
         let load = self.spec.profiles[&cell.profile].load();
         let (connections, in_flight) = match load {
             Load::Closed(s) => (s.clients, s.in_flight),
@@ -209,10 +164,9 @@ impl Engine<'_> {
 
         // Connect every client before the clock starts: connection set-up is
         // not part of what a cell measures.
-        let connecting = futures::future::try_join_all(
-            (0..connections).map(|_| driver.connect(uri, settings, Arc::clone(&workload))),
-        );
-        let clients: Vec<Box<dyn Client>> = tokio::select! {
+        let connecting =
+            futures::future::try_join_all((0..connections).map(|_| driver.connect(uri, Arc::clone(&workload))));
+        let clients: Vec<Connection> = tokio::select! {
             r = tokio::time::timeout(target_spec.ready_timeout.0, connecting) => match r {
                 Ok(Ok(c)) => c,
                 Ok(Err(e)) => return self.failed(result, format!("cannot open {connections} connections: {e:#}")),
@@ -225,47 +179,39 @@ impl Engine<'_> {
         let t0 = Instant::now() + Duration::from_millis(5);
         let measure_from = t0 + t.warmup;
         let stop_at = measure_from + t.duration;
-        let salt = position.0 as u64;
+        let salt = cell.stream_salt();
         let mut live = Vec::new();
         let mut tasks = Vec::new();
-        for (i, client) in clients.into_iter().enumerate() {
+        for (i, connection) in clients.into_iter().enumerate() {
             let counters = Arc::new(LiveCounters::default());
             live.push(Arc::clone(&counters));
-            let recorder = Recorder::new(
-                workload.kinds(),
-                measure_from,
-                counters,
-                matches!(load, Load::Open(_)),
-            );
+            let recorder = Recorder::new(workload.kinds(), measure_from, counters, matches!(load, Load::Open(_)));
             let ops = workload.stream(i as u64, connections as u64, salt);
-            let cancel = self.cancel.clone();
-            tasks.push(match load {
-                Load::Closed(_) => tokio::spawn(async move {
-                    tokio::time::sleep_until(t0).await;
-                    closed_loop::run_client(client, ops, in_flight, t, stop_at, recorder, cancel)
-                        .await
+            let dialer =
+                pipeline::Dialer { driver: Arc::clone(&driver), uri: uri.to_string(), workload: Arc::clone(&workload) };
+            let settings = pipeline::Settings {
+                in_flight,
+                timing: t,
+                cancel_at_deadline: target_spec.cancel_at_deadline,
+                stop_at,
+            };
+            let pacing = match load {
+                Load::Closed(_) => None,
+                Load::Open(o) => Some(pipeline::Pacing {
+                    t0,
+                    period: Duration::from_secs_f64(1.0 / o.rate),
+                    first: i as u64,
+                    stride: connections as u64,
                 }),
-                Load::Open(o) => {
-                    let schedule = open_loop::Schedule {
-                        t0,
-                        period: Duration::from_secs_f64(1.0 / o.rate),
-                        first: i as u64,
-                        stride: connections as u64,
-                    };
-                    tokio::spawn(open_loop::run_client(
-                        client, ops, in_flight, schedule, t, stop_at, recorder, cancel,
-                    ))
-                }
-            });
+            };
+            let cancel = self.cancel.clone();
+            tasks.push(tokio::spawn(async move {
+                tokio::time::sleep_until(t0).await;
+                pipeline::run(connection, dialer, ops, settings, pacing, recorder, cancel).await
+            }));
         }
-        let watcher = self.progress.watch_cell(
-            position,
-            cell.label(),
-            live,
-            t0,
-            t.warmup + t.duration,
-            remaining_after,
-        );
+        let watcher =
+            self.progress.watch_cell(position, cell.label(), live, t0, t.warmup + t.duration, remaining_after);
         let mut metrics = CellMetrics::new();
         let mut panicked = None;
         for task in tasks {

@@ -36,11 +36,7 @@ impl Progress {
             );
             bar
         });
-        Ok(Progress {
-            bar,
-            plain_every: Duration::from_secs(5),
-            log,
-        })
+        Ok(Progress { bar, plain_every: Duration::from_secs(5), log })
     }
 
     /// A line above the live display (or a plain line).
@@ -51,7 +47,7 @@ impl Progress {
         }
         match &self.bar {
             Some(bar) => bar.println(line),
-            None => eprintln!("{line}"),
+            None => stderr_line(line),
         }
     }
 
@@ -67,11 +63,7 @@ impl Progress {
     ) -> JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
-            let every = if this.bar.is_some() {
-                Duration::from_millis(250)
-            } else {
-                this.plain_every
-            };
+            let every = if this.bar.is_some() { Duration::from_millis(250) } else { this.plain_every };
             let mut last = (Instant::now(), 0u64);
             let mut ticker = tokio::time::interval(every);
             ticker.tick().await;
@@ -87,24 +79,21 @@ impl Progress {
                 let elapsed = now.saturating_duration_since(started).min(length);
                 let left = length - elapsed + remaining_after;
                 let msg = format!(
-                    "{} {:.0} ops/s, {} errors, {}/{} ({} left in run)",
+                    "{} {:.0} ops/s, {} errors, {}s/{} ({}s left in run)",
                     label,
                     rate,
                     failed,
-                    format_duration(Duration::from_secs(elapsed.as_secs())),
+                    elapsed.as_secs(),
                     format_duration(length),
-                    format_duration(Duration::from_secs(left.as_secs())),
+                    left.as_secs(),
                 );
                 match &this.bar {
                     Some(bar) => {
                         bar.set_prefix(format!("cell {}/{}", position.0, position.1));
-                        bar.set_position(
-                            (elapsed.as_secs_f64() / length.as_secs_f64().max(1e-3) * 1000.0)
-                                as u64,
-                        );
+                        bar.set_position((elapsed.as_secs_f64() / length.as_secs_f64().max(1e-3) * 1000.0) as u64);
                         bar.set_message(msg);
                     }
-                    None => eprintln!("[cell {}/{}] {msg}", position.0, position.1),
+                    None => stderr_line(&format!("[cell {}/{}] {msg}", position.0, position.1)),
                 }
             }
         })
@@ -115,4 +104,10 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
+}
+
+/// Like `eprintln!`, but a closed stderr (the reader went away) is not a panic:
+/// the run goes on and cleans up.
+fn stderr_line(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
 }

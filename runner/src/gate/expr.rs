@@ -87,10 +87,7 @@ pub enum Metric {
 
 impl Metric {
     pub fn is_duration(self) -> bool {
-        matches!(
-            self,
-            Metric::Percentile(_) | Metric::MaxLatency | Metric::MeanLatency | Metric::ScheduleLag
-        )
+        matches!(self, Metric::Percentile(_) | Metric::MaxLatency | Metric::MeanLatency | Metric::ScheduleLag)
     }
 
     fn takes_op(self) -> bool {
@@ -160,11 +157,7 @@ fn tokenize(src: &str) -> Result<Vec<Token>, String> {
         if c.is_whitespace() {
             i += 1;
         } else if c == '(' || c == ')' {
-            out.push(if c == '(' {
-                Token::LParen
-            } else {
-                Token::RParen
-            });
+            out.push(if c == '(' { Token::LParen } else { Token::RParen });
             i += 1;
         } else if "<>=!".contains(c) {
             let two = chars.get(i + 1) == Some(&'=');
@@ -186,15 +179,11 @@ fn tokenize(src: &str) -> Result<Vec<Token>, String> {
             i += if two { 2 } else { 1 };
         } else if c.is_ascii_digit() || c == '.' {
             let start = i;
-            while i < chars.len()
-                && (chars[i].is_ascii_digit() || chars[i] == '.' || chars[i] == '_')
-            {
+            while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.' || chars[i] == '_') {
                 i += 1;
             }
             let number: String = chars[start..i].iter().filter(|c| **c != '_').collect();
-            let value: f64 = number
-                .parse()
-                .map_err(|_| format!("`{number}` is not a number"))?;
+            let value: f64 = number.parse().map_err(|_| format!("`{number}` is not a number"))?;
             let unit_start = i;
             while i < chars.len() && (chars[i].is_alphabetic() || chars[i] == '%') {
                 i += 1;
@@ -203,9 +192,7 @@ fn tokenize(src: &str) -> Result<Vec<Token>, String> {
             out.push(Token::Number(value, (!unit.is_empty()).then_some(unit)));
         } else if c.is_alphabetic() || c == '_' {
             let start = i;
-            while i < chars.len()
-                && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '.')
-            {
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '.') {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect();
@@ -215,12 +202,12 @@ fn tokenize(src: &str) -> Result<Vec<Token>, String> {
                 _ => Token::Ident(word),
             });
         } else if c == '&' || c == '|' {
-            return Err(format!("unexpected `{c}` at character {} of the expression: join comparisons with `and` / `or`", i + 1));
-        } else {
             return Err(format!(
-                "unexpected `{c}` at character {} of the expression",
+                "unexpected `{c}` at character {} of the expression: join comparisons with `and` / `or`",
                 i + 1
             ));
+        } else {
+            return Err(format!("unexpected `{c}` at character {} of the expression", i + 1));
         }
     }
     Ok(out)
@@ -232,18 +219,13 @@ struct Parser {
 }
 
 pub fn parse(src: &str) -> Result<Expr, String> {
-    let mut p = Parser {
-        tokens: tokenize(src)?,
-        pos: 0,
-    };
+    let mut p = Parser { tokens: tokenize(src)?, pos: 0 };
     if p.tokens.is_empty() {
         return Err("empty gate: write e.g. `errors == 0` or `p99(get) < 30ms`".into());
     }
     let expr = p.or()?;
     if let Some(t) = p.tokens.get(p.pos) {
-        return Err(format!(
-            "unexpected {t} after a complete comparison; join comparisons with `and` / `or`"
-        ));
+        return Err(format!("unexpected {t} after a complete comparison; join comparisons with `and` / `or`"));
     }
     Ok(expr)
 }
@@ -289,41 +271,25 @@ impl Parser {
         let left = self.operand()?;
         let op = match self.next() {
             Some(Token::Op(op)) => op,
-            _ => {
-                return Err("expected a comparison (< <= > >= == !=) after the first value".into())
-            }
+            _ => return Err("expected a comparison (< <= > >= == !=) after the first value".into()),
         };
         let right = self.operand()?;
         check_units(&left, &right)?;
-        if matches!(
-            (&left, &right),
-            (Operand::Number { .. }, Operand::Number { .. })
-        ) {
-            return Err(
-                "compares two numbers; one side must be a metric such as p99(get) or errors".into(),
-            );
+        if matches!((&left, &right), (Operand::Number { .. }, Operand::Number { .. })) {
+            return Err("compares two numbers; one side must be a metric such as p99(get) or errors".into());
         }
         Ok(Expr::Compare(left, op, right))
     }
 
     fn operand(&mut self) -> Result<Operand, String> {
         match self.next() {
-            Some(Token::Number(value, None)) => Ok(Operand::Number {
-                value,
-                is_duration: false,
-            }),
+            Some(Token::Number(value, None)) => Ok(Operand::Number { value, is_duration: false }),
             Some(Token::Number(value, Some(unit))) => {
                 if unit == "%" {
-                    return Ok(Operand::Number {
-                        value: value / 100.0,
-                        is_duration: false,
-                    });
+                    return Ok(Operand::Number { value: value / 100.0, is_duration: false });
                 }
                 let d = parse_duration(&format!("{value}{unit}"))?;
-                Ok(Operand::Number {
-                    value: d.as_secs_f64() * 1e3,
-                    is_duration: true,
-                })
+                Ok(Operand::Number { value: d.as_secs_f64() * 1e3, is_duration: true })
             }
             Some(Token::Ident(name)) => {
                 let metric = Metric::from_name(&name)
@@ -333,28 +299,22 @@ impl Parser {
                     self.pos += 1;
                     let arg = match self.next() {
                         Some(Token::Ident(a)) => a,
-                        _ => {
-                            return Err(format!(
-                                "`{name}(` must be followed by an op kind, e.g. {name}(get)"
-                            ))
-                        }
+                        _ => return Err(format!("`{name}(` must be followed by an op kind, e.g. {name}(get)")),
                     };
                     if !metric.takes_op() {
                         return Err(format!("`{name}` takes no op kind"));
                     }
-                    op = Some(OpKind::from_name(&arg).ok_or_else(|| {
-                        format!("`{arg}` is not an op kind (known: get, set, incr, del)")
-                    })?);
+                    op = Some(
+                        OpKind::from_name(&arg)
+                            .ok_or_else(|| format!("`{arg}` is not an op kind (known: get, set, incr, del)"))?,
+                    );
                     if self.next() != Some(Token::RParen) {
                         return Err(format!("missing `)` after `{name}({arg}`"));
                     }
                 }
                 Ok(Operand::Metric(MetricRef { metric, op }))
             }
-            other => Err(format!(
-                "expected a metric or a number, found {}",
-                describe_token(other.as_ref())
-            )),
+            other => Err(format!("expected a metric or a number, found {}", describe_token(other.as_ref()))),
         }
     }
 }
@@ -366,9 +326,7 @@ fn check_units(a: &Operand, b: &Operand) -> Result<(), String> {
         _ => return Ok(()),
     };
     match (metric.metric.is_duration(), number) {
-        (true, false) => Err(
-            "a latency is compared with a plain number: give the limit a unit, e.g. 30ms".into(),
-        ),
+        (true, false) => Err("a latency is compared with a plain number: give the limit a unit, e.g. 30ms".into()),
         (false, true) => Err("a count or rate is compared with a duration".into()),
         _ => Ok(()),
     }
@@ -395,15 +353,9 @@ mod tests {
         assert_eq!(
             e,
             Expr::Compare(
-                Operand::Metric(MetricRef {
-                    metric: Metric::Percentile(99.0),
-                    op: Some(OpKind::Get)
-                }),
+                Operand::Metric(MetricRef { metric: Metric::Percentile(99.0), op: Some(OpKind::Get) }),
                 CmpOp::Lt,
-                Operand::Number {
-                    value: 30.0,
-                    is_duration: true
-                }
+                Operand::Number { value: 30.0, is_duration: true }
             )
         );
     }

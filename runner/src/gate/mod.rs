@@ -12,10 +12,7 @@ use crate::spec::GateSpec;
 use expr::{CmpOp, Expr, Metric, MetricRef, Operand};
 
 pub fn evaluate(gates: &IndexMap<String, GateSpec>, cells: &[CellResult]) -> Vec<GateResult> {
-    gates
-        .iter()
-        .map(|(name, gate)| evaluate_one(name, gate, cells))
-        .collect()
+    gates.iter().map(|(name, gate)| evaluate_one(name, gate, cells)).collect()
 }
 
 fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult]) -> GateResult {
@@ -58,37 +55,22 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult]) -> GateResult
                         if worst.as_ref().is_none_or(|(old, _)| worse(*old)) {
                             worst = Some((
                                 v,
-                                format!(
-                                    "{} = {} in {}",
-                                    describe(m),
-                                    format_value(m.metric, v),
-                                    cell.label()
-                                ),
+                                format!("{} = {} in {}", describe(m), format_value(m.metric, v), cell.label()),
                             ));
                         }
                     }
                 }
             }
-            Ok((false, evidence)) => {
-                failures.push(format!("{} in {}", evidence.join(", "), cell.label()))
-            }
+            Ok((false, evidence)) => failures.push(format!("{} in {}", evidence.join(", "), cell.label())),
             Err(why) => missing.push(format!("{}: {why}", cell.label())),
         }
     }
     let n = covered.len();
     if !failures.is_empty() {
         result.result = GateOutcome::Fail;
-        result.evidence = format!(
-            "fails in {} of {n} cells: {}",
-            failures.len(),
-            abbreviate(&failures)
-        );
+        result.evidence = format!("fails in {} of {n} cells: {}", failures.len(), abbreviate(&failures));
     } else if !missing.is_empty() {
-        result.evidence = format!(
-            "cannot be evaluated in {} of {n} cells: {}",
-            missing.len(),
-            abbreviate(&missing)
-        );
+        result.evidence = format!("cannot be evaluated in {} of {n} cells: {}", missing.len(), abbreviate(&missing));
     } else {
         result.result = GateOutcome::Pass;
         result.evidence = match worst {
@@ -111,17 +93,19 @@ fn abbreviate(items: &[String]) -> String {
 /// error when a value it needs was not measured.
 fn eval(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<String>), String> {
     match expr {
-        Expr::And(a, b) => {
-            let (x, mut ex) = eval(a, cell)?;
-            let (y, ey) = eval(b, cell)?;
-            ex.extend(ey);
-            Ok((x && y, ex))
-        }
-        Expr::Or(a, b) => {
-            let (x, mut ex) = eval(a, cell)?;
-            let (y, ey) = eval(b, cell)?;
-            ex.extend(ey);
-            Ok((x || y, ex))
+        // One side settles `and` (false) or `or` (true) even when the other
+        // side was not measured; otherwise an unmeasured side leaves it open.
+        Expr::And(a, b) | Expr::Or(a, b) => {
+            let settles = matches!(expr, Expr::Or(..));
+            match (eval(a, cell), eval(b, cell)) {
+                (Ok((x, ex)), _) if x == settles => Ok((x, ex)),
+                (_, Ok((y, ey))) if y == settles => Ok((y, ey)),
+                (Ok((x, mut ex)), Ok((y, ey))) => {
+                    ex.extend(ey);
+                    Ok((if settles { x || y } else { x && y }, ex))
+                }
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            }
         }
         Expr::Compare(l, op, r) => {
             let (lv, le) = operand_value(l, cell)?;
@@ -133,21 +117,12 @@ fn eval(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<String>), String> {
 
 fn operand_value(o: &Operand, cell: &CellResult) -> Result<(f64, String), String> {
     match o {
-        Operand::Number { value, is_duration } => Ok((
-            *value,
-            if *is_duration {
-                format_value(Metric::MaxLatency, *value)
-            } else {
-                trim(*value)
-            },
-        )),
+        Operand::Number { value, is_duration } => {
+            Ok((*value, if *is_duration { format_value(Metric::MaxLatency, *value) } else { trim(*value) }))
+        }
         Operand::Metric(m) => {
-            let v = metric_value(m, cell)?
-                .ok_or_else(|| format!("{} was not measured", describe(m)))?;
-            Ok((
-                v,
-                format!("{} = {}", describe(m), format_value(m.metric, v)),
-            ))
+            let v = metric_value(m, cell)?.ok_or_else(|| format!("{} was not measured", describe(m)))?;
+            Ok((v, format!("{} = {}", describe(m), format_value(m.metric, v))))
         }
     }
 }
@@ -156,21 +131,16 @@ fn operand_value(o: &Operand, cell: &CellResult) -> Result<(f64, String), String
 fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String> {
     let stats = cell.stats.as_ref().ok_or("the cell has no measurements")?;
     let ops: Vec<&crate::metrics::OpStats> = match m.op {
-        Some(kind) => vec![stats.per_op.get(kind.as_str()).ok_or_else(|| {
-            format!(
-                "the workload `{}` has no {} ops",
-                cell.workload,
-                kind.as_str()
-            )
-        })?],
+        Some(kind) => vec![stats
+            .per_op
+            .get(kind.as_str())
+            .ok_or_else(|| format!("the workload `{}` has no {} ops", cell.workload, kind.as_str()))?],
         None => stats.per_op.values().collect(),
     };
     let latency = |pick: fn(&crate::metrics::LatencyStats) -> f64| -> Option<f64> {
         // Without an op kind, the worst op kind counts; any kind with no
         // successful op leaves the value unmeasured.
-        ops.iter()
-            .map(|o| o.latency_ms.as_ref().map(pick))
-            .try_fold(f64::MIN, |acc, v| v.map(|v| acc.max(v)))
+        ops.iter().map(|o| o.latency_ms.as_ref().map(pick)).try_fold(f64::MIN, |acc, v| v.map(|v| acc.max(v)))
     };
     let sum = |f: fn(&crate::metrics::OpStats) -> u64| ops.iter().map(|o| f(o)).sum::<u64>() as f64;
     Ok(match m.metric {
@@ -194,13 +164,9 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
         Metric::ServerErrors => Some(sum(|o| o.errors.server)),
         Metric::Hangs => Some(sum(|o| o.errors.hang)),
         Metric::OverDeadline => Some(sum(|o| o.over_deadline)),
-        Metric::ScheduleLag => Some(
-            stats
-                .schedule_lag_ms
-                .as_ref()
-                .ok_or("schedule_lag applies only to open-loop profiles")?
-                .p99,
-        ),
+        Metric::ScheduleLag => {
+            Some(stats.schedule_lag_ms.as_ref().ok_or("schedule_lag applies only to open-loop profiles")?.p99)
+        }
     })
 }
 
@@ -243,10 +209,7 @@ fn trim(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
     } else {
-        format!("{v:.3}")
-            .trim_end_matches('0')
-            .trim_end_matches('.')
-            .to_string()
+        format!("{v:.3}").trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -260,10 +223,7 @@ mod tests {
         let get = OpStats {
             ok: 1000,
             failed: errors,
-            errors: ErrorCounts {
-                server: errors,
-                ..Default::default()
-            },
+            errors: ErrorCounts { server: errors, ..Default::default() },
             over_deadline: 0,
             throughput: 500.0,
             latency_ms: get_p99.map(|p99| LatencyStats {
@@ -300,16 +260,7 @@ mod tests {
     }
 
     fn gate(expr: &str) -> IndexMap<String, GateSpec> {
-        [(
-            "g".to_string(),
-            GateSpec {
-                expr: expr.into(),
-                scenario: None,
-                profile: None,
-            },
-        )]
-        .into_iter()
-        .collect()
+        [("g".to_string(), GateSpec { expr: expr.into(), scenario: None, profile: None })].into_iter().collect()
     }
 
     #[test]
@@ -317,19 +268,11 @@ mod tests {
         let cells = [cell("a", Some(2.0), 0), cell("b", Some(40.0), 0)];
         let r = &evaluate(&gate("p99(get) < 30ms"), &cells)[0];
         assert_eq!(r.result, GateOutcome::Fail);
-        assert!(
-            r.evidence.contains("fails in 1 of 2") && r.evidence.contains("p99(get) = 40ms"),
-            "{}",
-            r.evidence
-        );
+        assert!(r.evidence.contains("fails in 1 of 2") && r.evidence.contains("p99(get) = 40ms"), "{}", r.evidence);
 
         let r = &evaluate(&gate("p99(get) < 50ms"), &cells)[0];
         assert_eq!(r.result, GateOutcome::Pass);
-        assert!(
-            r.evidence.contains("worst: p99(get) = 40ms in s/b/t#1"),
-            "{}",
-            r.evidence
-        );
+        assert!(r.evidence.contains("worst: p99(get) = 40ms in s/b/t#1"), "{}", r.evidence);
     }
 
     #[test]
@@ -354,30 +297,16 @@ mod tests {
     #[test]
     fn counts_rates_and_compound_expressions() {
         let cells = [cell("a", Some(1.0), 10)];
-        assert_eq!(
-            evaluate(&gate("errors == 0"), &cells)[0].result,
-            GateOutcome::Fail
-        );
-        assert_eq!(
-            evaluate(&gate("server_errors == 10 and hangs == 0"), &cells)[0].result,
-            GateOutcome::Pass
-        );
-        assert_eq!(
-            evaluate(&gate("error_rate < 0.5%"), &cells)[0].result,
-            GateOutcome::Fail
-        );
-        assert_eq!(
-            evaluate(&gate("error_rate < 1.5%"), &cells)[0].result,
-            GateOutcome::Pass
-        );
-        assert_eq!(
-            evaluate(&gate("throughput >= 600 or errors > 5"), &cells)[0].result,
-            GateOutcome::Pass
-        );
-        assert_eq!(
-            evaluate(&gate("throughput >= 600"), &cells)[0].result,
-            GateOutcome::Fail
-        );
+        assert_eq!(evaluate(&gate("errors == 0"), &cells)[0].result, GateOutcome::Fail);
+        assert_eq!(evaluate(&gate("server_errors == 10 and hangs == 0"), &cells)[0].result, GateOutcome::Pass);
+        assert_eq!(evaluate(&gate("error_rate < 0.5%"), &cells)[0].result, GateOutcome::Fail);
+        assert_eq!(evaluate(&gate("error_rate < 1.5%"), &cells)[0].result, GateOutcome::Pass);
+        assert_eq!(evaluate(&gate("throughput >= 600 or errors > 5"), &cells)[0].result, GateOutcome::Pass);
+        assert_eq!(evaluate(&gate("throughput >= 600"), &cells)[0].result, GateOutcome::Fail);
+        // An unmeasured side does not matter when the other settles it.
+        assert_eq!(evaluate(&gate("errors > 5 or schedule_lag < 1ms"), &cells)[0].result, GateOutcome::Pass);
+        assert_eq!(evaluate(&gate("errors == 0 and schedule_lag < 1ms"), &cells)[0].result, GateOutcome::Fail);
+        assert_eq!(evaluate(&gate("errors > 5 and schedule_lag < 1ms"), &cells)[0].result, GateOutcome::Incomplete);
     }
 
     #[test]

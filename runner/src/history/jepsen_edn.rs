@@ -78,13 +78,7 @@ pub fn parse(text: &str, model: Model) -> Result<Vec<Operation>, ParseError> {
                 }
                 let input = input(model, &event).map_err(err)?;
                 pending.insert(process, (ops.len(), event.f, line));
-                ops.push(Operation {
-                    client: process,
-                    input,
-                    call: time,
-                    ret: None,
-                    output: Output::Unknown,
-                });
+                ops.push(Operation { client: process, input, call: time, ret: None, output: Output::Unknown });
                 failed.push(false);
                 continue;
             }
@@ -92,16 +86,10 @@ pub fn parse(text: &str, model: Model) -> Result<Vec<Operation>, ParseError> {
         };
 
         let Some((i, f, at)) = pending.remove(&process) else {
-            return Err(err(format!(
-                "process {process} completes :{} without a pending invocation",
-                event.f
-            )));
+            return Err(err(format!("process {process} completes :{} without a pending invocation", event.f)));
         };
         if f != event.f {
-            return Err(err(format!(
-                "process {process} completes :{} but invoked :{f} on line {at}",
-                event.f
-            )));
+            return Err(err(format!("process {process} completes :{} but invoked :{f} on line {at}", event.f)));
         }
         let op = &mut ops[i];
         match completion {
@@ -177,19 +165,13 @@ fn read_event(line: &str) -> Result<Option<Event>, String> {
     let rest = &line[at + LOG_MARKER.len()..];
     // jepsen.util logs other things too; an operation has its type second.
     let mut words = rest.split_whitespace();
-    let is_event = words.next().is_some()
-        && words
-            .next()
-            .and_then(|w| w.strip_prefix(':'))
-            .and_then(Kind::from_keyword)
-            .is_some();
+    let is_event =
+        words.next().is_some() && words.next().and_then(|w| w.strip_prefix(':')).and_then(Kind::from_keyword).is_some();
     if !is_event {
         return Ok(None);
     }
     let mut values = read_all(rest)?.into_iter();
-    let (Some(process), Some(Edn::Keyword(kind)), Some(f)) =
-        (values.next(), values.next(), values.next())
-    else {
+    let (Some(process), Some(Edn::Keyword(kind)), Some(f)) = (values.next(), values.next(), values.next()) else {
         return Err("expected `process type function value`".to_string());
     };
     let value = values.next().unwrap_or(Edn::Nil);
@@ -206,17 +188,12 @@ fn read_event(line: &str) -> Result<Option<Event>, String> {
 }
 
 fn event_from_map(values: Vec<Edn>) -> Result<Event, String> {
-    let [Edn::Map(entries)] = <[Edn; 1]>::try_from(values)
-        .map_err(|_| "expected exactly one EDN map on the line".to_string())?
+    let [Edn::Map(entries)] =
+        <[Edn; 1]>::try_from(values).map_err(|_| "expected exactly one EDN map on the line".to_string())?
     else {
         return Err("expected an EDN map".to_string());
     };
-    let field = |name: &str| {
-        entries
-            .iter()
-            .find(|(k, _)| matches!(k, Edn::Keyword(k) if k == name))
-            .map(|(_, v)| v)
-    };
+    let field = |name: &str| entries.iter().find(|(k, _)| matches!(k, Edn::Keyword(k) if k == name)).map(|(_, v)| v);
     let require = |name: &str| field(name).ok_or_else(|| format!("missing :{name}"));
     let kind = match require("type")? {
         Edn::Keyword(k) => Kind::from_keyword(k).ok_or_else(|| format!("unknown :type :{k}"))?,
@@ -233,9 +210,7 @@ fn event_from_map(values: Vec<Edn>) -> Result<Event, String> {
 
 fn process_id(value: &Edn) -> Result<Option<u64>, String> {
     match value {
-        Edn::Int(p) => u64::try_from(*p)
-            .map(Some)
-            .map_err(|_| format!("negative process {p}")),
+        Edn::Int(p) => u64::try_from(*p).map(Some).map_err(|_| format!("negative process {p}")),
         // The nemesis and other named processes are not clients.
         Edn::Keyword(_) => Ok(None),
         other => Err(format!("expected a process number, found {other}")),
@@ -255,24 +230,16 @@ fn input(model: Model, event: &Event) -> Result<Input, String> {
         (Model::Register, "read") => Ok(Input::Read),
         (Model::Register, "write") => Ok(Input::Write(int(value, "the :write value")?)),
         (Model::Register, "cas") => match value {
-            Edn::Seq(pair) if pair.len() == 2 => Ok(Input::Cas(
-                int(&pair[0], "the :cas expected value")?,
-                int(&pair[1], "the :cas new value")?,
-            )),
+            Edn::Seq(pair) if pair.len() == 2 => {
+                Ok(Input::Cas(int(&pair[0], "the :cas expected value")?, int(&pair[1], "the :cas new value")?))
+            }
             other => Err(format!("expected a :cas value [from to], found {other}")),
         },
         (Model::Kv, "get") => Ok(Input::Get(key(event)?)),
         (Model::Kv, "put") => Ok(Input::Put(key(event)?, string(value, "the :put value")?)),
-        (Model::Kv, "append") => Ok(Input::Append(
-            key(event)?,
-            string(value, "the :append value")?,
-        )),
-        (Model::Register, f) => Err(format!(
-            "operation :{f} is not part of the register model (:read, :write, :cas)"
-        )),
-        (Model::Kv, f) => Err(format!(
-            "operation :{f} is not part of the kv model (:get, :put, :append)"
-        )),
+        (Model::Kv, "append") => Ok(Input::Append(key(event)?, string(value, "the :append value")?)),
+        (Model::Register, f) => Err(format!("operation :{f} is not part of the register model (:read, :write, :cas)")),
+        (Model::Kv, f) => Err(format!("operation :{f} is not part of the kv model (:get, :put, :append)")),
     }
 }
 
@@ -365,10 +332,7 @@ impl fmt::Display for Edn {
 
 /// Reads every EDN value in `text`.
 fn read_all(text: &str) -> Result<Vec<Edn>, String> {
-    let mut reader = Reader {
-        chars: text.chars().collect(),
-        pos: 0,
-    };
+    let mut reader = Reader { chars: text.chars().collect(), pos: 0 };
     let mut values = Vec::new();
     while reader.skip_whitespace() {
         values.push(reader.value(0)?);
@@ -502,9 +466,7 @@ impl Reader {
             self.pos += 1;
         }
         let token: String = self.chars[start..self.pos].iter().collect();
-        let numeric = token
-            .trim_start_matches(['-', '+'])
-            .starts_with(|c: char| c.is_ascii_digit());
+        let numeric = token.trim_start_matches(['-', '+']).starts_with(|c: char| c.is_ascii_digit());
         Ok(match token.as_str() {
             "nil" => Edn::Nil,
             "true" => Edn::Bool(true),
@@ -541,10 +503,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     fn log(lines: &[&str]) -> String {
-        lines
-            .iter()
-            .map(|l| format!("INFO  jepsen.util - {l}\n"))
-            .collect()
+        lines.iter().map(|l| format!("INFO  jepsen.util - {l}\n")).collect()
     }
 
     #[test]
@@ -569,13 +528,7 @@ mod tests {
             ])
         );
         let ops = parse(&text, Model::Register).unwrap();
-        let op = |client, input, call, ret, output| Operation {
-            client,
-            input,
-            call,
-            ret,
-            output,
-        };
+        let op = |client, input, call, ret, output| Operation { client, input, call, ret, output };
         assert_eq!(
             ops,
             vec![
@@ -607,21 +560,13 @@ mod tests {
 {:process 4, :type :info, :f :put, :key "1", :value "v", :error [:timeout]}
 "#;
         let ops = parse(text, Model::Kv).unwrap();
-        let summary: Vec<_> = ops
-            .iter()
-            .map(|o| (o.client, o.input.clone(), o.call, o.ret, o.output.clone()))
-            .collect();
+        let summary: Vec<_> =
+            ops.iter().map(|o| (o.client, o.input.clone(), o.call, o.ret, o.output.clone())).collect();
         let s = |v: &str| v.to_string();
         assert_eq!(
             summary,
             vec![
-                (
-                    0,
-                    Input::Append(s("0"), s("x 0 0 y")),
-                    2,
-                    Some(4),
-                    Output::Ok
-                ),
+                (0, Input::Append(s("0"), s("x 0 0 y")), 2, Some(4), Output::Ok),
                 (1, Input::Get(s("0")), 3, Some(5), Output::Str(s("x 0 0 y"))),
                 (3, Input::Get(s("9")), 8, Some(9), Output::Str(s(""))),
                 (4, Input::Put(s("1"), s("v")), 11, None, Output::Unknown),
@@ -633,12 +578,7 @@ mod tests {
     fn unreadable_events_name_their_line() {
         let cases: &[(&str, Model, usize, &str)] = &[
             ("{:process 0, :type :invoke, :f :get}", Model::Kv, 1, ":get needs a :key"),
-            (
-                "{:process 0, :type :invoke, :f :get, :key \"1\"\n{:process 0",
-                Model::Kv,
-                1,
-                "missing `}`",
-            ),
+            ("{:process 0, :type :invoke, :f :get, :key \"1\"\n{:process 0", Model::Kv, 1, "missing `}`"),
             (
                 "INFO  jepsen.util - 0\t:invoke\t:write\tfour",
                 Model::Register,
@@ -726,19 +666,14 @@ WARN  jepsen.util - 0 crashed
     #[test]
     fn shared_histories_get_their_known_verdicts() {
         let dir = shared_histories();
-        assert!(
-            dir.is_dir(),
-            "shared histories not found at {} (set FAULTLINE_SHARED_HISTORIES)",
-            dir.display()
-        );
+        assert!(dir.is_dir(), "shared histories not found at {} (set FAULTLINE_SHARED_HISTORIES)", dir.display());
         let mut cases: Vec<(PathBuf, Model, bool)> = Vec::new();
 
         let etcd = dir.join("etcd");
         let expected = read(&etcd.join("EXPECTED"));
         for line in expected.lines().filter(|l| !l.trim().is_empty()) {
-            let (name, verdict) = line
-                .split_once(char::is_whitespace)
-                .unwrap_or_else(|| panic!("bad EXPECTED line {line:?}"));
+            let (name, verdict) =
+                line.split_once(char::is_whitespace).unwrap_or_else(|| panic!("bad EXPECTED line {line:?}"));
             let linearizable = match verdict.trim() {
                 "linearizable" => true,
                 "not-linearizable" => false,
@@ -746,29 +681,18 @@ WARN  jepsen.util - 0 crashed
             };
             cases.push((etcd.join(name), Model::Register, linearizable));
         }
-        let logs: Vec<String> = listing(&etcd)
-            .into_iter()
-            .filter(|n| n.ends_with(".log"))
-            .collect();
-        let mut listed: Vec<String> = cases
-            .iter()
-            .map(|(p, _, _)| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
+        let logs: Vec<String> = listing(&etcd).into_iter().filter(|n| n.ends_with(".log")).collect();
+        let mut listed: Vec<String> =
+            cases.iter().map(|(p, _, _)| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
         listed.sort();
-        assert_eq!(
-            logs, listed,
-            "etcd/EXPECTED must list exactly the etcd logs"
-        );
+        assert_eq!(logs, listed, "etcd/EXPECTED must list exactly the etcd logs");
 
         let kv = dir.join("kv");
         let before = cases.len();
         for name in listing(&kv) {
             if let Some(stem) = name.strip_suffix(".txt") {
                 let linearizable = stem.ends_with("-ok");
-                assert!(
-                    linearizable || stem.ends_with("-bad"),
-                    "unexpected kv file {name}"
-                );
+                assert!(linearizable || stem.ends_with("-bad"), "unexpected kv file {name}");
                 cases.push((kv.join(name), Model::Kv, linearizable));
             }
         }
@@ -803,10 +727,6 @@ WARN  jepsen.util - 0 crashed
             cases.len(),
             cases.len() - mismatches.len()
         );
-        assert!(
-            mismatches.is_empty(),
-            "wrong verdicts:\n{}",
-            mismatches.join("\n")
-        );
+        assert!(mismatches.is_empty(), "wrong verdicts:\n{}", mismatches.join("\n"));
     }
 }

@@ -73,17 +73,17 @@ pub struct LiveCounters {
 
 impl LiveCounters {
     pub fn snapshot(&self) -> (u64, u64) {
-        (
-            self.ok.load(Ordering::Relaxed),
-            self.failed.load(Ordering::Relaxed),
-        )
+        (self.ok.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed))
     }
 }
 
 /// One completed op as the executor saw it.
 pub struct Completion {
     pub kind: OpKind,
-    /// When the op should have started: its actual start in a closed loop, its
+    /// Which window the op belongs to: when it was issued in a closed loop,
+    /// when it was due in an open loop.
+    pub issued: Instant,
+    /// Where latency counts from: its actual start in a closed loop, its
     /// scheduled start in an open loop (so stalls are not hidden).
     pub start: Instant,
     pub end: Instant,
@@ -150,13 +150,7 @@ impl Recorder {
         for k in kinds {
             slots[k.index()] = Some(KindRecorder::new());
         }
-        Recorder {
-            kinds: slots,
-            timeline: Vec::new(),
-            schedule_lag: open_loop.then(new_histogram),
-            measure_from,
-            live,
-        }
+        Recorder { kinds: slots, timeline: Vec::new(), schedule_lag: open_loop.then(new_histogram), measure_from, live }
     }
 
     pub fn record(&mut self, c: &Completion) {
@@ -164,13 +158,11 @@ impl Recorder {
             Ok(()) => self.live.ok.fetch_add(1, Ordering::Relaxed),
             Err(_) => self.live.failed.fetch_add(1, Ordering::Relaxed),
         };
-        if c.start < self.measure_from {
+        if c.issued < self.measure_from {
             return;
         }
         let us = (c.end - c.start).as_micros().clamp(1, HIST_MAX_US as u128) as u64;
-        let kind = self.kinds[c.kind.index()]
-            .as_mut()
-            .expect("op kind declared by the workload");
+        let kind = self.kinds[c.kind.index()].as_mut().expect("op kind declared by the workload");
         kind.max_any_us = kind.max_any_us.max(us);
         if c.over_deadline {
             kind.over_deadline += 1;
@@ -201,11 +193,7 @@ impl Recorder {
             return;
         }
         if let Some(h) = &mut self.schedule_lag {
-            h.saturating_record(
-                (started - scheduled)
-                    .as_micros()
-                    .clamp(1, HIST_MAX_US as u128) as u64,
-            );
+            h.saturating_record((started - scheduled).as_micros().clamp(1, HIST_MAX_US as u128) as u64);
         }
     }
 }
@@ -219,20 +207,14 @@ pub struct CellMetrics {
 
 impl CellMetrics {
     pub fn new() -> Self {
-        CellMetrics {
-            kinds: (0..OpKind::ALL.len()).map(|_| None).collect(),
-            timeline: Vec::new(),
-            schedule_lag: None,
-        }
+        CellMetrics { kinds: (0..OpKind::ALL.len()).map(|_| None).collect(), timeline: Vec::new(), schedule_lag: None }
     }
 
     pub fn merge(&mut self, r: Recorder) {
         for (slot, theirs) in self.kinds.iter_mut().zip(r.kinds) {
             let Some(theirs) = theirs else { continue };
             let mine = slot.get_or_insert_with(KindRecorder::new);
-            mine.latency
-                .add(&theirs.latency)
-                .expect("same histogram bounds");
+            mine.latency.add(&theirs.latency).expect("same histogram bounds");
             mine.ok += theirs.ok;
             mine.errors.merge(&theirs.errors);
             mine.over_deadline += theirs.over_deadline;
@@ -245,10 +227,7 @@ impl CellMetrics {
             mine.absorb(theirs);
         }
         if let Some(lag) = r.schedule_lag {
-            self.schedule_lag
-                .get_or_insert_with(new_histogram)
-                .add(&lag)
-                .expect("same histogram bounds");
+            self.schedule_lag.get_or_insert_with(new_histogram).add(&lag).expect("same histogram bounds");
         }
     }
 
@@ -297,11 +276,7 @@ impl CellMetrics {
                 t: t as u64,
                 ok: s.ok,
                 failed: s.failed,
-                mean_ms: if s.ok > 0 {
-                    s.sum_ok_us as f64 / s.ok as f64 / 1e3
-                } else {
-                    0.0
-                },
+                mean_ms: if s.ok > 0 { s.sum_ok_us as f64 / s.ok as f64 / 1e3 } else { 0.0 },
                 max_ms: s.max_us as f64 / 1e3,
             })
             .collect();
@@ -313,10 +288,7 @@ impl CellMetrics {
             over_deadline,
             per_op,
             timeline,
-            schedule_lag_ms: self
-                .schedule_lag
-                .as_ref()
-                .and_then(LatencyStats::from_histogram),
+            schedule_lag_ms: self.schedule_lag.as_ref().and_then(LatencyStats::from_histogram),
         }
     }
 }
@@ -399,6 +371,7 @@ mod tests {
         let mut r = Recorder::new([OpKind::Get].into_iter(), measure_from, live.clone(), false);
         let done = |start: Instant, ms: u64, result| Completion {
             kind: OpKind::Get,
+            issued: start,
             start,
             end: start + Duration::from_millis(ms),
             result,
@@ -407,11 +380,7 @@ mod tests {
         r.record(&done(t0, 3, Ok(())));
         r.record(&done(measure_from, 2, Ok(())));
         r.record(&done(measure_from, 4, Ok(())));
-        r.record(&done(
-            measure_from + Duration::from_millis(1500),
-            5000,
-            Err(ErrorClass::Deadline),
-        ));
+        r.record(&done(measure_from + Duration::from_millis(1500), 5000, Err(ErrorClass::Deadline)));
         let mut cell = CellMetrics::new();
         cell.merge(r);
         let s = cell.summarize(Duration::from_secs(2));
@@ -420,10 +389,7 @@ mod tests {
         assert_eq!(s.throughput, 1.0);
         let get = &s.per_op["get"];
         let lat = get.latency_ms.unwrap();
-        assert!(
-            (lat.max - 4.0).abs() < 0.01 && (lat.p50 - 2.0).abs() < 0.01,
-            "{lat:?}"
-        );
+        assert!((lat.max - 4.0).abs() < 0.01 && (lat.p50 - 2.0).abs() < 0.01, "{lat:?}");
         assert!((get.max_any_ms - 5000.0).abs() < 5.0);
         // The deadline error finished 4.5 s after the 2 s window: folded into its last second.
         assert_eq!(s.timeline.len(), 2);

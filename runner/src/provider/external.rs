@@ -8,20 +8,10 @@ use super::{wait_ready, RunningTarget};
 use crate::spec::{ProviderKind, TargetSpec};
 use crate::target::TargetDriver;
 
-pub async fn start(
-    name: &str,
-    spec: &TargetSpec,
-    driver: Arc<dyn TargetDriver>,
-) -> anyhow::Result<RunningTarget> {
+pub async fn start(name: &str, spec: &TargetSpec, driver: Arc<dyn TargetDriver>) -> anyhow::Result<RunningTarget> {
     let uri = spec.uri.clone().context("external targets need `uri`")?;
     let server = wait_ready(driver.as_ref(), &uri, spec.ready_timeout.0, || Ok(()))
         .await
         .with_context(|| format!("target `{name}` (external)"))?;
-    Ok(RunningTarget {
-        name: name.to_string(),
-        uri,
-        server,
-        provider: ProviderKind::External,
-        process: None,
-    })
+    Ok(RunningTarget { name: name.to_string(), uri, server, provider: ProviderKind::External, process: None })
 }

@@ -95,11 +95,7 @@ fn walk(
                 if on_path {
                     // Point at the value, or at the key when the value is a block
                     // collection that starts on a later line.
-                    let mark = if matches!(value, Event::Scalar(..)) {
-                        value_mark
-                    } else {
-                        key_mark
-                    };
+                    let mark = if matches!(value, Event::Scalar(..)) { value_mark } else { key_mark };
                     *best = Some((mark.line(), mark.col() + 1));
                     *found = depth + 1;
                     walk(parser, value, &path[1..], best, found, depth + 1)?;
@@ -142,31 +138,16 @@ mod tests {
 
     #[test]
     fn finds_nested_map_and_sequence_values() {
-        assert_eq!(
-            locate(TEXT, &parse_path("targets.cache.kind")),
-            Some((4, 11))
-        );
-        assert_eq!(
-            locate(TEXT, &parse_path("scenarios[0].target")),
-            Some((7, 13))
-        );
-        assert_eq!(
-            locate(TEXT, &parse_path("scenarios[1].profiles[1]")),
-            Some((9, 20))
-        );
+        assert_eq!(locate(TEXT, &parse_path("targets.cache.kind")), Some((4, 11)));
+        assert_eq!(locate(TEXT, &parse_path("scenarios[0].target")), Some((7, 13)));
+        assert_eq!(locate(TEXT, &parse_path("scenarios[1].profiles[1]")), Some((9, 20)));
     }
 
     #[test]
     fn missing_fields_point_at_their_parent() {
         let (line, _) = locate(TEXT, &parse_path("scenarios[1].workload")).unwrap();
         assert_eq!(line, 8);
-        assert_eq!(
-            locate_exact(TEXT, &parse_path("scenarios[1].workload")),
-            None
-        );
-        assert_eq!(
-            locate_exact(TEXT, &parse_path("scenarios[1].name")),
-            Some((8, 11))
-        );
+        assert_eq!(locate_exact(TEXT, &parse_path("scenarios[1].workload")), None);
+        assert_eq!(locate_exact(TEXT, &parse_path("scenarios[1].name")), Some((8, 11)));
     }
 }

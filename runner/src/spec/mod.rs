@@ -60,15 +60,8 @@ pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<LoadedSpec, S
     parse(path, &text, overrides)
 }
 
-pub fn parse(
-    path: &Path,
-    text: &str,
-    overrides: &[(String, String)],
-) -> Result<LoadedSpec, SpecError> {
-    let err_at = |line: Option<usize>,
-                  column: Option<usize>,
-                  field: Option<String>,
-                  message: String| SpecError {
+pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<LoadedSpec, SpecError> {
+    let err_at = |line: Option<usize>, column: Option<usize>, field: Option<String>, message: String| SpecError {
         file: path.to_path_buf(),
         line,
         column,
@@ -79,37 +72,30 @@ pub fn parse(
     // Pass 1: the untyped tree, for syntax errors and the params block. The
     // `${name}` references are not resolved yet and `{`/`}` would read as YAML
     // flow syntax, so they stand in as a plain scalar here.
-    let tree: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(&mask_references(text)).map_err(|e| {
-            let (mut line, mut column) = e.location().map(|l| (l.line(), l.column())).unzip();
-            let mut message = strip_location(&e.to_string());
-            if line
-                .and_then(|l| text.lines().nth(l.saturating_sub(1)))
-                .is_some_and(|l| l.contains('\t'))
-            {
-                message.push_str(" (this line has a tab; YAML indents with spaces only)");
-            }
-            // The parser notices an unclosed bracket only where it gives up;
-            // point at the bracket instead.
-            for (open, close) in [('[', ']'), ('{', '}')] {
-                if message.contains(&format!("expected ',' or '{close}'")) {
-                    if let Some(opened) = line.and_then(|l| unclosed_opener(text, l, open, close)) {
-                        message = format!(
-                            "this `{open}` is never closed ({message} on line {})",
-                            line.unwrap_or(0)
-                        );
-                        (line, column) = (Some(opened.0), Some(opened.1));
-                    }
+    let tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&mask_references(text)).map_err(|e| {
+        let (mut line, mut column) = e.location().map(|l| (l.line(), l.column())).unzip();
+        let mut message = strip_location(&e.to_string());
+        if line.and_then(|l| text.lines().nth(l.saturating_sub(1))).is_some_and(|l| l.contains('\t')) {
+            message.push_str(" (this line has a tab; YAML indents with spaces only)");
+        }
+        // The parser notices an unclosed bracket only where it gives up;
+        // point at the bracket instead.
+        for (open, close) in [('[', ']'), ('{', '}')] {
+            if message.contains(&format!("expected ',' or '{close}'")) {
+                if let Some(opened) = line.and_then(|l| unclosed_opener(text, l, open, close)) {
+                    message = format!("this `{open}` is never closed ({message} on line {})", line.unwrap_or(0));
+                    (line, column) = (Some(opened.0), Some(opened.1));
                 }
             }
-            // Duplicate keys are reported at the enclosing mapping; find the repeat.
-            if let Some(key) = quoted_after(&message, "duplicate entry with key ") {
-                if let Some(repeat) = second_occurrence(text, &key) {
-                    (line, column) = (Some(repeat.0), Some(repeat.1));
-                }
+        }
+        // Duplicate keys are reported at the enclosing mapping; find the repeat.
+        if let Some(key) = quoted_after(&message, "duplicate entry with key ") {
+            if let Some(repeat) = second_occurrence(text, &key) {
+                (line, column) = (Some(repeat.0), Some(repeat.1));
             }
-            err_at(line, column, None, message)
-        })?;
+        }
+        err_at(line, column, None, message)
+    })?;
     if !tree.is_mapping() {
         let (line, column) = locate::locate(text, &[]).unzip();
         return Err(err_at(
@@ -125,8 +111,8 @@ pub fn parse(
     })?;
 
     // Pass 2: substitute `${name}` textually so line numbers survive.
-    let resolved_text = substitute_params(text, &params)
-        .map_err(|(line, column, m)| err_at(Some(line), Some(column), None, m))?;
+    let resolved_text =
+        substitute_params(text, &params).map_err(|(line, column, m)| err_at(Some(line), Some(column), None, m))?;
 
     // Pass 3: the typed model, with the failing field's path.
     let deserializer = serde_yaml_ng::Deserializer::from_str(&resolved_text);
@@ -134,10 +120,7 @@ pub fn parse(
         let inner_message = strip_location(&e.inner().to_string());
         // A map key that failed (an unknown op kind, say) shows as `?`: name it.
         let raw_path = e.path().to_string();
-        let field = match (
-            raw_path.strip_suffix(".?"),
-            quoted_after(&inner_message, "unknown variant "),
-        ) {
+        let field = match (raw_path.strip_suffix(".?"), quoted_after(&inner_message, "unknown variant ")) {
             (Some(parent), Some(key)) => format!("{parent}.{key}"),
             (Some(parent), None) => parent.to_string(),
             (None, _) => raw_path,
@@ -166,10 +149,7 @@ pub fn parse(
         err_at(line, column, Some(field), message)
     })?;
 
-    Ok(LoadedSpec {
-        spec,
-        resolved_text,
-    })
+    Ok(LoadedSpec { spec, resolved_text })
 }
 
 /// serde_yaml_ng puts the path in front and "at line L column C" behind; we
@@ -197,21 +177,13 @@ fn resolve_params(
     let mut params = indexmap::IndexMap::new();
     let at = |field: &str, message: String| (field.to_string(), message);
     if let Some(block) = tree.get("params") {
-        let map = block
-            .as_mapping()
-            .ok_or_else(|| at("params", "must be a mapping of names to values".into()))?;
+        let map = block.as_mapping().ok_or_else(|| at("params", "must be a mapping of names to values".into()))?;
         for (k, v) in map {
-            let name = k
-                .as_str()
-                .ok_or_else(|| at("params", "param names must be strings".into()))?;
+            let name = k.as_str().ok_or_else(|| at("params", "param names must be strings".into()))?;
             let field = format!("params.{name}");
-            let value: serde_json::Value =
-                serde_json::to_value(v).map_err(|e| at(&field, e.to_string()))?;
+            let value: serde_json::Value = serde_json::to_value(v).map_err(|e| at(&field, e.to_string()))?;
             if value.is_object() || value.is_array() {
-                return Err(at(
-                    &field,
-                    format!("param `{name}` must be a single value (number, string, duration)"),
-                ));
+                return Err(at(&field, format!("param `{name}` must be a single value (number, string, duration)")));
             }
             params.insert(name.to_string(), value);
         }
@@ -223,16 +195,11 @@ fn resolve_params(
                 "params",
                 format!(
                     "--set {name}: the spec has no param `{name}` (it declares: {})",
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
                 ),
             ));
         }
-        let value: serde_json::Value =
-            serde_yaml_ng::from_str(raw).unwrap_or(serde_json::Value::String(raw.clone()));
+        let value: serde_json::Value = serde_yaml_ng::from_str(raw).unwrap_or(serde_json::Value::String(raw.clone()));
         params.insert(name.clone(), value);
     }
     Ok(params)
@@ -247,12 +214,7 @@ fn quoted_after(message: &str, prefix: &str) -> Option<String> {
 }
 
 /// Line and column (1-based) of the bracket left open before `error_line`.
-fn unclosed_opener(
-    text: &str,
-    error_line: usize,
-    open: char,
-    close: char,
-) -> Option<(usize, usize)> {
+fn unclosed_opener(text: &str, error_line: usize, open: char, close: char) -> Option<(usize, usize)> {
     let lines: Vec<&str> = text.lines().take(error_line).collect();
     let mut balance = 0i32;
     for (i, line) in lines.iter().enumerate().rev() {
@@ -276,10 +238,7 @@ fn second_occurrence(text: &str, key: &str) -> Option<(usize, usize)> {
     let mut indent = None;
     for (i, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();
-        if trimmed
-            .strip_prefix(key)
-            .is_some_and(|r| r.starts_with(':'))
-        {
+        if trimmed.strip_prefix(key).is_some_and(|r| r.starts_with(':')) {
             let this = line.len() - trimmed.len();
             match indent {
                 None => indent = Some(this),
@@ -345,18 +304,10 @@ fn substitute_params(
             out.push_str(&rest[..start]);
             let after = &rest[start + 2..];
             let column = line.len() - rest.len() + start + 1;
-            let end = after.find('}').ok_or((
-                line_no + 1,
-                column,
-                "unclosed `${`: write `${name}`".to_string(),
-            ))?;
+            let end = after.find('}').ok_or((line_no + 1, column, "unclosed `${`: write `${name}`".to_string()))?;
             let name = after[..end].trim();
             let value = params.get(name).ok_or_else(|| {
-                (
-                    line_no + 1,
-                    column,
-                    format!("`${{{name}}}` names no param; declare it under `params:`"),
-                )
+                (line_no + 1, column, format!("`${{{name}}}` names no param; declare it under `params:`"))
             })?;
             match value {
                 serde_json::Value::String(s) => out.push_str(s),
@@ -377,22 +328,12 @@ mod tests {
     #[test]
     fn params_substitute_and_overrides_win() {
         let text = "params:\n  d: 3s\nname: x\n";
-        let params = resolve_params(
-            &serde_yaml_ng::from_str(text).unwrap(),
-            &[("d".into(), "7s".into())],
-        )
-        .unwrap();
-        assert_eq!(
-            substitute_params("duration: ${d}\n", &params).unwrap(),
-            "duration: 7s\n"
-        );
+        let params = resolve_params(&serde_yaml_ng::from_str(text).unwrap(), &[("d".into(), "7s".into())]).unwrap();
+        assert_eq!(substitute_params("duration: ${d}\n", &params).unwrap(), "duration: 7s\n");
         let err = substitute_params("x: ${nope}\n", &params).unwrap_err();
         assert_eq!((err.0, err.1), (1, 4));
         let commented = "x: 1 # was ${old}\ny: '#${d}'\n";
-        assert_eq!(
-            substitute_params(commented, &params).unwrap(),
-            "x: 1 # was ${old}\ny: '#7s'\n"
-        );
+        assert_eq!(substitute_params(commented, &params).unwrap(), "x: 1 # was ${old}\ny: '#7s'\n");
     }
 
     #[test]

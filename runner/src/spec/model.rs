@@ -214,9 +214,7 @@ impl<'de> Deserialize<'de> for ValueSizeSpec {
                 f.write_str("a size such as 64B, or {min: 16B, max: 1KiB}")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ValueSizeSpec, E> {
-                super::units::parse_size(v)
-                    .map(|n| ValueSizeSpec::Fixed(Size(n)))
-                    .map_err(E::custom)
+                super::units::parse_size(v).map(|n| ValueSizeSpec::Fixed(Size(n))).map_err(E::custom)
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ValueSizeSpec, E> {
                 self.visit_str(&v.to_string())
@@ -227,15 +225,9 @@ impl<'de> Deserialize<'de> for ValueSizeSpec {
             fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<ValueSizeSpec, E> {
                 self.visit_str(&v.to_string())
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                map: A,
-            ) -> Result<ValueSizeSpec, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ValueSizeSpec, A::Error> {
                 let r = Range::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                Ok(ValueSizeSpec::Range {
-                    min: r.min,
-                    max: r.max,
-                })
+                Ok(ValueSizeSpec::Range { min: r.min, max: r.max })
             }
         }
         d.deserialize_any(SizeVisitor)
@@ -276,11 +268,7 @@ impl std::fmt::Display for Load<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Load::Closed(s) => write!(f, "closed {s}"),
-            Load::Open(o) => write!(
-                f,
-                "open {}/s over {}x{}",
-                o.rate, o.connections, o.in_flight
-            ),
+            Load::Open(o) => write!(f, "open {}/s over {}x{}", o.rate, o.connections, o.in_flight),
         }
     }
 }
@@ -388,11 +376,7 @@ pub struct QuickTiming {
 
 impl Default for QuickTiming {
     fn default() -> Self {
-        QuickTiming {
-            warmup: default_quick_warmup(),
-            duration: default_quick_duration(),
-            repeats: 1,
-        }
+        QuickTiming { warmup: default_quick_warmup(), duration: default_quick_duration(), repeats: 1 }
     }
 }
 
@@ -446,7 +430,7 @@ pub struct TimingOverride {
 
 /// A gate: a built-in expression (`p99(get) < 30ms`), optionally limited to
 /// one scenario or profile.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct GateSpec {
     pub expr: String,
     pub scenario: Option<String>,
@@ -473,11 +457,7 @@ impl<'de> Deserialize<'de> for ClosedShape {
 
 impl ClosedShape {
     pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = || {
-            format!(
-                "invalid closed-loop shape `{text}`: write clients x in-flight, e.g. 1x1 or 3x32"
-            )
-        };
+        let bad = || format!("invalid closed-loop shape `{text}`: write clients x in-flight, e.g. 1x1 or 3x32");
         let (c, i) = text.trim().split_once(['x', 'X']).ok_or_else(bad)?;
         let clients: u32 = c.trim().parse().map_err(|_| bad())?;
         let in_flight: u32 = i.trim().parse().map_err(|_| bad())?;
@@ -513,6 +493,30 @@ impl JsonSchema for ClosedShape {
     }
 }
 
+impl JsonSchema for GateSpec {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Gate".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A gate expression such as `p99(get) < 30ms`, or a map with the expression and filters",
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["expr"],
+                    "properties": {
+                        "expr": {"type": "string"},
+                        "scenario": {"type": "string"},
+                        "profile": {"type": "string"}
+                    }
+                }
+            ]
+        })
+    }
+}
+
 /// A gate is written either as the bare expression or as a map with filters.
 impl<'de> Deserialize<'de> for GateSpec {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -532,19 +536,11 @@ impl<'de> Deserialize<'de> for GateSpec {
                 f.write_str("an expression such as `p99(get) < 30ms`, or a map with `expr`, `scenario`, `profile`")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<GateSpec, E> {
-                Ok(GateSpec {
-                    expr: v.to_string(),
-                    scenario: None,
-                    profile: None,
-                })
+                Ok(GateSpec { expr: v.to_string(), scenario: None, profile: None })
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<GateSpec, A::Error> {
                 let full = Full::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                Ok(GateSpec {
-                    expr: full.expr,
-                    scenario: full.scenario,
-                    profile: full.profile,
-                })
+                Ok(GateSpec { expr: full.expr, scenario: full.scenario, profile: full.profile })
             }
         }
         d.deserialize_any(GateVisitor)

@@ -24,24 +24,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let mut total = 0f64;
     let mut rest = s;
     while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         if num_len == 0 {
-            return Err(format!(
-                "invalid duration `{s}`: expected a number, e.g. 250ms, 5s, 2m"
-            ));
+            return Err(format!("invalid duration `{s}`: expected a number, e.g. 250ms, 5s, 2m"));
         }
-        let number: f64 = rest[..num_len].parse().map_err(|_| {
-            format!(
-                "invalid duration `{s}`: `{}` is not a number",
-                &rest[..num_len]
-            )
-        })?;
+        let number: f64 = rest[..num_len]
+            .parse()
+            .map_err(|_| format!("invalid duration `{s}`: `{}` is not a number", &rest[..num_len]))?;
         rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         let seconds_per_unit = match unit {
             "ns" => 1e-9,
@@ -50,16 +41,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "s" => 1.0,
             "m" | "min" => 60.0,
             "h" => 3600.0,
-            "" => {
-                return Err(format!(
-                    "duration `{s}` has no unit: write e.g. `{s}s` or `{s}ms`"
-                ))
-            }
-            other => {
-                return Err(format!(
-                    "invalid duration `{s}`: unknown unit `{other}` (use ns, us, ms, s, m or h)"
-                ))
-            }
+            "" => return Err(format!("duration `{s}` has no unit: write e.g. `{s}s` or `{s}ms`")),
+            other => return Err(format!("invalid duration `{s}`: unknown unit `{other}` (use ns, us, ms, s, m or h)")),
         };
         total += number * seconds_per_unit;
         rest = &rest[unit_len..];
@@ -69,17 +52,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let s = text.trim();
-    let num_len = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let num_len = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     if num_len == 0 {
-        return Err(format!(
-            "invalid size `{s}`: expected a number with a unit, e.g. 64B or 16KiB"
-        ));
+        return Err(format!("invalid size `{s}`: expected a number with a unit, e.g. 64B or 16KiB"));
     }
-    let number: f64 = s[..num_len]
-        .parse()
-        .map_err(|_| format!("invalid size `{s}`: `{}` is not a number", &s[..num_len]))?;
+    let number: f64 =
+        s[..num_len].parse().map_err(|_| format!("invalid size `{s}`: `{}` is not a number", &s[..num_len]))?;
     let multiplier: u64 = match s[num_len..].trim() {
         "B" => 1,
         "KiB" => 1 << 10,
@@ -88,15 +66,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "KB" | "kB" => 1_000,
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,
-        "" => {
-            return Err(format!(
-                "size `{s}` has no unit: write e.g. `{s}B` or `{s}KiB`"
-            ))
-        }
+        "" => return Err(format!("size `{s}` has no unit: write e.g. `{s}B` or `{s}KiB`")),
         other => {
-            return Err(format!(
-                "invalid size `{s}`: unknown unit `{other}` (use B, KiB, MiB, GiB, KB, MB or GB)"
-            ))
+            return Err(format!("invalid size `{s}`: unknown unit `{other}` (use B, KiB, MiB, GiB, KB, MB or GB)"))
         }
     };
     Ok((number * multiplier as f64).round() as u64)
@@ -128,9 +100,7 @@ impl fmt::Display for Dur {
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = StringOrNumber::deserialize(d)?.into_string();
-        parse_duration(&text)
-            .map(Dur)
-            .map_err(serde::de::Error::custom)
+        parse_duration(&text).map(Dur).map_err(serde::de::Error::custom)
     }
 }
 
@@ -156,9 +126,7 @@ impl JsonSchema for Dur {
 impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = StringOrNumber::deserialize(d)?.into_string();
-        parse_size(&text)
-            .map(Size)
-            .map_err(serde::de::Error::custom)
+        parse_size(&text).map(Size).map_err(serde::de::Error::custom)
     }
 }
 
@@ -211,9 +179,7 @@ mod tests {
         assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
         assert!(parse_duration("5").unwrap_err().contains("no unit"));
-        assert!(parse_duration("5 parsecs")
-            .unwrap_err()
-            .contains("unknown unit"));
+        assert!(parse_duration("5 parsecs").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("fast").is_err());
     }
 

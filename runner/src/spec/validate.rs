@@ -21,27 +21,14 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
     for (name, profile) in &spec.profiles {
         let at = format!("profiles.{name}");
         match (&profile.closed, &profile.open) {
-            (Some(_), Some(_)) => {
-                return Err((at, "give either `closed` or `open`, not both".into()))
-            }
-            (None, None) => {
-                return Err((
-                    at,
-                    "needs `closed: CxI` (e.g. 3x32) or `open: {rate: N}`".into(),
-                ))
-            }
+            (Some(_), Some(_)) => return Err((at, "give either `closed` or `open`, not both".into())),
+            (None, None) => return Err((at, "needs `closed: CxI` (e.g. 3x32) or `open: {rate: N}`".into())),
             (None, Some(open)) => {
                 if !(open.rate.is_finite() && open.rate > 0.0) {
-                    return Err((
-                        format!("{at}.open.rate"),
-                        "must be a positive number of ops per second".into(),
-                    ));
+                    return Err((format!("{at}.open.rate"), "must be a positive number of ops per second".into()));
                 }
                 if open.connections == 0 || open.in_flight == 0 {
-                    return Err((
-                        format!("{at}.open"),
-                        "connections and in_flight must be at least 1".into(),
-                    ));
+                    return Err((format!("{at}.open"), "connections and in_flight must be at least 1".into()));
                 }
             }
             (Some(_), None) => {}
@@ -55,18 +42,12 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
         if let Some(s) = &gate.scenario {
             if !spec.scenarios.iter().any(|sc| &sc.name == s) {
                 let names: Vec<String> = spec.scenarios.iter().map(|sc| sc.name.clone()).collect();
-                return Err((
-                    format!("{at}.scenario"),
-                    undefined("scenario", s, names.iter()),
-                ));
+                return Err((format!("{at}.scenario"), undefined("scenario", s, names.iter())));
             }
         }
         if let Some(p) = &gate.profile {
             if !spec.profiles.contains_key(p) {
-                return Err((
-                    format!("{at}.profile"),
-                    undefined("profile", p, spec.profiles.keys()),
-                ));
+                return Err((format!("{at}.profile"), undefined("profile", p, spec.profiles.keys())));
             }
         }
     }
@@ -85,54 +66,33 @@ fn validate_target(at: &str, t: &TargetSpec) -> Result<(), Problem> {
         }
         ProviderKind::External => {
             if t.uri.is_none() {
-                return Err((
-                    at.into(),
-                    "provider: external needs `uri`, e.g. redis://127.0.0.1:6379".into(),
-                ));
+                return Err((at.into(), "provider: external needs `uri`, e.g. redis://127.0.0.1:6379".into()));
             }
             if t.command.is_some() {
-                return Err((
-                    format!("{at}.command"),
-                    "applies only to provider: process".into(),
-                ));
+                return Err((format!("{at}.command"), "applies only to provider: process".into()));
             }
             if !t.args.is_empty() {
-                return Err((
-                    format!("{at}.args"),
-                    "applies only to provider: process".into(),
-                ));
+                return Err((format!("{at}.args"), "applies only to provider: process".into()));
             }
         }
     }
     if t.ready_timeout.0.is_zero() {
-        return Err((
-            format!("{at}.ready_timeout"),
-            "must be longer than 0s".into(),
-        ));
+        return Err((format!("{at}.ready_timeout"), "must be longer than 0s".into()));
     }
     Ok(())
 }
 
 fn validate_workload(at: &str, w: &WorkloadSpec) -> Result<(), Problem> {
     if w.ops.is_empty() {
-        return Err((
-            format!("{at}.ops"),
-            "needs at least one op kind with a weight, e.g. {get: 80, set: 20}".into(),
-        ));
+        return Err((format!("{at}.ops"), "needs at least one op kind with a weight, e.g. {get: 80, set: 20}".into()));
     }
     for (op, weight) in &w.ops {
         if !(weight.is_finite() && *weight >= 0.0) {
-            return Err((
-                format!("{at}.ops.{}", op.as_str()),
-                "weights must be numbers >= 0".into(),
-            ));
+            return Err((format!("{at}.ops.{}", op.as_str()), "weights must be numbers >= 0".into()));
         }
     }
     if w.ops.values().sum::<f64>() <= 0.0 {
-        return Err((
-            format!("{at}.ops"),
-            "at least one weight must be above 0".into(),
-        ));
+        return Err((format!("{at}.ops"), "at least one weight must be above 0".into()));
     }
     let k = &w.keys;
     if k.count == 0 {
@@ -140,10 +100,7 @@ fn validate_workload(at: &str, w: &WorkloadSpec) -> Result<(), Problem> {
     }
     let only_for = |field: &str, present: bool, dist: &str| -> Result<(), Problem> {
         if present && k.distribution != dist_of(dist) {
-            return Err((
-                format!("{at}.keys.{field}"),
-                format!("applies only to distribution: {dist}"),
-            ));
+            return Err((format!("{at}.keys.{field}"), format!("applies only to distribution: {dist}")));
         }
         Ok(())
     };
@@ -152,31 +109,19 @@ fn validate_workload(at: &str, w: &WorkloadSpec) -> Result<(), Problem> {
     only_for("hot_op_fraction", k.hot_op_fraction.is_some(), "hotset")?;
     if let Some(e) = k.exponent {
         if !(e.is_finite() && e > 0.0) {
-            return Err((
-                format!("{at}.keys.exponent"),
-                "must be a number above 0 (0.99 is usual)".into(),
-            ));
+            return Err((format!("{at}.keys.exponent"), "must be a number above 0 (0.99 is usual)".into()));
         }
     }
-    for (field, v) in [
-        ("hot_fraction", k.hot_fraction),
-        ("hot_op_fraction", k.hot_op_fraction),
-    ] {
+    for (field, v) in [("hot_fraction", k.hot_fraction), ("hot_op_fraction", k.hot_op_fraction)] {
         if let Some(v) = v {
             if !(v > 0.0 && v <= 1.0) {
-                return Err((
-                    format!("{at}.keys.{field}"),
-                    "must be a fraction in (0, 1]".into(),
-                ));
+                return Err((format!("{at}.keys.{field}"), "must be a fraction in (0, 1]".into()));
             }
         }
     }
     if let ValueSizeSpec::Range { min, max } = &w.value_size {
         if min.0 > max.0 {
-            return Err((
-                format!("{at}.value_size"),
-                format!("min ({}B) is larger than max ({}B)", min.0, max.0),
-            ));
+            return Err((format!("{at}.value_size"), format!("min ({}B) is larger than max ({}B)", min.0, max.0)));
         }
     }
     let max = match &w.value_size {
@@ -184,10 +129,7 @@ fn validate_workload(at: &str, w: &WorkloadSpec) -> Result<(), Problem> {
         ValueSizeSpec::Range { max, .. } => max.0,
     };
     if max > 64 << 20 {
-        return Err((
-            format!("{at}.value_size"),
-            "values above 64MiB are not supported".into(),
-        ));
+        return Err((format!("{at}.value_size"), "values above 64MiB are not supported".into()));
     }
     Ok(())
 }
@@ -211,11 +153,14 @@ fn validate_timing(at: &str, t: &TimingSpec) -> Result<(), Problem> {
     if t.deadline.0.is_zero() {
         return Err((format!("{at}.deadline"), "must be longer than 0s".into()));
     }
-    if t.quick.duration.0.is_zero() || t.quick.repeats == 0 {
+    if t.over_deadline_after.0.is_zero() || t.over_deadline_after >= t.hang_after {
         return Err((
-            format!("{at}.quick"),
-            "duration must be longer than 0s and repeats at least 1".into(),
+            format!("{at}.over_deadline_after"),
+            format!("must be above 0s and below hang_after ({})", t.hang_after),
         ));
+    }
+    if t.quick.duration.0.is_zero() || t.quick.repeats == 0 {
+        return Err((format!("{at}.quick"), "duration must be longer than 0s and repeats at least 1".into()));
     }
     Ok(())
 }
@@ -231,10 +176,7 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
             return Err((format!("{at}.name"), "must not be empty".into()));
         }
         if !seen.insert(s.name.as_str()) {
-            return Err((
-                format!("{at}.name"),
-                format!("another scenario is already named `{}`", s.name),
-            ));
+            return Err((format!("{at}.name"), format!("another scenario is already named `{}`", s.name)));
         }
         let targets = s.target.names();
         if targets.is_empty() {
@@ -250,10 +192,7 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
             }
         }
         let Some(workload) = spec.workloads.get(&s.workload) else {
-            return Err((
-                format!("{at}.workload"),
-                undefined("workload", &s.workload, spec.workloads.keys()),
-            ));
+            return Err((format!("{at}.workload"), undefined("workload", &s.workload, spec.workloads.keys())));
         };
         for t in &targets {
             let kind = spec.targets[t].kind;
@@ -270,34 +209,22 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
             }
         }
         if s.profiles.is_empty() {
-            return Err((
-                format!("{at}.profiles"),
-                "needs at least one profile".into(),
-            ));
+            return Err((format!("{at}.profiles"), "needs at least one profile".into()));
         }
         for (j, p) in s.profiles.iter().enumerate() {
             if !spec.profiles.contains_key(p) {
-                return Err((
-                    format!("{at}.profiles[{j}]"),
-                    undefined("profile", p, spec.profiles.keys()),
-                ));
+                return Err((format!("{at}.profiles[{j}]"), undefined("profile", p, spec.profiles.keys())));
             }
         }
         if let Some(t) = &s.timing {
             if t.duration.is_some_and(|d| d.0.is_zero()) {
-                return Err((
-                    format!("{at}.timing.duration"),
-                    "must be longer than 0s".into(),
-                ));
+                return Err((format!("{at}.timing.duration"), "must be longer than 0s".into()));
             }
             if t.repeats == Some(0) {
                 return Err((format!("{at}.timing.repeats"), "must be at least 1".into()));
             }
             if t.deadline.is_some_and(|d| d.0.is_zero()) {
-                return Err((
-                    format!("{at}.timing.deadline"),
-                    "must be longer than 0s".into(),
-                ));
+                return Err((format!("{at}.timing.deadline"), "must be longer than 0s".into()));
             }
         }
     }
@@ -308,10 +235,6 @@ fn undefined<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a String>
     let known: Vec<&str> = known.map(String::as_str).collect();
     format!(
         "no {what} named `{name}` (defined: {})",
-        if known.is_empty() {
-            "none".to_string()
-        } else {
-            known.join(", ")
-        }
+        if known.is_empty() { "none".to_string() } else { known.join(", ") }
     )
 }

@@ -5,8 +5,7 @@ mod redis;
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use tokio::time::Instant;
+use tokio::net::TcpStream;
 
 use crate::metrics::ErrorClass;
 use crate::spec::{OpKind, TargetKind};
@@ -16,13 +15,6 @@ use crate::workload::{Op, Workload};
 #[derive(Debug, Clone)]
 pub struct ServerInfo {
     pub version: String,
-}
-
-/// Per-connection client settings that come from the spec.
-#[derive(Debug, Clone, Copy)]
-pub struct ClientSettings {
-    /// Give up on an op at its deadline instead of waiting for the server.
-    pub cancel_at_deadline: bool,
 }
 
 #[async_trait::async_trait]
@@ -35,19 +27,33 @@ pub trait TargetDriver: Send + Sync {
     fn supports(&self, op: OpKind) -> bool;
     /// One round trip that succeeds only when the server can serve requests.
     async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo>;
-    /// A client connection for one load client.
-    async fn connect(
-        &self,
-        uri: &str,
-        settings: ClientSettings,
-        workload: Arc<Workload>,
-    ) -> anyhow::Result<Box<dyn Client>>;
+    /// Opens one load connection.
+    async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection>;
 }
 
-/// One connection's worth of load; `execute` may be called with many ops in
-/// flight at once.
-pub trait Client: Send + Sync {
-    fn execute<'a>(&'a self, op: Op, deadline: Instant) -> BoxFuture<'a, Result<(), ErrorClass>>;
+/// A socket speaking a pipelined request/response protocol: replies come back
+/// in request order, so one connection carries many ops in flight and the
+/// engine batches them into single writes and reads.
+pub struct Connection {
+    pub stream: TcpStream,
+    pub protocol: Box<dyn WireProtocol>,
+}
+
+pub trait WireProtocol: Send {
+    /// Appends the request for `op` to `out`.
+    fn encode(&mut self, op: &Op, out: &mut Vec<u8>);
+    /// Reads one reply from the front of `input`: `Ok(None)` when it is not
+    /// complete yet, else the bytes it took and the op's outcome. `Err` means
+    /// the stream cannot be understood any more.
+    fn decode(&mut self, input: &[u8]) -> Result<Option<Reply>, String>;
+}
+
+/// One reply read off the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    /// Bytes of the stream it took.
+    pub len: usize,
+    pub outcome: Result<(), ErrorClass>,
 }
 
 pub fn driver(kind: TargetKind) -> Arc<dyn TargetDriver> {

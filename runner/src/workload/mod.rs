@@ -58,9 +58,8 @@ impl Workload {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5EED_DA7A);
         let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
         // Slack past the largest value so values can start at different offsets.
-        let value_bytes: Arc<[u8]> = (0..value_size.1 as usize + 64)
-            .map(|_| alphabet[rng.random_range(0..alphabet.len())])
-            .collect();
+        let value_bytes: Arc<[u8]> =
+            (0..value_size.1 as usize + 64).map(|_| alphabet[rng.random_range(0..alphabet.len())]).collect();
         Workload {
             mix,
             total_weight: total,
@@ -94,9 +93,8 @@ impl Workload {
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             .wrapping_add(salt.wrapping_mul(0xD1B5_4A32_D192_ED03))
             .wrapping_add(stream);
-        let zipf = (self.distribution == KeyDistribution::Zipfian).then(|| {
-            Zipf::new(self.key_count as f64, self.zipf_exponent).expect("validated exponent")
-        });
+        let zipf = (self.distribution == KeyDistribution::Zipfian)
+            .then(|| Zipf::new(self.key_count as f64, self.zipf_exponent).expect("validated exponent"));
         OpStream {
             workload: Arc::clone(self),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
@@ -122,21 +120,13 @@ impl OpStream {
             w.mix[0].0
         } else {
             let draw = self.rng.random::<f64>() * w.total_weight;
-            w.mix
-                .iter()
-                .find(|(_, cum)| draw < *cum)
-                .unwrap_or(&w.mix[w.mix.len() - 1])
-                .0
+            w.mix.iter().find(|(_, cum)| draw < *cum).unwrap_or(&w.mix[w.mix.len() - 1]).0
         };
         let key = match w.distribution {
             KeyDistribution::Uniform => self.rng.random_range(0..w.key_count),
             KeyDistribution::Zipfian => {
                 // Zipf yields ranks 1..=n; rank 1 is the hottest key.
-                let rank = self
-                    .zipf
-                    .as_ref()
-                    .expect("zipf set for zipfian")
-                    .sample(&mut self.rng);
+                let rank = self.zipf.as_ref().expect("zipf set for zipfian").sample(&mut self.rng);
                 (rank as u64).saturating_sub(1).min(w.key_count - 1)
             }
             KeyDistribution::Hotset => {
@@ -158,11 +148,7 @@ impl OpStream {
         } else {
             self.rng.random_range(w.value_size.0..=w.value_size.1)
         };
-        Op {
-            kind,
-            key,
-            value_len,
-        }
+        Op { kind, key, value_len }
     }
 }
 
@@ -198,22 +184,20 @@ mod tests {
     fn mix_follows_weights() {
         let w = workload("ops: {get: 80, set: 20}\n");
         let mut s = w.stream(0, 1, 0);
-        let gets = (0..100_000)
-            .filter(|_| s.next_op().kind == OpKind::Get)
-            .count();
+        let gets = (0..100_000).filter(|_| s.next_op().kind == OpKind::Get).count();
         assert!((78_000..82_000).contains(&gets), "{gets} gets of 100000");
     }
 
     #[test]
     fn zipfian_concentrates_on_low_ranks_and_hotset_on_hot_keys() {
-        let w = workload(
-            "ops: {get: 1}\nkeys: {count: 10000, distribution: zipfian, exponent: 0.99}\n",
-        );
+        let w = workload("ops: {get: 1}\nkeys: {count: 10000, distribution: zipfian, exponent: 0.99}\n");
         let mut s = w.stream(0, 1, 0);
         let top = (0..100_000).filter(|_| s.next_op().key < 100).count();
         assert!(top > 40_000, "top 1% of keys got {top} of 100000");
 
-        let w = workload("ops: {get: 1}\nkeys: {count: 1000, distribution: hotset, hot_fraction: 0.01, hot_op_fraction: 0.9}\n");
+        let w = workload(
+            "ops: {get: 1}\nkeys: {count: 1000, distribution: hotset, hot_fraction: 0.01, hot_op_fraction: 0.9}\n",
+        );
         let mut s = w.stream(0, 1, 0);
         let hot = (0..100_000).filter(|_| s.next_op().key < 10).count();
         assert!((88_000..92_000).contains(&hot), "{hot}");
@@ -221,12 +205,11 @@ mod tests {
 
     #[test]
     fn sequential_clients_interleave() {
-        let w = workload("ops: {set: 1}\nkeys: {count: 10, distribution: sequential}\nvalue_size: {min: 1B, max: 3B}\n");
+        let w =
+            workload("ops: {set: 1}\nkeys: {count: 10, distribution: sequential}\nvalue_size: {min: 1B, max: 3B}\n");
         let mut a = w.stream(0, 2, 0);
         let mut b = w.stream(1, 2, 0);
-        let keys: Vec<u64> = (0..3)
-            .flat_map(|_| [a.next_op().key, b.next_op().key])
-            .collect();
+        let keys: Vec<u64> = (0..3).flat_map(|_| [a.next_op().key, b.next_op().key]).collect();
         assert_eq!(keys, vec![0, 1, 2, 3, 4, 5]);
         assert!((0..100).all(|_| (1..=3).contains(&a.next_op().value_len)));
     }
