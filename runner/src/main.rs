@@ -70,6 +70,11 @@ enum Command {
     },
     /// Print the JSON Schema of the spec language.
     Schema,
+    /// Recorded operation histories: export them, or time the checkers.
+    History {
+        #[command(subcommand)]
+        command: HistoryCommand,
+    },
     /// Check a Jepsen-style EDN history for linearizability: exit 0
     /// linearizable, 1 not, 2 unknown (budget ran out), 3 unreadable input.
     Check {
@@ -80,6 +85,23 @@ enum Command {
         /// Give up (verdict unknown) after this long.
         #[arg(long, default_value = "60s", value_parser = spec::units::parse_duration)]
         budget: std::time::Duration,
+    },
+}
+
+#[derive(Subcommand)]
+enum HistoryCommand {
+    /// Write each recorded cell of a run as history/<cell>.edn or .json.
+    Export {
+        run_dir: PathBuf,
+        #[arg(long, value_enum, default_value = "edn")]
+        format: history::export::Format,
+    },
+    /// Time the stale-read and lost-write checkers on a generated history.
+    Bench {
+        #[arg(long, default_value_t = 10_000_000)]
+        ops: u64,
+        #[arg(long, default_value_t = 100_000)]
+        keys: u64,
     },
 }
 
@@ -129,6 +151,22 @@ fn main() -> ExitCode {
             Err(e) => {
                 eprintln!("error: {e:#}");
                 EXIT_USAGE
+            }
+        },
+        Command::History { command: HistoryCommand::Export { run_dir, format } } => match run::export(&run_dir, format)
+        {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                EXIT_USAGE
+            }
+        },
+        Command::History { command: HistoryCommand::Bench { ops, keys } } => match history::synthetic::bench(ops, keys)
+        {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                1
             }
         },
         Command::Check { model, file, budget } => {

@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::checker::CheckResult;
 use crate::metrics::CellStats;
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -119,6 +120,9 @@ pub struct CellResult {
     pub measured_s: f64,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub stats: Option<CellStats>,
+    /// The spec's checkers on this cell's history.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub checks: Vec<CheckResult>,
 }
 
 impl CellResult {

@@ -72,6 +72,7 @@ fn execute(
     let run_dir = create_run_dir(&args.out, &spec.name)?;
     let log_dir = run_dir.join("logs");
     std::fs::create_dir_all(&log_dir)?;
+    let history_dir = run_dir.join("history");
     std::fs::write(run_dir.join("spec.yaml"), &loaded.resolved_text)?;
     let progress = Progress::new(Some(run_dir.join("run.log")))?;
     progress.println(&format!(
@@ -86,7 +87,14 @@ fn execute(
     let cancel = CancellationToken::new();
     let outcome = runtime.block_on(async {
         let signals = tokio::spawn(cancel_on_signal(cancel.clone(), progress.clone()));
-        let engine = Engine { spec, plan, log_dir: &log_dir, cancel: cancel.clone(), progress: progress.clone() };
+        let engine = Engine {
+            spec,
+            plan,
+            log_dir: &log_dir,
+            history_dir: &history_dir,
+            cancel: cancel.clone(),
+            progress: progress.clone(),
+        };
         let outcome = engine.run().await;
         signals.abort();
         outcome
@@ -197,4 +205,29 @@ pub fn rerender(run_dir: &Path, template: Option<&Path>) -> anyhow::Result<PathB
     let path = run_dir.join("report.md");
     std::fs::write(&path, markdown).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
+}
+
+/// `faultline history export RUN_DIR`: every recorded cell, one file each.
+pub fn export(run_dir: &Path, format: crate::history::export::Format) -> anyhow::Result<()> {
+    let root = run_dir.join("history");
+    let mut cells: Vec<PathBuf> = std::fs::read_dir(&root)
+        .with_context(|| format!("{} has no recorded history (the spec named no checkers)", run_dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    cells.sort();
+    let extension = match format {
+        crate::history::export::Format::Edn => "edn",
+        crate::history::export::Format::Json => "json",
+    };
+    for cell in cells {
+        let path = cell.with_extension(extension);
+        let mut out = std::io::BufWriter::new(
+            std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?,
+        );
+        let ops = crate::history::export::export(&cell, format, &mut out)?;
+        std::io::Write::flush(&mut out)?;
+        println!("{}: {ops} ops", path.display());
+    }
+    Ok(())
 }

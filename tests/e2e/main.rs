@@ -8,3 +8,4 @@ mod bad_specs;
 mod check_cli;
 mod failures;
 mod runs;
+mod safety;

@@ -1,3 +1,281 @@
-//! Safety checkers over recorded operation histories.
+//! Safety checkers over a cell's recorded history: what the clients saw is
+//! held against what the database promised. Each checker is one file behind
+//! [`Checker`]; [`run`] streams the history once for all of them.
 
+mod final_state;
 pub mod linearizability;
+mod linearizable_kv;
+mod lost_write;
+mod stale_read;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::history::{Merged, OpRecord, Outcome, ValueId};
+
+/// The checkers a spec can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckerName {
+    /// A read that started after a write to its key was acknowledged must not
+    /// return an older value.
+    StaleReadAfterAck,
+    /// After the run, every acknowledged write is in the final state or
+    /// superseded by a later write.
+    LostAcknowledgedWrite,
+    /// Each key's final value is exactly one write's whole value.
+    FinalState,
+    /// The history of each key is linearizable (gets and puts).
+    Linearizability,
+}
+
+impl CheckerName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckerName::StaleReadAfterAck => "stale-read-after-ack",
+            CheckerName::LostAcknowledgedWrite => "lost-acknowledged-write",
+            CheckerName::FinalState => "final-state",
+            CheckerName::Linearizability => "linearizability",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckStatus {
+    /// Checked, no violation.
+    Ok,
+    Violated,
+    /// Could not be decided (budget ran out, history unreadable); never a pass.
+    Unknown,
+}
+
+/// One checker's result for one cell.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub checker: String,
+    pub status: CheckStatus,
+    /// How many ops (or keys) it judged.
+    pub checked: u64,
+    pub violations: u64,
+    /// The first violations, with times in ms since the cell started.
+    pub witnesses: Vec<String>,
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub note: String,
+}
+
+impl CheckResult {
+    pub fn unknown(name: CheckerName, note: String) -> CheckResult {
+        CheckResult {
+            checker: name.as_str().into(),
+            status: CheckStatus::Unknown,
+            checked: 0,
+            violations: 0,
+            witnesses: vec![],
+            note,
+        }
+    }
+
+    fn counted(name: CheckerName, checked: u64, violations: u64, witnesses: Vec<String>) -> CheckResult {
+        let status = if violations == 0 { CheckStatus::Ok } else { CheckStatus::Violated };
+        CheckResult { checker: name.as_str().into(), status, checked, violations, witnesses, note: String::new() }
+    }
+}
+
+/// Keep this many witnesses per checker.
+pub const WITNESSES: usize = 5;
+
+/// What every write of the cell did, indexed by writer and sequence number.
+#[derive(Default)]
+pub struct Writes {
+    by_writer: Vec<Vec<Option<WriteInfo>>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct WriteInfo {
+    pub key: u64,
+    pub start: u64,
+    pub end: u64,
+    pub len: u32,
+    pub outcome: Outcome,
+}
+
+impl Writes {
+    fn insert(&mut self, id: ValueId, info: WriteInfo) {
+        let writer = id.writer as usize;
+        if self.by_writer.len() <= writer {
+            self.by_writer.resize_with(writer + 1, Vec::new);
+        }
+        let seqs = &mut self.by_writer[writer];
+        let seq = id.seq as usize;
+        if seqs.len() <= seq {
+            seqs.resize(seq + 1, None);
+        }
+        seqs[seq] = Some(info);
+    }
+
+    pub fn get(&self, id: ValueId) -> Option<&WriteInfo> {
+        self.by_writer.get(id.writer as usize)?.get(id.seq as usize)?.as_ref()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (ValueId, &WriteInfo)> + '_ {
+        self.by_writer.iter().enumerate().flat_map(|(w, seqs)| {
+            seqs.iter().enumerate().filter_map(move |(s, info)| {
+                info.as_ref().map(|i| (ValueId { cell: 0, writer: w as u16, seq: s as u32 }, i))
+            })
+        })
+    }
+}
+
+/// The first streaming pass: the write table, the keys written, and the
+/// checkers that judge ops as they go by.
+pub struct FirstPass {
+    pub writes: Writes,
+    pub written_keys: BTreeSet<u64>,
+    pub ops: u64,
+    stale: Option<stale_read::StaleReads>,
+}
+
+/// Reads the cell's history once. `longest_op` bounds how long any op that
+/// ended can have taken (deadline + hang watchdog): it lets the stale-read
+/// checker forget what no later read can depend on.
+pub fn first_pass(dir: &Path, names: &[CheckerName], longest_op: Duration) -> anyhow::Result<FirstPass> {
+    let mut pass = FirstPass {
+        writes: Writes::default(),
+        written_keys: BTreeSet::new(),
+        ops: 0,
+        stale: names.contains(&CheckerName::StaleReadAfterAck).then(|| stale_read::StaleReads::new(longest_op)),
+    };
+    let mut merged = Merged::open(dir)?;
+    while let Some(r) = merged.next_record()? {
+        pass.ops += 1;
+        if let Some(id) = r.written {
+            pass.writes.insert(
+                id,
+                WriteInfo { key: r.key, start: r.start, end: r.end, len: r.written_len, outcome: r.outcome },
+            );
+            if r.outcome != Outcome::Fail {
+                pass.written_keys.insert(r.key);
+            }
+        }
+        if let Some(stale) = &mut pass.stale {
+            stale.observe(&r, &pass.writes);
+        }
+    }
+    Ok(pass)
+}
+
+/// Runs the named checkers on a cell's history. `final_values` is each
+/// written key's value read after the load stopped (None: the key is absent).
+pub fn run(
+    dir: &Path,
+    names: &[CheckerName],
+    pass: FirstPass,
+    final_values: &HashMap<u64, Option<Vec<u8>>>,
+    cell: u16,
+    linearizability_budget: Duration,
+) -> Vec<CheckResult> {
+    let FirstPass { writes, ops, stale, .. } = pass;
+    names
+        .iter()
+        .map(|name| match name {
+            CheckerName::StaleReadAfterAck => stale.as_ref().expect("enabled with its checker").result(),
+            CheckerName::LostAcknowledgedWrite => lost_write::check(&writes, final_values, cell),
+            CheckerName::FinalState => final_state::check(&writes, final_values, cell),
+            CheckerName::Linearizability => linearizable_kv::check(dir, ops, linearizability_budget),
+        })
+        .collect()
+}
+
+/// Milliseconds for witnesses.
+fn ms(ns: u64) -> String {
+    format!("{:.3}ms", ns as f64 / 1e6)
+}
+
+fn describe_write(id: ValueId) -> String {
+    format!("write {}.{}", id.writer, id.seq)
+}
+
+/// A record as a witness line.
+fn describe(r: &OpRecord) -> String {
+    format!("{} key {} [{} .. {}]", r.kind.as_str(), r.key, ms(r.start), ms(r.end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::write_value;
+
+    fn writes(list: &[(u32, u64, u64, u64, Outcome)]) -> Writes {
+        let mut w = Writes::default();
+        for (seq, key, start, end, outcome) in list {
+            w.insert(
+                ValueId { cell: 1, writer: 0, seq: *seq },
+                WriteInfo { key: *key, start: *start, end: *end, len: 40, outcome: *outcome },
+            );
+        }
+        w
+    }
+
+    fn value(seq: u32, len: usize) -> Option<Vec<u8>> {
+        let mut v = Vec::new();
+        write_value(ValueId { cell: 1, writer: 0, seq }, len, &mut v);
+        Some(v)
+    }
+
+    #[test]
+    fn lost_writes_are_acked_writes_that_began_after_the_final_value_was_in() {
+        let w = writes(&[
+            (0, 7, 0, 10, Outcome::Ok),
+            (1, 7, 20, 30, Outcome::Ok),
+            (2, 8, 0, 10, Outcome::Ok),
+            (3, 9, 5, 8, Outcome::Unknown),
+        ]);
+        // Key 7 kept write 0 although write 1 began after it was acknowledged;
+        // key 8 lost its only write; key 9's write had an unknown outcome.
+        let finals: HashMap<u64, Option<Vec<u8>>> = [(7, value(0, 40)), (8, None), (9, None)].into_iter().collect();
+        let r = lost_write::check(&w, &finals, 1);
+        assert_eq!((r.checked, r.violations), (3, 2), "{r:?}");
+        assert!(
+            r.witnesses.iter().any(|l| l.contains("write 0.1") && l.contains("holds write 0.0")),
+            "{:?}",
+            r.witnesses
+        );
+        assert!(r.witnesses.iter().any(|l| l.contains("write 0.2") && l.contains("absent")), "{:?}", r.witnesses);
+        // The newest write in place: nothing lost.
+        let finals: HashMap<u64, Option<Vec<u8>>> = [(7, value(1, 40)), (8, value(2, 40))].into_iter().collect();
+        assert_eq!(lost_write::check(&w, &finals, 1).violations, 0);
+        // A final value of unknown outcome may have landed last: nothing lost.
+        let w = writes(&[(0, 7, 0, 10, Outcome::Ok), (1, 7, 0, 50, Outcome::Unknown)]);
+        let finals: HashMap<u64, Option<Vec<u8>>> = [(7, value(1, 40))].into_iter().collect();
+        assert_eq!(lost_write::check(&w, &finals, 1).violations, 0);
+    }
+
+    #[test]
+    fn final_values_must_be_one_whole_write() {
+        let w = writes(&[(0, 7, 0, 10, Outcome::Ok), (1, 8, 0, 10, Outcome::Fail)]);
+        let mut torn = value(0, 40).unwrap();
+        torn.truncate(30);
+        let cases: [(Option<Vec<u8>>, u64); 6] = [
+            (value(0, 40), 0),
+            (Some(torn), 1),
+            (value(1, 40), 1),                     // the write failed
+            (value(5, 40), 1),                     // no client issued it
+            (Some(b"fl1.zz.".to_vec()), 1),        // our header, mangled
+            (Some(b"something else".to_vec()), 0), // from before the cell
+        ];
+        for (v, bad) in cases {
+            let finals: HashMap<u64, Option<Vec<u8>>> = [(7, v.clone())].into_iter().collect();
+            assert_eq!(
+                final_state::check(&w, &finals, 1).violations,
+                bad,
+                "{:?}",
+                v.map(|b| String::from_utf8_lossy(&b).into_owned())
+            );
+        }
+    }
+}

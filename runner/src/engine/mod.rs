@@ -6,21 +6,27 @@ mod pipeline;
 pub mod progress;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::checker::{self, CheckResult};
+use crate::history::HistoryWriter;
 use crate::metrics::{CellMetrics, LiveCounters, Recorder};
 use crate::plan::{Cell, Plan};
 use crate::provider::{self, RunningTarget};
 use crate::results::{CellResult, CellStatus, TargetInfo};
-use crate::spec::{Load, Spec};
+use crate::spec::{Load, OpKind, Spec};
 use crate::target::{self, Connection};
 use crate::workload::Workload;
 use progress::Progress;
+
+/// How long the linearizability search may take per cell before it says `unknown`.
+const LINEARIZABILITY_BUDGET: Duration = Duration::from_secs(60);
 
 pub struct EngineOutcome {
     pub cells: Vec<CellResult>,
@@ -33,6 +39,8 @@ pub struct Engine<'a> {
     pub spec: &'a Spec,
     pub plan: &'a Plan,
     pub log_dir: &'a Path,
+    /// Where cells record their histories when the spec names checkers.
+    pub history_dir: &'a Path,
     pub cancel: CancellationToken,
     pub progress: Progress,
 }
@@ -138,6 +146,7 @@ impl Engine<'_> {
             error: None,
             measured_s: 0.0,
             stats: None,
+            checks: Vec::new(),
         }
     }
 
@@ -186,15 +195,14 @@ impl Engine<'_> {
             let counters = Arc::new(LiveCounters::default());
             live.push(Arc::clone(&counters));
             let recorder = Recorder::new(workload.kinds(), measure_from, counters, matches!(load, Load::Open(_)));
-            let ops = workload.stream(i as u64, connections as u64, salt);
+            let history = match self.open_history(position.0, i, t0) {
+                Ok(h) => h,
+                Err(e) => return self.failed(result, format!("{e:#}")),
+            };
+            let tag = history.as_ref().map(|h| (h.cell, i as u16));
+            let ops = workload.stream(i as u64, connections as u64, salt, tag);
             let dialer =
                 pipeline::Dialer { driver: Arc::clone(&driver), uri: uri.to_string(), workload: Arc::clone(&workload) };
-            let settings = pipeline::Settings {
-                in_flight,
-                timing: t,
-                cancel_at_deadline: target_spec.cancel_at_deadline,
-                stop_at,
-            };
             let pacing = match load {
                 Load::Closed(_) => None,
                 Load::Open(o) => Some(pipeline::Pacing {
@@ -204,19 +212,32 @@ impl Engine<'_> {
                     stride: connections as u64,
                 }),
             };
+            let settings = pipeline::Settings {
+                in_flight,
+                timing: t,
+                cancel_at_deadline: target_spec.cancel_at_deadline,
+                stop_at,
+                pacing,
+            };
             let cancel = self.cancel.clone();
             tasks.push(tokio::spawn(async move {
                 tokio::time::sleep_until(t0).await;
-                pipeline::run(connection, dialer, ops, settings, pacing, recorder, cancel).await
+                pipeline::run(connection, dialer, ops, settings, recorder, history, cancel).await
             }));
         }
         let watcher =
             self.progress.watch_cell(position, cell.label(), live, t0, t.warmup + t.duration, remaining_after);
         let mut metrics = CellMetrics::new();
         let mut panicked = None;
+        let mut history_error = None;
         for task in tasks {
             match task.await {
-                Ok(recorder) => metrics.merge(recorder),
+                Ok((recorder, history)) => {
+                    metrics.merge(recorder);
+                    if let Some(Err(e)) = history.map(HistoryWriter::finish) {
+                        history_error = Some(e);
+                    }
+                }
                 Err(e) => panicked = Some(format!("a load client crashed: {e}")),
             }
         }
@@ -235,7 +256,85 @@ impl Engine<'_> {
         }
         result.measured_s = window.as_secs_f64();
         result.stats = Some(metrics.summarize(window));
+        if !self.spec.checkers.is_empty() && !self.cancel.is_cancelled() {
+            let checker_names = &self.spec.checkers;
+            result.checks = match history_error {
+                Some(e) => checker_names
+                    .iter()
+                    .map(|n| CheckResult::unknown(*n, format!("the history is incomplete: {e:#}")))
+                    .collect(),
+                None => self.check_cell(position.0, &t, &driver, uri, &workload).await,
+            };
+        }
         result
+    }
+
+    fn cell_history_dir(&self, cell: usize) -> PathBuf {
+        self.history_dir.join(format!("{cell:03}"))
+    }
+
+    /// One history file per connection, when checkers need a history.
+    fn open_history(
+        &self,
+        cell: usize,
+        connection: usize,
+        t0: Instant,
+    ) -> anyhow::Result<Option<pipeline::HistoryLog>> {
+        if self.spec.checkers.is_empty() {
+            return Ok(None);
+        }
+        let dir = self.cell_history_dir(cell);
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let writer = HistoryWriter::create(&dir.join(format!("{connection:04}.ops")))?;
+        Ok(Some(pipeline::HistoryLog { writer, t0, cell: cell as u16 }))
+    }
+
+    /// Reads the cell's history, then the final values of the keys it wrote,
+    /// and runs the spec's checkers. Anything that cannot be read leaves the
+    /// checkers `unknown`, never passed.
+    async fn check_cell(
+        &self,
+        cell: usize,
+        timing: &crate::plan::CellTiming,
+        driver: &Arc<dyn target::TargetDriver>,
+        uri: &str,
+        workload: &Arc<Workload>,
+    ) -> Vec<CheckResult> {
+        let names = self.spec.checkers.clone();
+        let unknown = |why: String| names.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect::<Vec<_>>();
+        let dir = self.cell_history_dir(cell);
+        let longest_op = timing.deadline + timing.hang_after;
+        let first = {
+            let (dir, names) = (dir.clone(), names.clone());
+            tokio::task::spawn_blocking(move || checker::first_pass(&dir, &names, longest_op)).await
+        };
+        let pass = match first {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => return unknown(format!("cannot read the history: {e:#}")),
+            Err(e) => return unknown(format!("the history reader crashed: {e}")),
+        };
+        let keys: Vec<u64> = pass.written_keys.iter().copied().collect();
+        let key_bytes: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| {
+                let mut b = Vec::new();
+                workload.put_key(OpKind::Set, *k, &mut b);
+                b
+            })
+            .collect();
+        let values = match tokio::time::timeout(Duration::from_secs(60), driver.read_values(uri, &key_bytes)).await {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => return unknown(format!("cannot read the final state: {e:#}")),
+            Err(_) => return unknown("reading the final state took longer than 60s".into()),
+        };
+        let final_values: HashMap<u64, Option<Vec<u8>>> = keys.into_iter().zip(values).collect();
+        let cell_no = cell as u16;
+        let checkers = names.clone();
+        tokio::task::spawn_blocking(move || {
+            checker::run(&dir, &checkers, pass, &final_values, cell_no, LINEARIZABILITY_BUDGET)
+        })
+        .await
+        .unwrap_or_else(|e| unknown(format!("a checker crashed: {e}")))
     }
 
     fn failed(&self, mut result: CellResult, error: String) -> CellResult {

@@ -23,15 +23,16 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::history::{parse_value, HistoryWriter, Observed, OpRecord, Outcome};
 use crate::metrics::{Completion, ErrorClass, Recorder};
 use crate::plan::CellTiming;
-use crate::target::{Connection, TargetDriver, WireProtocol};
+use crate::target::{Connection, ReplyValue, TargetDriver, WireProtocol};
 use crate::workload::{Op, OpStream, Workload};
 
-/// tokio's timers tick in milliseconds; lateness up to one tick is the
-/// timer's, not the target's, and is not charged to latency (it still shows
-/// in the schedule lag).
-pub const TIMER_SLACK: Duration = Duration::from_millis(1);
+/// tokio's timers tick in milliseconds and wake up to a tick late, so an
+/// open loop wakes this much early and sends ops due within it: an op sent
+/// early counts from when it was sent, one sent late from when it was due.
+pub const EARLY_ISSUE: Duration = Duration::from_millis(2);
 
 /// How long to wait between reconnect attempts.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
@@ -63,10 +64,16 @@ pub struct Settings {
     pub timing: CellTiming,
     pub cancel_at_deadline: bool,
     pub stop_at: Instant,
+    /// Open loop: the schedule this connection serves.
+    pub pacing: Option<Pacing>,
 }
 
 struct Pending {
     op: Op,
+    /// When the client created it (for the history: not moved by pacing).
+    began: Instant,
+    /// Its request went onto a socket, so it may have taken effect.
+    sent: bool,
     /// When it was issued (closed loop) or due (open loop): decides its window.
     issued: Instant,
     /// Latency counts from here.
@@ -74,6 +81,37 @@ struct Pending {
     deadline: Instant,
     /// Given up at its deadline or by the watchdog; its reply is dropped.
     abandoned: bool,
+}
+
+/// Where a lane writes its history, when checkers need one.
+pub struct HistoryLog {
+    pub writer: HistoryWriter,
+    /// The cell's clock: record times are nanoseconds since this.
+    pub t0: Instant,
+    pub cell: u16,
+}
+
+impl HistoryLog {
+    fn record(&mut self, p: &Pending, end: Instant, result: Result<(), ErrorClass>, observed: Observed) {
+        let outcome = match result {
+            Ok(()) => Outcome::Ok,
+            // An error reply: the server refused it.
+            Err(ErrorClass::Server) => Outcome::Fail,
+            Err(_) if p.sent => Outcome::Unknown,
+            Err(_) => Outcome::Fail,
+        };
+        let ns = |t: Instant| t.saturating_duration_since(self.t0).as_nanos() as u64;
+        self.writer.append(&OpRecord {
+            start: ns(p.began),
+            end: ns(end),
+            key: p.op.key,
+            kind: p.op.kind,
+            outcome,
+            written: p.op.write_id,
+            written_len: p.op.value_len,
+            observed,
+        });
+    }
 }
 
 struct Socket {
@@ -95,6 +133,7 @@ struct Lane {
     read_end: usize,
     next_reconnect: Instant,
     timing: CellTiming,
+    history: Option<HistoryLog>,
 }
 
 impl Lane {
@@ -105,8 +144,9 @@ impl Lane {
         // meanwhile will never come on the new socket, so they are forgotten.
         self.outstanding.retain(|p| !p.abandoned);
         self.write_buf.clear();
-        for p in &self.outstanding {
+        for p in &mut self.outstanding {
             protocol.encode(&p.op, &mut self.write_buf);
+            p.sent = true;
         }
         self.socket = Some(Socket { reader, writer, protocol });
         (self.read_start, self.read_end) = (0, 0);
@@ -120,6 +160,9 @@ impl Lane {
         let now = Instant::now();
         for p in self.outstanding.drain(..).filter(|p| !p.abandoned) {
             self.live -= 1;
+            if let Some(h) = &mut self.history {
+                h.record(&p, now, Err(ErrorClass::Connection), Observed::Nothing);
+            }
             recorder.record(&Completion {
                 kind: p.op.kind,
                 issued: p.issued,
@@ -133,11 +176,15 @@ impl Lane {
     }
 
     fn issue(&mut self, op: Op, issued: Instant, start: Instant, now: Instant) {
-        if let Some(s) = &mut self.socket {
-            s.protocol.encode(&op, &mut self.write_buf);
-        }
+        let sent = match &mut self.socket {
+            Some(s) => {
+                s.protocol.encode(&op, &mut self.write_buf);
+                true
+            }
+            None => false,
+        };
         let deadline = now + self.timing.deadline;
-        self.outstanding.push_back(Pending { op, issued, start, deadline, abandoned: false });
+        self.outstanding.push_back(Pending { op, began: now, sent, issued, start, deadline, abandoned: false });
         self.live += 1;
     }
 
@@ -167,6 +214,17 @@ impl Lane {
                     };
                     if !p.abandoned {
                         self.live -= 1;
+                        if let Some(h) = &mut self.history {
+                            let observed = match &reply.value {
+                                ReplyValue::None => Observed::Nothing,
+                                ReplyValue::Nil => Observed::Nil,
+                                ReplyValue::Bytes(range) => {
+                                    let start = self.read_start - reply.len;
+                                    parse_value(&self.read_buf[start + range.start..start + range.end], h.cell)
+                                }
+                            };
+                            h.record(&p, end, reply.outcome, observed);
+                        }
                         recorder.record(&Completion {
                             kind: p.op.kind,
                             issued: p.issued,
@@ -195,6 +253,10 @@ impl Lane {
             }
             p.abandoned = true;
             self.live -= 1;
+            let class = if cancel_at_deadline { ErrorClass::Deadline } else { ErrorClass::Hang };
+            if let Some(h) = &mut self.history {
+                h.record(p, now, Err(class), Observed::Nothing);
+            }
             // A hang is counted as a hang only; over-deadline is for ops that
             // did end, late.
             recorder.record(&Completion {
@@ -202,7 +264,7 @@ impl Lane {
                 issued: p.issued,
                 start: p.start,
                 end: now,
-                result: Err(if cancel_at_deadline { ErrorClass::Deadline } else { ErrorClass::Hang }),
+                result: Err(class),
                 over_deadline: cancel_at_deadline && now > p.deadline + t.over_deadline_after,
             });
         }
@@ -220,10 +282,10 @@ pub async fn run(
     dialer: Dialer,
     mut ops: OpStream,
     settings: Settings,
-    pacing: Option<Pacing>,
     mut recorder: Recorder,
+    history: Option<HistoryLog>,
     cancel: CancellationToken,
-) -> Recorder {
+) -> (Recorder, Option<HistoryWriter>) {
     let mut lane = Lane {
         socket: None,
         outstanding: VecDeque::new(),
@@ -234,8 +296,10 @@ pub async fn run(
         read_end: 0,
         next_reconnect: Instant::now(),
         timing: settings.timing,
+        history,
     };
     lane.connected(connection);
+    let pacing = &settings.pacing;
     let mut next_due = pacing.as_ref().map(|p| p.first);
 
     loop {
@@ -246,15 +310,15 @@ pub async fn run(
 
         // Issue ops into free slots.
         while lane.live < settings.in_flight && now < settings.stop_at {
-            let (issued, start) = match (&pacing, next_due) {
+            let (issued, start) = match (pacing, next_due) {
                 (Some(p), Some(i)) => {
                     let due = p.due(i);
-                    if due > now || due >= settings.stop_at {
+                    if due > now + EARLY_ISSUE || due >= settings.stop_at {
                         break;
                     }
-                    recorder.record_lag(due, now);
+                    recorder.record_lag(due, now.max(due));
                     next_due = Some(i + p.stride);
-                    (due, now.min(due + TIMER_SLACK))
+                    (due, now.min(due))
                 }
                 _ => (now, now),
             };
@@ -271,8 +335,10 @@ pub async fn run(
         }
 
         // Wait for replies, a deadline, the next due op or a reconnect.
-        let due_at = match (&pacing, next_due) {
-            (Some(p), Some(i)) if lane.live < settings.in_flight => Some(p.due(i)).filter(|d| *d < settings.stop_at),
+        let due_at = match (pacing, next_due) {
+            (Some(p), Some(i)) if lane.live < settings.in_flight => {
+                Some(p.due(i)).filter(|d| *d < settings.stop_at).map(|d| d.checked_sub(EARLY_ISSUE).unwrap_or(d))
+            }
             _ => None,
         };
         let reconnect_at = lane.socket.is_none().then_some(lane.next_reconnect);
@@ -315,5 +381,5 @@ pub async fn run(
             }
         }
     }
-    recorder
+    (recorder, lane.history.map(|h| h.writer))
 }

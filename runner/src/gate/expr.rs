@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::checker::CheckerName;
 use crate::spec::units::parse_duration;
 use crate::spec::OpKind;
 
@@ -83,6 +84,8 @@ pub enum Metric {
     OverDeadline,
     /// Open loop: 99th percentile of how late ops started, in ms.
     ScheduleLag,
+    /// Violations a checker found (the checker must be in the spec).
+    Violations(crate::checker::CheckerName),
 }
 
 impl Metric {
@@ -91,7 +94,7 @@ impl Metric {
     }
 
     fn takes_op(self) -> bool {
-        !matches!(self, Metric::ScheduleLag)
+        !matches!(self, Metric::ScheduleLag | Metric::Violations(_))
     }
 
     fn from_name(name: &str) -> Option<Metric> {
@@ -112,12 +115,16 @@ impl Metric {
             "hangs" => Metric::Hangs,
             "over_deadline" => Metric::OverDeadline,
             "schedule_lag" => Metric::ScheduleLag,
+            "stale_reads" => Metric::Violations(CheckerName::StaleReadAfterAck),
+            "lost_acked_writes" => Metric::Violations(CheckerName::LostAcknowledgedWrite),
+            "torn_values" => Metric::Violations(CheckerName::FinalState),
+            "linearizability_violations" => Metric::Violations(CheckerName::Linearizability),
             _ => return None,
         })
     }
 }
 
-pub const METRIC_NAMES: &str = "p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag";
+pub const METRIC_NAMES: &str = "p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, stale_reads, lost_acked_writes, torn_values, linearizability_violations";
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {

@@ -167,6 +167,17 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
         Metric::ScheduleLag => {
             Some(stats.schedule_lag_ms.as_ref().ok_or("schedule_lag applies only to open-loop profiles")?.p99)
         }
+        Metric::Violations(name) => {
+            let check = cell
+                .checks
+                .iter()
+                .find(|c| c.checker == name.as_str())
+                .ok_or_else(|| format!("the spec runs no `{}` checker", name.as_str()))?;
+            match check.status {
+                crate::checker::CheckStatus::Unknown => None,
+                _ => Some(check.violations as f64),
+            }
+        }
     })
 }
 
@@ -186,6 +197,12 @@ fn describe(m: &MetricRef) -> String {
         Metric::Hangs => "hangs".into(),
         Metric::OverDeadline => "over_deadline".into(),
         Metric::ScheduleLag => "schedule_lag".into(),
+        Metric::Violations(c) => match c {
+            crate::checker::CheckerName::StaleReadAfterAck => "stale_reads".into(),
+            crate::checker::CheckerName::LostAcknowledgedWrite => "lost_acked_writes".into(),
+            crate::checker::CheckerName::FinalState => "torn_values".into(),
+            crate::checker::CheckerName::Linearizability => "linearizability_violations".into(),
+        },
     };
     match m.op {
         Some(op) => format!("{name}({})", op.as_str()),
@@ -256,6 +273,7 @@ mod tests {
                 timeline: vec![],
                 schedule_lag_ms: None,
             }),
+            checks: vec![],
         }
     }
 

@@ -1,3 +1,361 @@
-//! Operation histories: what every client invoked and what it saw.
+//! Operation histories: what every client invoked and what it saw, streamed
+//! to files in the run directory while the load runs, so checkers can judge
+//! the run afterwards without the history living in RAM.
+//!
+//! Format (docs/history.md): each connection of a cell writes
+//! `history/<cell>/<connection>.ops`, a sequence of fixed 48-byte
+//! little-endian [`OpRecord`]s in the order the connection saw its ops end —
+//! so each file is sorted by `end`, and a k-way merge gives the whole cell in
+//! time order.
 
+pub mod export;
 pub mod jepsen_edn;
+pub mod synthetic;
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::spec::OpKind;
+
+/// Whether an op took effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// Definitely did not take effect (an error reply, or never sent).
+    Fail,
+    /// May or may not have taken effect, at any time after it started (a
+    /// deadline, hang or lost connection after the request was sent).
+    Unknown,
+}
+
+/// What a read returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observed {
+    /// Not a read, or the reply carried no value to judge.
+    Nothing,
+    /// The key had no value.
+    Nil,
+    /// The value one write of this cell wrote.
+    Write(ValueId),
+    /// A value no write of this cell wrote: an earlier cell's, or garbage.
+    Foreign,
+}
+
+/// Names one write of a cell: which connection issued it and its number
+/// there. Written into the value itself, so a read tells which write it saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId {
+    pub cell: u16,
+    pub writer: u16,
+    pub seq: u32,
+}
+
+impl ValueId {
+    fn pack(self) -> u64 {
+        (self.cell as u64) << 48 | (self.writer as u64) << 32 | self.seq as u64
+    }
+
+    fn unpack(v: u64) -> ValueId {
+        ValueId { cell: (v >> 48) as u16, writer: (v >> 32) as u16, seq: v as u32 }
+    }
+}
+
+/// Longest value header: `fl` + 4 + `.` + 4 + `.` + 8 + `.` hex digits.
+pub const VALUE_HEADER_MAX: usize = 21;
+
+/// Writes the value for write `id`: a header naming it, then filler derived
+/// from it, `len` bytes in all, so a torn or mixed value is recognizable.
+pub fn write_value(id: ValueId, len: usize, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(format!("fl{:x}.{:x}.{:x}.", id.cell, id.writer, id.seq).as_bytes());
+    let header = out.len() - start;
+    out.extend((header..len).map(|i| filler(id, i)));
+    out.truncate(start + len.max(header));
+}
+
+fn filler(id: ValueId, i: usize) -> u8 {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    ALPHABET[((id.seq as usize).wrapping_mul(7) + id.writer as usize + i * 31) % ALPHABET.len()]
+}
+
+/// Which write a value names, if it has a well-formed header for `cell`.
+pub fn parse_value(bytes: &[u8], cell: u16) -> Observed {
+    let Some(rest) = bytes.strip_prefix(b"fl") else { return Observed::Foreign };
+    let mut fields = [0u64; 3];
+    let mut pos = 0;
+    for field in &mut fields {
+        let digits = rest[pos..].iter().take_while(|b| b.is_ascii_hexdigit()).count();
+        if digits == 0 || digits > 8 || rest.get(pos + digits) != Some(&b'.') {
+            return Observed::Foreign;
+        }
+        *field = u64::from_str_radix(std::str::from_utf8(&rest[pos..pos + digits]).unwrap_or("x"), 16).unwrap_or(0);
+        pos += digits + 1;
+    }
+    if fields[0] != cell as u64 || fields[1] > u16::MAX as u64 || fields[2] > u32::MAX as u64 {
+        return Observed::Foreign;
+    }
+    Observed::Write(ValueId { cell, writer: fields[1] as u16, seq: fields[2] as u32 })
+}
+
+/// Whether `bytes` is exactly the whole value write `id` wrote with `len` bytes.
+pub fn is_whole_value(bytes: &[u8], id: ValueId, len: usize) -> bool {
+    let mut expected = Vec::with_capacity(len);
+    write_value(id, len, &mut expected);
+    bytes == expected.as_slice()
+}
+
+/// One op, as one connection saw it end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpRecord {
+    /// Nanoseconds since the cell's clock started.
+    pub start: u64,
+    /// When it ended (for `Unknown`: when it was given up).
+    pub end: u64,
+    pub key: u64,
+    pub kind: OpKind,
+    pub outcome: Outcome,
+    /// The write's own value (writes only).
+    pub written: Option<ValueId>,
+    pub written_len: u32,
+    pub observed: Observed,
+}
+
+pub const RECORD_BYTES: usize = 48;
+
+impl OpRecord {
+    fn encode(&self, out: &mut [u8; RECORD_BYTES]) {
+        out[0..8].copy_from_slice(&self.start.to_le_bytes());
+        out[8..16].copy_from_slice(&self.end.to_le_bytes());
+        out[16..24].copy_from_slice(&self.key.to_le_bytes());
+        out[24..32].copy_from_slice(&self.written.map_or(0, ValueId::pack).to_le_bytes());
+        let (observed_tag, observed) = match self.observed {
+            Observed::Nothing => (0u8, 0),
+            Observed::Nil => (1, 0),
+            Observed::Write(id) => (2, id.pack()),
+            Observed::Foreign => (3, 0),
+        };
+        out[32..40].copy_from_slice(&observed.to_le_bytes());
+        out[40..44].copy_from_slice(&self.written_len.to_le_bytes());
+        out[44] = self.kind.index() as u8;
+        out[45] = match self.outcome {
+            Outcome::Ok => 0,
+            Outcome::Fail => 1,
+            Outcome::Unknown => 2,
+        };
+        out[46] = observed_tag;
+        out[47] = self.written.is_some() as u8;
+    }
+
+    fn decode(b: &[u8; RECORD_BYTES]) -> anyhow::Result<OpRecord> {
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let kind = *OpKind::ALL.get(b[44] as usize).with_context(|| format!("bad op kind {}", b[44]))?;
+        let outcome = match b[45] {
+            0 => Outcome::Ok,
+            1 => Outcome::Fail,
+            2 => Outcome::Unknown,
+            other => anyhow::bail!("bad outcome {other}"),
+        };
+        let observed = match b[46] {
+            0 => Observed::Nothing,
+            1 => Observed::Nil,
+            2 => Observed::Write(ValueId::unpack(u64_at(32))),
+            3 => Observed::Foreign,
+            other => anyhow::bail!("bad observation tag {other}"),
+        };
+        Ok(OpRecord {
+            start: u64_at(0),
+            end: u64_at(8),
+            key: u64_at(16),
+            kind,
+            outcome,
+            written: (b[47] == 1).then(|| ValueId::unpack(u64_at(24))),
+            written_len: u32::from_le_bytes(b[40..44].try_into().expect("4 bytes")),
+            observed,
+        })
+    }
+}
+
+/// Appends one connection's records to its file.
+pub struct HistoryWriter {
+    out: BufWriter<File>,
+    path: PathBuf,
+    failed: Option<String>,
+}
+
+impl HistoryWriter {
+    pub fn create(path: &Path) -> anyhow::Result<HistoryWriter> {
+        let file = File::create(path).with_context(|| format!("cannot create history file {}", path.display()))?;
+        Ok(HistoryWriter { out: BufWriter::with_capacity(256 * 1024, file), path: path.to_path_buf(), failed: None })
+    }
+
+    pub fn append(&mut self, record: &OpRecord) {
+        let mut bytes = [0u8; RECORD_BYTES];
+        record.encode(&mut bytes);
+        if self.failed.is_none() {
+            if let Err(e) = self.out.write_all(&bytes) {
+                self.failed = Some(format!("writing {}: {e}", self.path.display()));
+            }
+        }
+    }
+
+    /// Flushes; a write that failed along the way is reported here, so a
+    /// truncated history is never checked as if it were whole.
+    pub fn finish(mut self) -> anyhow::Result<()> {
+        if let Some(e) = self.failed {
+            anyhow::bail!(e);
+        }
+        self.out.flush().with_context(|| format!("flushing {}", self.path.display()))
+    }
+}
+
+/// Reads one connection's file.
+pub struct HistoryReader {
+    input: BufReader<File>,
+    path: PathBuf,
+}
+
+impl HistoryReader {
+    pub fn open(path: &Path) -> anyhow::Result<HistoryReader> {
+        let file = File::open(path).with_context(|| format!("cannot open history file {}", path.display()))?;
+        Ok(HistoryReader { input: BufReader::with_capacity(256 * 1024, file), path: path.to_path_buf() })
+    }
+
+    pub fn next_record(&mut self) -> anyhow::Result<Option<OpRecord>> {
+        let mut bytes = [0u8; RECORD_BYTES];
+        match self.input.read_exact(&mut bytes) {
+            Ok(()) => OpRecord::decode(&bytes).map(Some).with_context(|| format!("in {}", self.path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", self.path.display())),
+        }
+    }
+}
+
+/// All records of a cell's history in `end` order, merged from its
+/// connection files; memory is one record per connection.
+pub struct Merged {
+    readers: Vec<HistoryReader>,
+    /// The next record of each reader, smallest `end` on top.
+    heads: std::collections::BinaryHeap<Head>,
+}
+
+struct Head {
+    record: OpRecord,
+    reader: usize,
+}
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        (self.record.end, self.reader) == (other.record.end, other.reader)
+    }
+}
+impl Eq for Head {}
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Head {
+    // Reversed: BinaryHeap is a max-heap.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.record.end, other.reader).cmp(&(self.record.end, self.reader))
+    }
+}
+
+impl Merged {
+    pub fn open(dir: &Path) -> anyhow::Result<Merged> {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot read history directory {}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "ops"))
+            .collect();
+        paths.sort();
+        let mut readers = paths.iter().map(|p| HistoryReader::open(p)).collect::<anyhow::Result<Vec<_>>>()?;
+        let mut heads = std::collections::BinaryHeap::with_capacity(readers.len());
+        for (reader, r) in readers.iter_mut().enumerate() {
+            if let Some(record) = r.next_record()? {
+                heads.push(Head { record, reader });
+            }
+        }
+        Ok(Merged { readers, heads })
+    }
+
+    pub fn next_record(&mut self) -> anyhow::Result<Option<OpRecord>> {
+        let Some(mut top) = self.heads.peek_mut() else { return Ok(None) };
+        let record = top.record;
+        match self.readers[top.reader].next_record()? {
+            Some(next) => top.record = next,
+            None => {
+                std::collections::binary_heap::PeekMut::pop(top);
+            }
+        }
+        Ok(Some(record))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_name_their_write_and_reveal_tearing() {
+        let id = ValueId { cell: 3, writer: 17, seq: 123_456 };
+        let mut v = Vec::new();
+        write_value(id, 64, &mut v);
+        assert_eq!(v.len(), 64);
+        assert_eq!(parse_value(&v, 3), Observed::Write(id));
+        assert_eq!(parse_value(&v, 4), Observed::Foreign, "another cell's value");
+        assert_eq!(parse_value(b"random bytes", 3), Observed::Foreign);
+        assert!(is_whole_value(&v, id, 64));
+        let mut torn = v.clone();
+        torn[40] ^= 1;
+        assert!(!is_whole_value(&torn, id, 64));
+        assert!(!is_whole_value(&v[..60], id, 64));
+    }
+
+    #[test]
+    fn records_round_trip_and_merge_in_end_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = |end: u64, observed| OpRecord {
+            start: end - 5,
+            end,
+            key: end * 10,
+            kind: OpKind::Get,
+            outcome: Outcome::Ok,
+            written: None,
+            written_len: 0,
+            observed,
+        };
+        let id = ValueId { cell: 1, writer: 2, seq: 3 };
+        let mut a = HistoryWriter::create(&dir.path().join("0.ops")).unwrap();
+        let mut b = HistoryWriter::create(&dir.path().join("1.ops")).unwrap();
+        for end in [10, 30, 50] {
+            a.append(&rec(end, Observed::Nil));
+        }
+        for end in [20, 40] {
+            b.append(&OpRecord {
+                kind: OpKind::Set,
+                outcome: Outcome::Unknown,
+                written: Some(id),
+                written_len: 64,
+                ..rec(end, Observed::Write(id))
+            });
+        }
+        a.finish().unwrap();
+        b.finish().unwrap();
+        let mut merged = Merged::open(dir.path()).unwrap();
+        let mut ends = Vec::new();
+        while let Some(r) = merged.next_record().unwrap() {
+            if r.end == 20 {
+                assert_eq!(
+                    (r.kind, r.outcome, r.written, r.written_len, r.observed),
+                    (OpKind::Set, Outcome::Unknown, Some(id), 64, Observed::Write(id))
+                );
+            }
+            ends.push(r.end);
+        }
+        assert_eq!(ends, [10, 20, 30, 40, 50]);
+    }
+}

@@ -30,6 +30,11 @@ pub struct Spec {
     #[serde(default)]
     pub timing: TimingSpec,
     pub scenarios: Vec<ScenarioSpec>,
+    /// Safety checkers run on every cell's recorded history (recording is on
+    /// whenever any is named): stale-read-after-ack, lost-acknowledged-write,
+    /// final-state, linearizability.
+    #[serde(default)]
+    pub checkers: Vec<crate::checker::CheckerName>,
     #[serde(default)]
     pub gates: IndexMap<String, GateSpec>,
     #[serde(default)]

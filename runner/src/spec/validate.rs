@@ -35,6 +35,7 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
         }
     }
     validate_timing("timing", &spec.timing)?;
+    validate_checkers(spec)?;
     validate_scenarios(spec)?;
     for (name, gate) in &spec.gates {
         let at = format!("gates.{name}");
@@ -141,6 +142,44 @@ fn dist_of(name: &str) -> KeyDistribution {
         "sequential" => KeyDistribution::Sequential,
         _ => KeyDistribution::Uniform,
     }
+}
+
+/// Checkers judge gets against sets whose values name their write: other op
+/// kinds would change keys behind their back, and values need room for the name.
+fn validate_checkers(spec: &Spec) -> Result<(), Problem> {
+    if spec.checkers.is_empty() {
+        return Ok(());
+    }
+    let mut seen = HashSet::new();
+    for (i, c) in spec.checkers.iter().enumerate() {
+        if !seen.insert(c) {
+            return Err((format!("checkers[{i}]"), format!("`{}` is listed twice", c.as_str())));
+        }
+    }
+    for s in &spec.scenarios {
+        let w = &spec.workloads[&s.workload];
+        let at = format!("workloads.{}", s.workload);
+        if let Some(op) = w.ops.keys().find(|op| !matches!(op, OpKind::Get | OpKind::Set)) {
+            return Err((
+                format!("{at}.ops.{}", op.as_str()),
+                format!("the checkers judge get and set only; `{}` would change keys behind their back", op.as_str()),
+            ));
+        }
+        let min = match &w.value_size {
+            ValueSizeSpec::Fixed(s) => s.0,
+            ValueSizeSpec::Range { min, .. } => min.0,
+        };
+        if (min as usize) < crate::history::VALUE_HEADER_MAX {
+            return Err((
+                format!("{at}.value_size"),
+                format!(
+                    "with checkers, values need at least {}B to name their write",
+                    crate::history::VALUE_HEADER_MAX
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn validate_timing(at: &str, t: &TimingSpec) -> Result<(), Problem> {

@@ -29,6 +29,9 @@ pub trait TargetDriver: Send + Sync {
     async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo>;
     /// Opens one load connection.
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection>;
+    /// Reads the current values of `keys` (absent keys as None), for the
+    /// checkers' final state.
+    async fn read_values(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>>;
 }
 
 /// A socket speaking a pipelined request/response protocol: replies come back
@@ -49,11 +52,23 @@ pub trait WireProtocol: Send {
 }
 
 /// One reply read off the stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     /// Bytes of the stream it took.
     pub len: usize,
     pub outcome: Result<(), ErrorClass>,
+    /// What a read returned, for the history.
+    pub value: ReplyValue,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyValue {
+    /// Not a value (a status, a count, an error).
+    None,
+    /// The key had no value.
+    Nil,
+    /// The value's bytes, as a range of the decoded input.
+    Bytes(std::ops::Range<usize>),
 }
 
 pub fn driver(kind: TargetKind) -> Arc<dyn TargetDriver> {

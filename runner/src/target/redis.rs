@@ -10,7 +10,7 @@ use anyhow::Context;
 use redis::AsyncConnectionConfig;
 use tokio::net::TcpStream;
 
-use super::{Connection, Reply, ServerInfo, TargetDriver, WireProtocol};
+use super::{Connection, Reply, ReplyValue, ServerInfo, TargetDriver, WireProtocol};
 use crate::metrics::ErrorClass;
 use crate::spec::OpKind;
 use crate::workload::{Op, Workload};
@@ -40,14 +40,7 @@ impl TargetDriver for RedisDriver {
     }
 
     async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {
-        let client = redis::Client::open(uri).with_context(|| format!("invalid redis uri `{uri}`"))?;
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(std::time::Duration::from_secs(2)))
-            .set_response_timeout(Some(std::time::Duration::from_secs(2)));
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .with_context(|| format!("cannot connect to {uri}"))?;
+        let mut conn = admin_connection(uri).await?;
         let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await?;
         let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()));
         let version = match (field("redis_version:"), field("valkey_version:")) {
@@ -56,6 +49,16 @@ impl TargetDriver for RedisDriver {
             (None, None) => "unknown (INFO server had no version)".into(),
         };
         Ok(ServerInfo { version })
+    }
+
+    async fn read_values(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+        let mut conn = admin_connection(uri).await?;
+        let mut values = Vec::with_capacity(keys.len());
+        for batch in keys.chunks(1000) {
+            let got: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(batch).query_async(&mut conn).await?;
+            values.extend(got);
+        }
+        Ok(values)
     }
 
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection> {
@@ -67,15 +70,27 @@ impl TargetDriver for RedisDriver {
         let stream = TcpStream::connect(&addr).await.with_context(|| format!("cannot connect to {addr}"))?;
         // Small requests must leave at once, not wait for Nagle's timer.
         stream.set_nodelay(true)?;
-        Ok(Connection { stream, protocol: Box::new(Resp { workload, key: Vec::with_capacity(64) }) })
+        Ok(Connection { stream, protocol: Box::new(Resp { workload, scratch: Vec::with_capacity(256) }) })
     }
+}
+
+/// A connection for probes and admin reads (not the load path).
+async fn admin_connection(uri: &str) -> anyhow::Result<redis::aio::MultiplexedConnection> {
+    let client = redis::Client::open(uri).with_context(|| format!("invalid redis uri `{uri}`"))?;
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(std::time::Duration::from_secs(2)))
+        .set_response_timeout(Some(std::time::Duration::from_secs(10)));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .with_context(|| format!("cannot connect to {uri}"))
 }
 
 /// RESP2 requests and replies: just enough to send the op kinds and tell a
 /// reply's outcome.
 struct Resp {
     workload: Arc<Workload>,
-    key: Vec<u8>,
+    scratch: Vec<u8>,
 }
 
 fn put_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -89,34 +104,40 @@ fn put_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
 impl WireProtocol for Resp {
     fn encode(&mut self, op: &Op, out: &mut Vec<u8>) {
         let w = &*self.workload;
-        self.key.clear();
-        self.key.extend_from_slice(w.key_prefix.as_bytes());
-        if op.kind == OpKind::Incr {
-            // Counters live in their own namespace: INCR on a key holding
-            // random bytes would fail with a type error.
-            self.key.extend_from_slice(b"n:");
-        }
-        self.key.extend_from_slice(itoa::Buffer::new().format(op.key).as_bytes());
-        let (command, args): (&[u8], usize) = match op.kind {
+        let (command, args): (&[u8], u8) = match op.kind {
             OpKind::Get => (b"GET", 2),
             OpKind::Set => (b"SET", 3),
             OpKind::Incr => (b"INCR", 2),
             OpKind::Del => (b"DEL", 2),
         };
         out.push(b'*');
-        out.push(b'0' + args as u8);
+        out.push(b'0' + args);
         out.extend_from_slice(b"\r\n");
         put_bulk(out, command);
-        put_bulk(out, &self.key);
+        self.scratch.clear();
+        w.put_key(op.kind, op.key, &mut self.scratch);
+        put_bulk(out, &self.scratch);
         if op.kind == OpKind::Set {
-            put_bulk(out, w.value(op));
+            self.scratch.clear();
+            w.put_value(op, &mut self.scratch);
+            put_bulk(out, &self.scratch);
         }
     }
 
     fn decode(&mut self, input: &[u8]) -> Result<Option<Reply>, String> {
         let Some(first) = input.first() else { return Ok(None) };
-        let outcome = if *first == b'-' { Err(ErrorClass::Server) } else { Ok(()) };
-        Ok(skip_reply(input, 0)?.map(|len| Reply { len, outcome }))
+        let Some(len) = skip_reply(input, 0)? else { return Ok(None) };
+        let (outcome, value) = match first {
+            b'-' => (Err(ErrorClass::Server), ReplyValue::None),
+            b'$' if input[1] == b'-' => (Ok(()), ReplyValue::Nil),
+            // A bulk string: its bytes sit between the length line and the final CRLF.
+            b'$' => {
+                let body = find_crlf(input, 1).expect("complete reply") + 2;
+                (Ok(()), ReplyValue::Bytes(body..len - 2))
+            }
+            _ => (Ok(()), ReplyValue::None),
+        };
+        Ok(Some(Reply { len, outcome, value }))
     }
 }
 
@@ -170,33 +191,33 @@ mod tests {
     fn resp() -> Resp {
         let spec: crate::spec::WorkloadSpec =
             serde_yaml_ng::from_str("ops: {set: 1}\nvalue_size: 3B\nkeys: {prefix: 'k:'}").unwrap();
-        Resp { workload: Arc::new(Workload::new(&spec, 1)), key: Vec::new() }
+        Resp { workload: Arc::new(Workload::new(&spec, 1)), scratch: Vec::new() }
     }
 
     #[test]
     fn encodes_commands_as_resp_arrays() {
         let mut out = Vec::new();
         let mut r = resp();
-        r.encode(&Op { kind: OpKind::Get, key: 42, value_len: 3 }, &mut out);
-        r.encode(&Op { kind: OpKind::Incr, key: 7, value_len: 3 }, &mut out);
+        r.encode(&Op { kind: OpKind::Get, key: 42, value_len: 3, write_id: None }, &mut out);
+        r.encode(&Op { kind: OpKind::Incr, key: 7, value_len: 3, write_id: None }, &mut out);
         assert_eq!(out, b"*2\r\n$3\r\nGET\r\n$4\r\nk:42\r\n*2\r\n$4\r\nINCR\r\n$5\r\nk:n:7\r\n");
         out.clear();
-        r.encode(&Op { kind: OpKind::Set, key: 1, value_len: 3 }, &mut out);
+        r.encode(&Op { kind: OpKind::Set, key: 1, value_len: 3, write_id: None }, &mut out);
         assert!(out.starts_with(b"*3\r\n$3\r\nSET\r\n$3\r\nk:1\r\n$3\r\n"), "{}", String::from_utf8_lossy(&out));
     }
 
     #[test]
     fn decodes_each_reply_type_and_waits_for_complete_ones() {
         let mut r = resp();
-        let ok = |len| Some(Reply { len, outcome: Ok(()) });
+        let ok = |len, value| Some(Reply { len, outcome: Ok(()), value });
         let cases: [(&[u8], Option<Reply>); 8] = [
-            (b"+OK\r\n", ok(5)),
-            (b"-ERR wrong\r\n", Some(Reply { len: 12, outcome: Err(ErrorClass::Server) })),
-            (b":12\r\n", ok(5)),
-            (b"$-1\r\n", ok(5)),
-            (b"$3\r\nabc\r\n+OK", ok(9)),
+            (b"+OK\r\n", ok(5, ReplyValue::None)),
+            (b"-ERR wrong\r\n", Some(Reply { len: 12, outcome: Err(ErrorClass::Server), value: ReplyValue::None })),
+            (b":12\r\n", ok(5, ReplyValue::None)),
+            (b"$-1\r\n", ok(5, ReplyValue::Nil)),
+            (b"$3\r\nabc\r\n+OK", ok(9, ReplyValue::Bytes(4..7))),
             (b"$3\r\nab", None),
-            (b"*2\r\n$1\r\na\r\n:1\r\n", ok(15)),
+            (b"*2\r\n$1\r\na\r\n:1\r\n", ok(15, ReplyValue::None)),
             (b"*2\r\n$1\r\na\r\n", None),
         ];
         for (input, want) in cases {

@@ -7,6 +7,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::history::{write_value, ValueId};
 use crate::spec::{KeyDistribution, OpKind, ValueSizeSpec, WorkloadSpec};
 
 /// One operation for a target to execute.
@@ -17,6 +18,9 @@ pub struct Op {
     pub key: u64,
     /// Bytes to write, for ops that write.
     pub value_len: u32,
+    /// When the history is recorded: which write this is, written into the
+    /// value so reads tell which write they saw.
+    pub write_id: Option<ValueId>,
 }
 
 /// The immutable part of a workload shared by every client of a cell.
@@ -79,15 +83,32 @@ impl Workload {
         self.mix.iter().map(|(k, _)| *k)
     }
 
-    /// The value an op writes: a slice of the shared random bytes.
-    pub fn value(&self, op: &Op) -> &[u8] {
-        let offset = (op.key % 64) as usize;
-        &self.value_bytes[offset..offset + op.value_len as usize]
+    /// Appends the value an op writes: its own tagged value when the history
+    /// is recorded, else a slice of the shared random bytes.
+    pub fn put_value(&self, op: &Op, out: &mut Vec<u8>) {
+        match op.write_id {
+            Some(id) => write_value(id, op.value_len as usize, out),
+            None => {
+                let offset = (op.key % 64) as usize;
+                out.extend_from_slice(&self.value_bytes[offset..offset + op.value_len as usize]);
+            }
+        }
+    }
+
+    /// Appends the key an op addresses. Counters live in their own namespace:
+    /// INCR on a key holding random bytes would fail with a type error.
+    pub fn put_key(&self, kind: OpKind, key: u64, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.key_prefix.as_bytes());
+        if kind == OpKind::Incr {
+            out.extend_from_slice(b"n:");
+        }
+        out.extend_from_slice(itoa::Buffer::new().format(key).as_bytes());
     }
 
     /// A stream of ops for one client; `stream` numbers the clients of a cell
     /// (and `salt` tells cells apart) so every client draws its own sequence.
-    pub fn stream(self: &Arc<Self>, stream: u64, streams: u64, salt: u64) -> OpStream {
+    /// With `tag` (cell, writer), writes carry ids for the history.
+    pub fn stream(self: &Arc<Self>, stream: u64, streams: u64, salt: u64, tag: Option<(u16, u16)>) -> OpStream {
         let seed = self
             .seed
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
@@ -101,6 +122,8 @@ impl Workload {
             zipf,
             next_sequential: stream % self.key_count,
             stride: streams.max(1),
+            tag,
+            next_seq: 0,
         }
     }
 }
@@ -111,6 +134,8 @@ pub struct OpStream {
     zipf: Option<Zipf<f64>>,
     next_sequential: u64,
     stride: u64,
+    tag: Option<(u16, u16)>,
+    next_seq: u32,
 }
 
 impl OpStream {
@@ -148,7 +173,14 @@ impl OpStream {
         } else {
             self.rng.random_range(w.value_size.0..=w.value_size.1)
         };
-        Op { kind, key, value_len }
+        let write_id = match (self.tag, kind) {
+            (Some((cell, writer)), OpKind::Set) => {
+                self.next_seq += 1;
+                Some(ValueId { cell, writer, seq: self.next_seq - 1 })
+            }
+            _ => None,
+        };
+        Op { kind, key, value_len, write_id }
     }
 }
 
@@ -165,15 +197,15 @@ mod tests {
     fn same_seed_same_ops() {
         let w = workload("ops: {get: 1, set: 1}\nkeys: {count: 100}\n");
         let a: Vec<Op> = {
-            let mut s = w.stream(0, 1, 0);
+            let mut s = w.stream(0, 1, 0, None);
             (0..100).map(|_| s.next_op()).collect()
         };
         let b: Vec<Op> = {
-            let mut s = w.stream(0, 1, 0);
+            let mut s = w.stream(0, 1, 0, None);
             (0..100).map(|_| s.next_op()).collect()
         };
         let c: Vec<Op> = {
-            let mut s = w.stream(1, 2, 0);
+            let mut s = w.stream(1, 2, 0, None);
             (0..100).map(|_| s.next_op()).collect()
         };
         assert_eq!(a, b);
@@ -183,7 +215,7 @@ mod tests {
     #[test]
     fn mix_follows_weights() {
         let w = workload("ops: {get: 80, set: 20}\n");
-        let mut s = w.stream(0, 1, 0);
+        let mut s = w.stream(0, 1, 0, None);
         let gets = (0..100_000).filter(|_| s.next_op().kind == OpKind::Get).count();
         assert!((78_000..82_000).contains(&gets), "{gets} gets of 100000");
     }
@@ -191,24 +223,37 @@ mod tests {
     #[test]
     fn zipfian_concentrates_on_low_ranks_and_hotset_on_hot_keys() {
         let w = workload("ops: {get: 1}\nkeys: {count: 10000, distribution: zipfian, exponent: 0.99}\n");
-        let mut s = w.stream(0, 1, 0);
+        let mut s = w.stream(0, 1, 0, None);
         let top = (0..100_000).filter(|_| s.next_op().key < 100).count();
         assert!(top > 40_000, "top 1% of keys got {top} of 100000");
 
         let w = workload(
             "ops: {get: 1}\nkeys: {count: 1000, distribution: hotset, hot_fraction: 0.01, hot_op_fraction: 0.9}\n",
         );
-        let mut s = w.stream(0, 1, 0);
+        let mut s = w.stream(0, 1, 0, None);
         let hot = (0..100_000).filter(|_| s.next_op().key < 10).count();
         assert!((88_000..92_000).contains(&hot), "{hot}");
+    }
+
+    #[test]
+    fn recorded_writes_are_numbered_per_writer() {
+        let w = workload("ops: {get: 1, set: 1}\n");
+        let mut s = w.stream(0, 1, 0, Some((3, 5)));
+        let ids: Vec<ValueId> = (0..100).map(|_| s.next_op()).filter_map(|op| op.write_id).collect();
+        assert!(ids.len() > 30);
+        assert!(ids.iter().enumerate().all(|(i, id)| *id == ValueId { cell: 3, writer: 5, seq: i as u32 }));
+        let mut value = Vec::new();
+        let op = Op { kind: OpKind::Set, key: 1, value_len: 40, write_id: Some(ids[0]) };
+        w.put_value(&op, &mut value);
+        assert_eq!(crate::history::parse_value(&value, 3), crate::history::Observed::Write(ids[0]));
     }
 
     #[test]
     fn sequential_clients_interleave() {
         let w =
             workload("ops: {set: 1}\nkeys: {count: 10, distribution: sequential}\nvalue_size: {min: 1B, max: 3B}\n");
-        let mut a = w.stream(0, 2, 0);
-        let mut b = w.stream(1, 2, 0);
+        let mut a = w.stream(0, 2, 0, None);
+        let mut b = w.stream(1, 2, 0, None);
         let keys: Vec<u64> = (0..3).flat_map(|_| [a.next_op().key, b.next_op().key]).collect();
         assert_eq!(keys, vec![0, 1, 2, 3, 4, 5]);
         assert!((0..100).all(|_| (1..=3).contains(&a.next_op().value_len)));

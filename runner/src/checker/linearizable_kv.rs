@@ -1,0 +1,76 @@
+//! linearizability of a recorded cell: gets and sets as a key-value map,
+//! checked one key at a time by the Porcupine-style search in
+//! [`super::linearizability`]. The search needs the whole history in memory,
+//! so a history above [`MAX_OPS`] is `unknown` rather than a risk to the run.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::linearizability::{check_with_limits, Input, Limits, Model, Operation, Output, Verdict};
+use super::{CheckResult, CheckStatus, CheckerName};
+use crate::history::{Merged, Observed, Outcome};
+use crate::spec::OpKind;
+
+pub const MAX_OPS: u64 = 2_000_000;
+
+pub fn check(dir: &Path, ops: u64, budget: Duration) -> CheckResult {
+    let name = CheckerName::Linearizability;
+    if ops > MAX_OPS {
+        return CheckResult::unknown(
+            name,
+            format!(
+                "{ops} ops is more than the {MAX_OPS} this checker holds in memory; shorten the cell or lower the load"
+            ),
+        );
+    }
+    let history = match load(dir) {
+        Ok(h) => h,
+        Err(e) => return CheckResult::unknown(name, format!("cannot read the history: {e:#}")),
+    };
+    let checked = history.len() as u64;
+    match check_with_limits(Model::Kv, &history, &Limits::with_budget(budget)) {
+        Verdict::Linearizable => CheckResult::counted(name, checked, 0, vec![]),
+        Verdict::NotLinearizable(w) => {
+            let mut witnesses = vec![w.explanation.clone()];
+            witnesses.extend(w.ops.iter().map(|op| op.to_string()));
+            CheckResult {
+                checker: name.as_str().into(),
+                status: CheckStatus::Violated,
+                checked,
+                violations: 1,
+                witnesses,
+                note: String::new(),
+            }
+        }
+        Verdict::Unknown(why) => CheckResult::unknown(name, why),
+    }
+}
+
+/// The history as the checker's operations. Values are named by their
+/// write; anything from before the cell reads as the initial value "".
+fn load(dir: &Path) -> anyhow::Result<Vec<Operation>> {
+    let mut ops = Vec::new();
+    let mut merged = Merged::open(dir)?;
+    while let Some(r) = merged.next_record()? {
+        if r.outcome == Outcome::Fail {
+            continue;
+        }
+        let key = r.key.to_string();
+        let ret = (r.outcome == Outcome::Ok).then_some(r.end);
+        let (input, output) = match (r.kind, r.written, r.observed) {
+            (OpKind::Set, Some(id), _) => (Input::Put(key, format!("{}.{}", id.writer, id.seq)), Output::Ok),
+            (OpKind::Get, _, observed) if r.outcome == Outcome::Ok => {
+                let value = match observed {
+                    Observed::Write(id) => format!("{}.{}", id.writer, id.seq),
+                    _ => String::new(),
+                };
+                (Input::Get(key), Output::Str(value))
+            }
+            // An unanswered read constrains nothing.
+            _ => continue,
+        };
+        let output = if ret.is_some() { output } else { Output::Unknown };
+        ops.push(Operation { client: 0, input, call: r.start, ret, output });
+    }
+    Ok(ops)
+}

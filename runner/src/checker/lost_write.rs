@@ -1,0 +1,63 @@
+//! lost-acknowledged-write: after the load stops (and faults are healed),
+//! every acknowledged write is in the final state or superseded by a later
+//! write.
+//!
+//! A key's final value F came from one write. An acknowledged write W is lost
+//! when F's write was certainly over before W began (acknowledged before W
+//! was invoked), or when the key holds no value of this cell at all. A final
+//! value from a write of unknown outcome may have landed at any time after
+//! its invocation, so it supersedes nothing with certainty and loses nothing.
+
+use std::collections::HashMap;
+
+use super::{describe_write, ms, CheckResult, CheckerName, Writes, WITNESSES};
+use crate::history::{parse_value, Observed, Outcome};
+
+pub fn check(writes: &Writes, final_values: &HashMap<u64, Option<Vec<u8>>>, cell: u16) -> CheckResult {
+    // Per key: the time before which an acknowledged write cannot be lost.
+    let mut settled_until: HashMap<u64, Option<u64>> = HashMap::new();
+    for (key, value) in final_values {
+        let observed = value.as_deref().map_or(Observed::Nil, |v| parse_value(v, cell));
+        let until = match observed {
+            Observed::Write(id) => match writes.get(id) {
+                Some(w) if w.outcome == Outcome::Ok => Some(w.end),
+                // Landed at an unknown time (or is no write we know of): it
+                // may supersede every write, so none is called lost.
+                _ => Some(u64::MAX),
+            },
+            Observed::Nil | Observed::Foreign | Observed::Nothing => None,
+        };
+        settled_until.insert(*key, until);
+    }
+    let (mut acked, mut lost, mut witnesses) = (0u64, 0u64, Vec::new());
+    for (id, w) in writes.iter() {
+        if w.outcome != Outcome::Ok {
+            continue;
+        }
+        acked += 1;
+        let Some(until) = settled_until.get(&w.key) else {
+            // The final state was not read for this key: cannot judge it.
+            continue;
+        };
+        if until.is_none_or(|t| w.start > t) {
+            lost += 1;
+            if witnesses.len() < WITNESSES {
+                let final_desc = match final_values[&w.key].as_deref().map(|v| parse_value(v, cell)) {
+                    None => "the key is absent".to_string(),
+                    Some(Observed::Write(f)) => {
+                        format!("the key holds {}, acknowledged at {}", describe_write(f), ms(until.unwrap_or(0)))
+                    }
+                    Some(_) => "the key holds a value from before this cell".to_string(),
+                };
+                witnesses.push(format!(
+                    "{} to key {} [{} .. {}] was acknowledged, but {final_desc}",
+                    describe_write(id),
+                    w.key,
+                    ms(w.start),
+                    ms(w.end)
+                ));
+            }
+        }
+    }
+    CheckResult::counted(CheckerName::LostAcknowledgedWrite, acked, lost, witnesses)
+}
