@@ -149,13 +149,21 @@ pub fn validate(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> {
     }
     for (group, c) in &t.companions {
         let cat = format!("{at}.companions.{group}");
-        if !is_host_label(group) || RESERVED_GROUPS.contains(&group.as_str()) {
+        if RESERVED_GROUPS.contains(&group.as_str()) {
             return Err((
                 cat,
                 format!(
-                    "a companion group's name is part of its containers' host names and of selectors such as \
-                     `{name}.{group}[0]`: use lower-case letters, digits and `-`, and none of {}",
+                    "`{group}` is a role in selectors (`{name}.{group}`); name the group something else (reserved: {})",
                     RESERVED_GROUPS.join(", ")
+                ),
+            ));
+        }
+        if !is_host_label(group) {
+            return Err((
+                cat,
+                format!(
+                    "a companion group's name is part of its containers' host names (`{name}-{group}-0`): use \
+                     lower-case letters, digits and `-` (not at the ends)"
                 ),
             ));
         }
