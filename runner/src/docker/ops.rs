@@ -97,7 +97,7 @@ impl Docker {
     /// it is not running.
     pub async fn stop(&self, c: &Container, grace: Duration) -> anyhow::Result<Confirmed> {
         let started = Instant::now();
-        let options = StopContainerOptionsBuilder::new().t(grace.as_secs().max(0) as i32).build();
+        let options = StopContainerOptionsBuilder::new().t(grace.as_secs() as i32).build();
         self.api
             .stop_container(&c.id, Some(options))
             .await
@@ -265,7 +265,7 @@ impl Docker {
     /// `NET_ADMIN` capability (faultline's docker provider grants it).
     /// Established connections to peers stop too.
     pub async fn isolate(&self, c: &Container, network: &Network) -> anyhow::Result<Confirmed> {
-        self.cut(c, &[network.subnet.clone()], &[network.gateway.to_string()]).await
+        self.cut(c, std::slice::from_ref(&network.subnet), &[network.gateway.to_string()]).await
     }
 
     /// Drops all traffic between the container and the addresses (or CIDR
