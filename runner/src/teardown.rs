@@ -61,7 +61,7 @@ async fn teardown(args: TeardownArgs) -> u8 {
     }
     if args.dry_run {
         for o in &chosen {
-            println!("would remove {} {} (run {}, target {})", kind_word(o.kind), o.name, o.run, o.target);
+            println!("would remove {} {} ({})", kind_word(o.kind), o.name, origin(o));
         }
         return 0;
     }
@@ -72,7 +72,7 @@ async fn teardown(args: TeardownArgs) -> u8 {
             ResourceKind::Network => removed.networks.contains(&o.name),
         };
         if gone {
-            println!("removed {} {} (run {}, target {})", kind_word(o.kind), o.name, o.run, o.target);
+            println!("removed {} {} ({})", kind_word(o.kind), o.name, origin(o));
         }
     }
     for e in &removed.errors {
@@ -89,6 +89,14 @@ async fn teardown(args: TeardownArgs) -> u8 {
         0
     } else {
         1
+    }
+}
+
+fn origin(o: &Owned) -> String {
+    if o.target.is_empty() {
+        format!("run {}", o.run)
+    } else {
+        format!("run {}, target {}", o.run, o.target)
     }
 }
 
