@@ -5,6 +5,7 @@
 mod check;
 mod checker;
 mod compare;
+mod docker;
 mod engine;
 mod gate;
 mod history;
@@ -16,6 +17,8 @@ mod results;
 mod run;
 mod spec;
 mod target;
+mod teardown;
+mod topology;
 mod verdict;
 mod workload;
 
@@ -74,6 +77,21 @@ enum Command {
     History {
         #[command(subcommand)]
         command: HistoryCommand,
+    },
+    /// Remove the containers and networks that runs left behind (found by
+    /// faultline's labels); runs whose faultline is still alive are skipped.
+    /// Exit 0 done (or nothing to do), 1 something could not be removed, 3
+    /// Docker unreachable.
+    Teardown {
+        /// Only this run's (the `faultline.run` label; see --dry-run).
+        #[arg(long, value_name = "RUN_ID")]
+        run: Option<String>,
+        /// Also remove what a live faultline process is still using.
+        #[arg(long)]
+        force: bool,
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Check a Jepsen-style EDN history for linearizability: exit 0
     /// linearizable, 1 not, 2 unknown (budget ran out), 3 unreadable input.
@@ -176,6 +194,7 @@ fn main() -> ExitCode {
             };
             check::run(model, &file, budget)
         }
+        Command::Teardown { run, force, dry_run } => teardown::run(teardown::TeardownArgs { run, force, dry_run }),
         Command::Schema => {
             let schema = schemars::schema_for!(spec::Spec);
             println!("{}", serde_json::to_string_pretty(&schema).expect("schema serializes"));

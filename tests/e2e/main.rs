@@ -6,6 +6,7 @@ mod support;
 
 mod bad_specs;
 mod check_cli;
+mod docker;
 mod failures;
 mod runs;
 mod safety;

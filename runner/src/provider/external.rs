@@ -13,5 +13,12 @@ pub async fn start(name: &str, spec: &TargetSpec, driver: Arc<dyn TargetDriver>)
     let server = wait_ready(driver.as_ref(), &uri, spec.ready_timeout.0, || Ok(()))
         .await
         .with_context(|| format!("target `{name}` (external)"))?;
-    Ok(RunningTarget { name: name.to_string(), uri, server, provider: ProviderKind::External, process: None })
+    Ok(RunningTarget {
+        name: name.to_string(),
+        uri,
+        server,
+        provider: ProviderKind::External,
+        process: None,
+        docker: None,
+    })
 }

@@ -1,6 +1,7 @@
-//! Providers bring a target up and take it down: a local process, or an
-//! external server someone else runs. (Docker joins them as one more file.)
+//! Providers bring a target up and take it down: a local process, an
+//! external server someone else runs, or containers (docker).
 
+pub mod docker;
 mod external;
 mod process;
 
@@ -21,6 +22,9 @@ pub struct RunningTarget {
     pub provider: ProviderKind,
     /// Kept so the process is stopped when the target is (also on drop).
     process: Option<process::ManagedProcess>,
+    /// Docker targets: the containers (removed when the target stops, also
+    /// on drop).
+    docker: Option<docker::DockerTarget>,
 }
 
 impl RunningTarget {
@@ -29,6 +33,16 @@ impl RunningTarget {
         if let Some(p) = self.process.take() {
             p.stop().await;
         }
+        if let Some(d) = self.docker.take() {
+            d.stop().await;
+        }
+    }
+
+    /// The members and companions of a docker target, with their roles on
+    /// request; None for other providers.
+    #[allow(dead_code)] // for the fault scheduler
+    pub fn topology(&self) -> Option<&std::sync::Arc<crate::topology::Topology>> {
+        self.docker.as_ref().map(|d| &d.topology)
     }
 }
 
@@ -41,6 +55,7 @@ pub async fn start(
     match spec.provider {
         ProviderKind::Process => process::start(name, spec, driver, log_dir).await,
         ProviderKind::External => external::start(name, spec, driver).await,
+        ProviderKind::Docker => docker::start(name, spec, driver, log_dir).await,
     }
 }
 

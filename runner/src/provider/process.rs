@@ -91,6 +91,7 @@ pub async fn start(
             server,
             provider: ProviderKind::Process,
             process: Some(process),
+            docker: None,
         }),
         Err(e) => {
             process.stop().await;

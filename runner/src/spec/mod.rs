@@ -1,9 +1,10 @@
 //! The spec language: YAML text → typed, validated [`Spec`].
 
+pub mod docker;
 pub mod locate;
 pub mod model;
 pub mod units;
-mod validate;
+pub(crate) mod validate;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

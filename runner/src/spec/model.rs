@@ -58,6 +58,9 @@ pub enum ProviderKind {
     Process,
     /// A server someone else runs, reached by `uri`.
     External,
+    /// faultline runs the target's members (and companions) as containers on
+    /// a network of the run's own, and removes them at the end.
+    Docker,
 }
 
 /// A database to drive. Fields beyond `kind` and `provider` depend on the provider.
@@ -66,11 +69,12 @@ pub enum ProviderKind {
 pub struct TargetSpec {
     pub kind: TargetKind,
     pub provider: ProviderKind,
-    /// process: the binary to start (default: the kind's server, e.g. `redis-server`).
+    /// process, docker: the program to start (default: the kind's server, e.g. `redis-server`).
     #[serde(default)]
     pub command: Option<String>,
-    /// process: arguments; `{port}` is replaced with the chosen port. Without
-    /// `{port}` faultline appends the kind's own port and bind arguments.
+    /// process, docker: arguments; `{port}` is replaced with the port. Without
+    /// `{port}` faultline puts the kind's own port (and, for docker members,
+    /// replication) arguments first.
     #[serde(default)]
     pub args: Vec<String>,
     /// external: where the server is, e.g. `redis://127.0.0.1:6379`.
@@ -84,6 +88,35 @@ pub struct TargetSpec {
     /// watchdog sees what the server really does.
     #[serde(default = "default_true")]
     pub cancel_at_deadline: bool,
+    /// docker: the image to run; it must already be on this machine.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// docker: how many server containers (default 1). Member 0 starts as the
+    /// primary, the others as its replicas.
+    #[serde(default)]
+    pub members: Option<u32>,
+    /// docker: the port the server listens on inside its container (default:
+    /// the kind's, 6379 for redis).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// docker: environment variables of every member.
+    #[serde(default)]
+    pub env: IndexMap<String, String>,
+    /// docker: memory limit per member container.
+    #[serde(default)]
+    pub memory: Option<Size>,
+    /// docker: CPU limit per member container, e.g. 0.5.
+    #[serde(default)]
+    pub cpus: Option<f64>,
+    /// docker: tmpfs mounts, `PATH` or `PATH:OPTIONS` (e.g. `/data:size=64m`).
+    #[serde(default)]
+    pub tmpfs: Vec<String>,
+    /// docker: when a member counts as ready, besides answering the kind's probe.
+    #[serde(default)]
+    pub ready: Option<super::docker::ReadySpec>,
+    /// docker: groups of extra containers, e.g. `sentinels: {count: 3, …}`.
+    #[serde(default)]
+    pub companions: IndexMap<String, super::docker::CompanionSpec>,
 }
 
 fn default_ready_timeout() -> Dur {

@@ -13,7 +13,7 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
         return Err(("name".into(), "must not be empty".into()));
     }
     for (name, target) in &spec.targets {
-        validate_target(&format!("targets.{name}"), target)?;
+        validate_target(&format!("targets.{name}"), name, target)?;
     }
     for (name, workload) in &spec.workloads {
         validate_workload(&format!("workloads.{name}"), workload)?;
@@ -55,8 +55,14 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
     Ok(())
 }
 
-fn validate_target(at: &str, t: &TargetSpec) -> Result<(), Problem> {
+fn validate_target(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> {
+    if t.provider != ProviderKind::Docker {
+        if let Some(field) = super::docker::docker_only_fields(t) {
+            return Err((format!("{at}.{field}"), "applies only to provider: docker".into()));
+        }
+    }
     match t.provider {
+        ProviderKind::Docker => super::docker::validate(at, name, t)?,
         ProviderKind::Process => {
             if t.uri.is_some() {
                 return Err((

@@ -2,6 +2,8 @@
 //! kind is one file implementing [`TargetDriver`] plus one line in [`driver`].
 
 mod redis;
+mod redis_topology;
+pub mod topology;
 
 use std::sync::Arc;
 

@@ -1,0 +1,287 @@
+//! Against the real engine and the real faultline/redis image (build it with
+//! `sudo fixtures/images/build.sh redis`): every container operation and its
+//! confirmation, readiness waits, limits, the drop guard, and role
+//! resolution through the docker provider.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::*;
+
+pub(crate) const IMAGE: &str = "faultline/redis:bookworm";
+
+static DOCKER: Mutex<()> = Mutex::new(());
+
+/// Docker tests run one at a time: they count containers.
+pub(crate) fn exclusive() -> MutexGuard<'static, ()> {
+    DOCKER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn unique(what: &str) -> String {
+    format!("unit-{what}-{}-{:x}", std::process::id(), std::time::UNIX_EPOCH.elapsed().unwrap().as_millis() & 0xffffff)
+}
+
+fn redis_spec(labels: &Labels, network: &Network, host: &str) -> ContainerSpec {
+    let mut l = labels.to_map();
+    l.insert(MEMBER_LABEL.into(), host.into());
+    ContainerSpec {
+        name: format!("fl-{}-{host}", labels.run),
+        hostname: host.into(),
+        image: IMAGE.into(),
+        cmd: ["redis-server", "--protected-mode", "no", "--save", "", "--appendonly", "no"].map(String::from).to_vec(),
+        env: vec!["GREETING=hello there".into()],
+        labels: l,
+        memory: Some(64 << 20),
+        cpus: Some(0.5),
+        tmpfs: vec![("/data".into(), "size=8m".into())],
+        cap_add: vec!["NET_ADMIN".into()],
+        network: network.name.clone(),
+        aliases: vec![host.into()],
+    }
+}
+
+fn argv(s: &str) -> Vec<String> {
+    vec!["sh".into(), "-c".into(), s.into()]
+}
+
+/// PING over a fresh connection from the host, with a short timeout.
+async fn host_ping(ip: Ipv4Addr) -> Result<(), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let attempt = async {
+        let mut s = tokio::net::TcpStream::connect((ip, 6379)).await.map_err(|e| e.to_string())?;
+        s.write_all(b"PING\r\n").await.map_err(|e| e.to_string())?;
+        let mut buf = [0u8; 7];
+        s.read_exact(&mut buf).await.map_err(|e| e.to_string())?;
+        if &buf == b"+PONG\r\n" {
+            Ok(())
+        } else {
+            Err(format!("{:?}", String::from_utf8_lossy(&buf)))
+        }
+    };
+    tokio::time::timeout(Duration::from_millis(1500), attempt).await.map_err(|_| "timed out".to_string())?
+}
+
+/// Whether `from` reaches `to_ip`'s redis over the network.
+async fn peer_ping(d: &Docker, from: &Container, to_ip: Ipv4Addr) -> bool {
+    let out = d.exec(from, &argv(&format!("timeout 2 redis-cli -h {to_ip} ping")), Duration::from_secs(5)).await;
+    out.is_ok_and(|o| o.exit_code == 0 && o.stdout.trim() == "PONG")
+}
+
+#[test]
+fn every_container_operation_is_confirmed() {
+    let _one = exclusive();
+    runtime().block_on(async {
+        let d = Docker::connect().await.unwrap();
+        d.require_image(IMAGE).await.unwrap();
+        let labels = Labels::target(&unique("ops"), "t");
+        let net = d.create_network(&format!("fl-{}", labels.run), &labels, true).await.unwrap();
+        let a = d.run(&redis_spec(&labels, &net, "t-0")).await.unwrap();
+        let b = d.run(&redis_spec(&labels, &net, "t-1")).await.unwrap();
+        let result = async {
+            // Readiness: each kind of check.
+            d.wait_ready(&a, &ReadyCheck::Command(vec!["redis-cli".into(), "ping".into()]), Duration::from_secs(10))
+                .await?;
+            d.wait_ready(&a, &ReadyCheck::Port { network: net.name.clone(), port: 6379 }, Duration::from_secs(10))
+                .await?;
+            d.wait_ready(&b, &ReadyCheck::Log("Ready to accept connections".into()), Duration::from_secs(10)).await?;
+            let err = d.wait_ready(&a, &ReadyCheck::Log("no such line".into()), Duration::from_millis(600)).await;
+            assert!(format!("{:#}", err.unwrap_err()).contains("was not ready within 600ms"));
+
+            // exec: exit code, stdout and stderr apart; env, limits and tmpfs as asked.
+            let out = d.exec(&a, &argv("echo \"$GREETING\"; echo oops >&2; exit 3"), Duration::from_secs(5)).await?;
+            assert_eq!(out, ExecOutput { exit_code: 3, stdout: "hello there\n".into(), stderr: "oops\n".into() });
+            let mounts = d.exec_ok(&a, &argv("grep ' /data ' /proc/mounts"), Duration::from_secs(5)).await?;
+            assert!(mounts.stdout.starts_with("tmpfs /data tmpfs"), "{}", mounts.stdout);
+            let inspect = d.api().inspect_container(&a.id, None).await?;
+            let host = inspect.host_config.unwrap();
+            assert_eq!((host.memory, host.nano_cpus), (Some(64 << 20), Some(500_000_000)));
+            assert!(inspect.config.unwrap().labels.unwrap().get(RUN_LABEL) == Some(&labels.run));
+
+            let ip_a = d.ip_on(&a, &net.name).await?.unwrap();
+            let ip_b = d.ip_on(&b, &net.name).await?.unwrap();
+            assert!(host_ping(ip_a).await.is_ok(), "the host reaches a container on an internal network");
+            assert!(peer_ping(&d, &b, ip_a).await);
+
+            // pause / unpause
+            let c = d.pause(&a).await?;
+            assert!(d.state(&a).await?.paused, "{c:?}");
+            assert!(host_ping(ip_a).await.is_err(), "a paused server does not answer");
+            d.unpause(&a).await?;
+            assert!(!d.state(&a).await?.paused);
+            assert!(d.unpause(&a).await?.evidence.starts_with("was not paused"));
+            assert!(host_ping(ip_a).await.is_ok());
+
+            // isolate: peers cut off both ways, the host still reaches it.
+            let c = d.isolate(&a, &net).await?;
+            assert!(c.evidence.contains(&net.subnet) && c.evidence.contains(&net.gateway.to_string()), "{c:?}");
+            assert!(!peer_ping(&d, &b, ip_a).await, "a peer still reaches the isolated member");
+            assert!(!peer_ping(&d, &a, ip_b).await, "the isolated member still reaches a peer");
+            assert!(host_ping(ip_a).await.is_ok(), "the clients' host must still reach it");
+            d.rejoin(&a).await?;
+            assert!(peer_ping(&d, &b, ip_a).await);
+            assert!(d.rejoin(&a).await.is_ok(), "rejoin twice is harmless");
+
+            // disconnect / reconnect
+            let c = d.disconnect(&a, &net).await?;
+            assert!(!d.state(&a).await?.networks.contains_key(&net.name), "{c:?}");
+            assert!(host_ping(ip_a).await.is_err(), "nothing reaches a disconnected member");
+            assert!(!peer_ping(&d, &b, ip_a).await);
+            let c = d.reconnect(&a, &net, &["t-0".into()]).await?;
+            let ip_again = d.ip_on(&a, &net.name).await?.expect("an address again");
+            assert!(host_ping(ip_again).await.is_ok(), "{c:?}");
+            assert!(peer_ping(&d, &b, ip_again).await);
+            let by_alias = d.exec(&b, &argv("redis-cli -h t-0 ping"), Duration::from_secs(5)).await?;
+            assert_eq!(by_alias.stdout.trim(), "PONG", "the alias is back: {by_alias:?}");
+
+            // kill / start / stop / restart
+            let c = d.kill(&a, "SIGKILL").await?;
+            let s = d.state(&a).await?;
+            assert!(!s.running && s.exit_code == 137, "{c:?} {s}");
+            d.start(&a).await?;
+            assert!(d.state(&a).await?.running);
+            assert!(d.start(&a).await?.evidence.starts_with("already running"));
+            d.stop(&a, Duration::from_secs(2)).await?;
+            assert!(!d.state(&a).await?.running);
+            d.start(&a).await?;
+            let before = d.state(&a).await?.started_at;
+            d.restart(&a, Duration::from_secs(1)).await?;
+            let after = d.state(&a).await?;
+            assert!(after.running && after.started_at != before);
+            let c = d.kill(&a, "SIGTERM").await?;
+            assert!(!d.state(&a).await?.running, "{c:?}");
+            // Operations on a stopped container fail and say so.
+            let err = d.pause(&a).await.unwrap_err();
+            assert!(format!("{err:#}").contains("cannot pause"), "{err:#}");
+            anyhow::Ok(())
+        }
+        .await;
+        let removed = d.remove_labeled(&labels).await;
+        result.unwrap();
+        assert_eq!((removed.containers.len(), removed.networks.len()), (2, 1), "{removed:?}");
+        assert!(removed.errors.is_empty(), "{removed:?}");
+        assert!(d.list_owned(Some(&labels.run)).await.unwrap().is_empty());
+    });
+}
+
+#[test]
+fn the_drop_guard_removes_everything_when_a_task_panics() {
+    let _one = exclusive();
+    runtime().block_on(async {
+        let d = Docker::connect().await.unwrap();
+        let labels = Labels::run(&unique("guard"));
+        let task = {
+            let (d, labels) = (d.clone(), labels.clone());
+            tokio::spawn(async move {
+                let _guard = TeardownGuard::new(labels.clone());
+                let net = d.create_network(&format!("fl-{}", labels.run), &labels, true).await.unwrap();
+                d.run(&redis_spec(&labels, &net, "g-0")).await.unwrap();
+                assert_eq!(d.list_owned(Some(&labels.run)).await.unwrap().len(), 2);
+                panic!("a bug while the target is up");
+            })
+        };
+        assert!(task.await.unwrap_err().is_panic());
+        assert!(d.list_owned(Some(&labels.run)).await.unwrap().is_empty(), "the guard left resources behind");
+    });
+}
+
+#[test]
+fn a_missing_image_says_how_to_build_it() {
+    runtime().block_on(async {
+        let d = Docker::connect().await.unwrap();
+        let err = d.require_image("faultline/nosuch:bookworm").await.unwrap_err().to_string();
+        assert!(err.contains("sudo fixtures/images/build.sh nosuch") && err.contains("never pulls"), "{err}");
+        let err = d.require_image("example.org/other:1").await.unwrap_err().to_string();
+        assert!(err.contains("docker load"), "{err}");
+    });
+}
+
+mod roles {
+    use super::*;
+    use crate::target::topology::Role;
+    use crate::topology::Selector;
+
+    const SPEC: &str = r#"name: roles
+targets:
+  kv:
+    kind: redis
+    provider: docker
+    image: faultline/redis:bookworm
+    members: 3
+    ready_timeout: 30s
+    companions:
+      sentinels:
+        count: 1
+        port: 26379
+        command: sh
+        args: ["-c", "printf 'port 26379\nsentinel monitor kv {primary_ip} {port} {quorum}\n' > /tmp/s.conf && exec redis-sentinel /tmp/s.conf"]
+workloads:
+  w: {ops: {get: 1}}
+profiles:
+  p: {closed: 1x1}
+scenarios:
+  - {name: s, target: kv, workload: w, profiles: [p]}
+"#;
+
+    fn names(members: &[crate::topology::Member]) -> Vec<&str> {
+        members.iter().map(|m| m.name.as_str()).collect()
+    }
+
+    /// Roles are asked of the servers when resolved, so a promotion shows at once.
+    #[test]
+    fn roles_are_resolved_at_the_moment_they_are_asked_for() {
+        let _one = exclusive();
+        let spec = crate::spec::parse(std::path::Path::new("roles.yaml"), SPEC, &[]).unwrap().spec;
+        let dir = tempfile::tempdir().unwrap();
+        let log_dir = dir.path().join("roles-run").join("logs");
+        std::fs::create_dir_all(&log_dir).unwrap();
+        runtime().block_on(async {
+            let t = &spec.targets["kv"];
+            let target = crate::provider::start("kv", t, crate::target::driver(t.kind), &log_dir).await.unwrap();
+            let topo = std::sync::Arc::clone(target.topology().unwrap());
+            let result = async {
+                assert_eq!(topo.primary().await?.name, "kv-0");
+                assert_eq!(names(&topo.resolve(&Selector::Replicas).await?), ["kv-1", "kv-2"]);
+                assert_eq!(names(&topo.resolve(&Selector::Member(2)).await?), ["kv-2"]);
+                let sentinel = topo.resolve(&Selector::GroupMember("sentinels".into(), 0)).await?.remove(0);
+                assert_eq!(topo.uri(&sentinel).await?, format!("redis://{}:26379", topo.ip(&sentinel).await?));
+                let ask =
+                    d_exec(&topo, "kv-sentinels-0", "redis-cli -p 26379 sentinel get-master-addr-by-name kv").await?;
+                assert_eq!(ask.lines().next(), Some(topo.ip(&topo.members[0]).await?.to_string().as_str()));
+                assert!(target.uri.ends_with(":6379") && target.server.version.starts_with("redis 7"));
+
+                // A replica promoted by hand: two primaries now (a split brain), said as such.
+                d_exec(&topo, "kv-1", "redis-cli replicaof no one").await?;
+                assert_eq!(names(&topo.resolve(&Selector::Primary).await?), ["kv-0", "kv-1"]);
+                let err = topo.primary().await.unwrap_err().to_string();
+                assert!(err.contains("has 2 primaries now: kv-0, kv-1"), "{err}");
+
+                // A paused member cannot be asked; the rest still answer.
+                topo.docker.pause(&topo.members[0].container).await?;
+                let roles = topo.roles().await;
+                assert!(roles[0].1.is_err() && roles[1].1.as_ref().ok() == Some(&Role::Primary));
+                assert_eq!(topo.primary().await?.name, "kv-1");
+                // Faults still in force at the end (a paused member, a cut one) do not stop the teardown.
+                topo.docker.isolate(&topo.members[2].container, &topo.network).await?;
+                anyhow::Ok(())
+            }
+            .await;
+            target.stop().await;
+            result.unwrap();
+            let d = Docker::connect().await.unwrap();
+            let left = d.list_owned(Some(&crate::provider::docker::run_id(&log_dir))).await.unwrap();
+            assert!(left.is_empty(), "{left:?}");
+            for log in ["kv-0.log", "kv-2.log", "kv-sentinels-0.log"] {
+                assert!(log_dir.join("kv").join(log).is_file(), "{log} not saved");
+            }
+        });
+    }
+
+    async fn d_exec(topo: &crate::topology::Topology, name: &str, cmd: &str) -> anyhow::Result<String> {
+        let m = topo.by_name(name).unwrap();
+        Ok(topo.docker.exec_ok(&m.container, &argv(cmd), Duration::from_secs(10)).await?.stdout)
+    }
+}

@@ -1,0 +1,412 @@
+//! Runs a target as containers: `members` servers (member 0 the primary, the
+//! others its replicas) and companion groups (e.g. Sentinels), on an
+//! internal network of the run's own that the host reaches through its
+//! gateway address. Everything is labeled with the run id and removed when
+//! the target stops, when its start fails or is abandoned, and (through a
+//! drop guard) when faultline panics; `faultline teardown` removes what a
+//! killed faultline left.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use indexmap::IndexMap;
+use tokio::time::Instant;
+
+use super::RunningTarget;
+use crate::docker::{ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard};
+use crate::spec::docker::{split_tmpfs, CompanionSpec, ReadySpec};
+use crate::spec::{ProviderKind, TargetSpec};
+use crate::target::topology::{topology_kind, Role, TopologyKind};
+use crate::target::{ServerInfo, TargetDriver};
+use crate::topology::{companion_name, member_name, Member, Topology};
+
+/// A started docker target: its containers, and the guard that removes
+/// them if the orderly [`DockerTarget::stop`] never runs.
+pub struct DockerTarget {
+    pub topology: Arc<Topology>,
+    labels: Labels,
+    logs: PathBuf,
+    guard: TeardownGuard,
+}
+
+impl DockerTarget {
+    /// Saves every container's logs into the run directory, then removes
+    /// the containers and the network.
+    pub async fn stop(mut self) {
+        save_all_logs(&self.topology.docker, self.topology.all(), &self.logs).await;
+        let removed = self.topology.docker.remove_labeled(&self.labels).await;
+        for e in &removed.errors {
+            eprintln!("error: removing target `{}`: {e}", self.topology.target);
+        }
+        // What is left (if anything) the guard cannot remove either.
+        self.guard.disarm();
+    }
+}
+
+/// The id that labels this run's containers: the run directory's name and
+/// a hash of its full path, so two runs with the same name in different
+/// places do not share it.
+pub fn run_id(log_dir: &Path) -> String {
+    let run_dir = log_dir.parent().unwrap_or(log_dir);
+    let full = std::fs::canonicalize(run_dir).unwrap_or_else(|_| run_dir.to_path_buf());
+    let name: String = run_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "run".into())
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .collect();
+    // Keep container names readable: the date part is at the end.
+    let name = if name.len() > 48 { name[name.len() - 48..].trim_start_matches('-').to_string() } else { name };
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in full.to_string_lossy().bytes() {
+        hash = (hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{name}-{:06x}", hash & 0xff_ffff)
+}
+
+pub async fn start(
+    name: &str,
+    spec: &TargetSpec,
+    driver: Arc<dyn TargetDriver>,
+    log_dir: &Path,
+) -> anyhow::Result<RunningTarget> {
+    let label = format!("target `{name}` (docker)");
+    let docker = Docker::connect().await.with_context(|| label.clone())?;
+    let image = spec.image.clone().context("docker targets need `image`")?;
+    let mut images = vec![image.clone()];
+    images.extend(spec.companions.values().filter_map(|c| c.image.clone()));
+    for i in &images {
+        docker.require_image(i).await.with_context(|| label.clone())?;
+    }
+
+    let labels = Labels::target(&run_id(log_dir), name);
+    // Armed from before the first resource exists: if this future is dropped
+    // (Ctrl-C during start) or panics, the guard removes what it created.
+    let mut guard = TeardownGuard::new(labels.clone());
+    let logs = log_dir.join(name);
+    let mut build = Build {
+        docker: docker.clone(),
+        name,
+        spec,
+        driver: Arc::clone(&driver),
+        kind: topology_kind(spec.kind),
+        labels: labels.clone(),
+        created: Vec::new(),
+    };
+    match build.run(&image).await {
+        Ok((topology, server, uri)) => Ok(RunningTarget {
+            name: name.to_string(),
+            uri,
+            server,
+            provider: ProviderKind::Docker,
+            process: None,
+            docker: Some(DockerTarget { topology: Arc::new(topology), labels, logs, guard }),
+        }),
+        Err((e, culprit)) => {
+            save_all_logs(&docker, build.created.iter(), &logs).await;
+            let tail = match culprit {
+                Some(c) => format!(
+                    "\nlast lines of {} (saved in {}):\n{}",
+                    c.name,
+                    logs.join(format!("{}.log", c.name)).display(),
+                    docker.log_tail(&c.container, 15).await
+                ),
+                None => String::new(),
+            };
+            let removed = docker.remove_labeled(&labels).await;
+            guard.disarm();
+            let leftovers = if removed.errors.is_empty() {
+                String::new()
+            } else {
+                format!("\nteardown problems: {}", removed.errors.join("; "))
+            };
+            Err(anyhow!("{label}: {e:#}{tail}{leftovers}"))
+        }
+    }
+}
+
+async fn save_all_logs<'a>(docker: &Docker, members: impl Iterator<Item = &'a Member>, dir: &Path) {
+    let saves = members.map(|m| {
+        let path = dir.join(format!("{}.log", m.name));
+        async move {
+            if let Err(e) = docker.save_logs(&m.container, &path).await {
+                eprintln!("warning: cannot save the logs of `{}`: {e:#}", m.name);
+            }
+        }
+    });
+    futures::future::join_all(saves).await;
+}
+
+type Failure = (anyhow::Error, Option<Member>);
+
+struct Build<'a> {
+    docker: Docker,
+    name: &'a str,
+    spec: &'a TargetSpec,
+    driver: Arc<dyn TargetDriver>,
+    kind: Arc<dyn TopologyKind>,
+    labels: Labels,
+    /// Every container started so far, for logs and error messages.
+    created: Vec<Member>,
+}
+
+impl Build<'_> {
+    async fn run(&mut self, image: &str) -> Result<(Topology, ServerInfo, String), Failure> {
+        let spec = self.spec;
+        let net_name = format!("fl-{}-{}", self.labels.run, self.name);
+        let network = self.docker.create_network(&net_name, &self.labels, true).await.map_err(|e| (e, None))?;
+        let port = spec.port.unwrap_or_else(|| self.kind.container_port());
+        let command = spec.command.clone().unwrap_or_else(|| self.driver.default_command().to_string());
+        let member_count = spec.members.unwrap_or(1) as usize;
+        let primary_host = member_name(self.name, 0);
+        let own_port = spec.args.iter().any(|a| a.contains("{port}"));
+
+        for i in 0..member_count {
+            let member = member_name(self.name, i);
+            let vars = HashMap::from([
+                ("{member}", i.to_string()),
+                ("{index}", i.to_string()),
+                ("{name}", member.clone()),
+                ("{port}", port.to_string()),
+                ("{primary_host}", primary_host.clone()),
+            ]);
+            let mut cmd = vec![command.clone()];
+            if !own_port {
+                let primary = (i > 0).then_some((primary_host.as_str(), port));
+                cmd.extend(self.kind.member_args(port, primary));
+            }
+            cmd.extend(spec.args.iter().map(|a| substitute(a, &vars)));
+            let limits = Limits { env: &spec.env, memory: spec.memory, cpus: spec.cpus, tmpfs: &spec.tmpfs };
+            self.start_container(image, &network, member, None, i, cmd, &vars, limits, Some(port)).await?;
+        }
+
+        // Members: the spec's ready check, then the kind's own probe, then
+        // (with replicas) every replica linked to member 0.
+        let timeout = spec.ready.as_ref().and_then(|r| r.timeout).unwrap_or(spec.ready_timeout).0;
+        let deadline = Instant::now() + timeout;
+        let members: Vec<Member> = self.created.clone();
+        let check = spec.ready.as_ref().map(|r| ready_check(r, &network));
+        let waits = members.iter().map(|m| self.member_ready(m, &network, check.as_ref(), deadline, timeout));
+        let servers = futures::future::join_all(waits).await;
+        let mut server = None;
+        for (m, s) in members.iter().zip(servers) {
+            let s = s.map_err(|e| (e, Some(m.clone())))?;
+            server.get_or_insert(s);
+        }
+        let server = server.expect("at least one member");
+        if member_count > 1 {
+            self.replication_ready(&members, &network, deadline, timeout).await.map_err(|e| (e, None))?;
+        }
+
+        let primary_ip = self
+            .docker
+            .ip_on(&members[0].container, &network.name)
+            .await
+            .and_then(|ip| ip.ok_or_else(|| anyhow!("member 0 has no address")))
+            .map_err(|e| (e, Some(members[0].clone())))?;
+        let mut companions: IndexMap<String, Vec<Member>> = IndexMap::new();
+        for (group, c) in &spec.companions {
+            let image = c.image.clone().unwrap_or_else(|| image.to_string());
+            let command = c.command.clone().unwrap_or_else(|| self.driver.default_command().to_string());
+            let first = self.created.len();
+            for i in 0..c.count as usize {
+                let cname = companion_name(self.name, group, i);
+                let vars = HashMap::from([
+                    ("{index}", i.to_string()),
+                    ("{name}", cname.clone()),
+                    ("{port}", port.to_string()),
+                    ("{primary_host}", primary_host.clone()),
+                    ("{primary_ip}", primary_ip.to_string()),
+                    ("{quorum}", (c.count / 2 + 1).to_string()),
+                    ("{count}", c.count.to_string()),
+                ]);
+                let mut cmd = vec![command.clone()];
+                cmd.extend(c.args.iter().map(|a| substitute(a, &vars)));
+                let limits = Limits { env: &c.env, memory: c.memory, cpus: c.cpus, tmpfs: &c.tmpfs };
+                self.start_container(&image, &network, cname, Some(group), i, cmd, &vars, limits, c.port).await?;
+            }
+            companions.insert(group.clone(), self.created[first..].to_vec());
+        }
+        for (group, c) in &spec.companions {
+            let timeout = c.ready.as_ref().and_then(|r| r.timeout).unwrap_or(spec.ready_timeout).0;
+            let check = companion_check(c, &network);
+            let waits = companions[group].iter().map(|m| async {
+                self.docker.wait_ready(&m.container, &check, timeout).await.map_err(|e| (e, Some(m.clone())))
+            });
+            for r in futures::future::join_all(waits).await {
+                r?;
+            }
+        }
+
+        let topology = Topology::new(
+            self.name.to_string(),
+            self.docker.clone(),
+            network,
+            members,
+            companions,
+            Arc::clone(&self.kind),
+            Arc::clone(&self.driver),
+        );
+        let uri = topology.uri(&topology.members[0]).await.map_err(|e| (e, None))?;
+        Ok((topology, server, uri))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn start_container(
+        &mut self,
+        image: &str,
+        network: &Network,
+        name: String,
+        group: Option<&String>,
+        index: usize,
+        cmd: Vec<String>,
+        vars: &HashMap<&str, String>,
+        limits: Limits<'_>,
+        port: Option<u16>,
+    ) -> Result<(), Failure> {
+        let mut labels = self.labels.to_map();
+        labels.insert(crate::docker::MEMBER_LABEL.into(), name.clone());
+        let spec = ContainerSpec {
+            name: format!("fl-{}-{name}", self.labels.run),
+            hostname: name.clone(),
+            image: image.to_string(),
+            cmd,
+            env: limits.env.iter().map(|(k, v)| format!("{k}={}", substitute(v, vars))).collect(),
+            labels,
+            memory: limits.memory.map(|m| m.0),
+            cpus: limits.cpus,
+            tmpfs: limits.tmpfs.iter().map(|t| split_tmpfs(t)).collect(),
+            // For faults that cut links with the packet filter inside.
+            cap_add: vec!["NET_ADMIN".into()],
+            network: network.name.clone(),
+            aliases: vec![name.clone()],
+        };
+        let container = self.docker.run(&spec).await.map_err(|e| (e, None))?;
+        self.created.push(Member { name, group: group.cloned(), index, container, port });
+        Ok(())
+    }
+
+    /// The spec's ready check (if any), then the kind's probe from the host.
+    async fn member_ready(
+        &self,
+        m: &Member,
+        network: &Network,
+        check: Option<&ReadyCheck>,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> anyhow::Result<ServerInfo> {
+        if let Some(check) = check {
+            let left = deadline.saturating_duration_since(Instant::now());
+            self.docker.wait_ready(&m.container, check, left).await?;
+        }
+        let port = m.port.expect("members have a port");
+        let mut delay = Duration::from_millis(50);
+        loop {
+            let state = self.docker.state(&m.container).await?;
+            if !state.running {
+                bail!("container `{}` stopped before it was ready: {state}", m.name);
+            }
+            let last = match self.docker.ip_on(&m.container, &network.name).await? {
+                None => format!("no address on network `{}`", network.name),
+                Some(ip) => {
+                    let uri = self.driver.uri(&ip.to_string(), port);
+                    match tokio::time::timeout_at(deadline, self.driver.probe(&uri)).await {
+                        Ok(Ok(info)) => return Ok(info),
+                        Ok(Err(e)) => format!("{uri}: {e:#}"),
+                        Err(_) => format!("{uri}: the probe did not finish"),
+                    }
+                }
+            };
+            if Instant::now() + delay >= deadline {
+                bail!(
+                    "`{}` did not answer within {}; last probe error: {last}",
+                    m.name,
+                    crate::spec::units::format_duration(timeout)
+                );
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// Waits until member 0 says it is primary and every other member says
+    /// it is a replica with its link up.
+    async fn replication_ready(
+        &self,
+        members: &[Member],
+        network: &Network,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let mut uris = Vec::new();
+        for m in members {
+            let ip = self.docker.ip_on(&m.container, &network.name).await?.context("no address")?;
+            uris.push(self.driver.uri(&ip.to_string(), m.port.unwrap_or(0)));
+        }
+        loop {
+            let roles = self.kind.roles(&uris).await;
+            let healthy = roles.iter().enumerate().all(|(i, r)| match (i, r) {
+                (0, Ok(Role::Primary)) => true,
+                (i, Ok(Role::Replica { linked: true })) if i > 0 => true,
+                _ => false,
+            });
+            if healthy {
+                return Ok(());
+            }
+            if Instant::now() + Duration::from_millis(100) >= deadline {
+                let seen: Vec<String> = members
+                    .iter()
+                    .zip(&roles)
+                    .map(|(m, r)| match r {
+                        Ok(role) => format!("{}: {role}", m.name),
+                        Err(e) => format!("{}: {e:#}", m.name),
+                    })
+                    .collect();
+                bail!(
+                    "replication did not come up within {} (member 0 primary, the others linked replicas); roles: {}",
+                    crate::spec::units::format_duration(timeout),
+                    seen.join(", ")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+struct Limits<'a> {
+    env: &'a IndexMap<String, String>,
+    memory: Option<crate::spec::units::Size>,
+    cpus: Option<f64>,
+    tmpfs: &'a [String],
+}
+
+fn ready_check(r: &ReadySpec, network: &Network) -> ReadyCheck {
+    match (&r.command, r.port, &r.log) {
+        (Some(c), _, _) => ReadyCheck::Command(c.argv()),
+        (None, Some(p), _) => ReadyCheck::Port { network: network.name.clone(), port: p },
+        (None, None, Some(l)) => ReadyCheck::Log(l.clone()),
+        (None, None, None) => unreachable!("validated: exactly one of command, port, log"),
+    }
+}
+
+/// A companion's own check; without one, its port answering, or else
+/// simply that it keeps running.
+fn companion_check(c: &CompanionSpec, network: &Network) -> ReadyCheck {
+    match (&c.ready, c.port) {
+        (Some(r), _) => ready_check(r, network),
+        (None, Some(p)) => ReadyCheck::Port { network: network.name.clone(), port: p },
+        (None, None) => ReadyCheck::Command(vec!["true".into()]),
+    }
+}
+
+fn substitute(text: &str, vars: &HashMap<&str, String>) -> String {
+    let mut out = text.to_string();
+    for (k, v) in vars {
+        out = out.replace(k, v);
+    }
+    out
+}

@@ -1,0 +1,56 @@
+//! What a kind knows about running several servers as one target: the
+//! arguments that make a container a primary or a replica, and how to ask a
+//! member which role it has right now. Roles are never remembered: after a
+//! failover the answer changes, so every [`Role`] comes from the servers at
+//! the moment it is asked for. A kind joins with one implementation of
+//! [`TopologyKind`] and one line in [`topology_kind`] (MongoDB would ask
+//! `hello` / `replSetGetStatus`).
+
+use std::sync::Arc;
+
+use crate::spec::TargetKind;
+
+/// A member's role, as the member itself reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// Accepts writes.
+    Primary,
+    /// Follows a primary; `linked` when its replication link is up.
+    Replica { linked: bool },
+    /// Anything else the server said (e.g. a Sentinel, an arbiter).
+    Other(String),
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Role::Primary => write!(f, "primary"),
+            Role::Replica { linked: true } => write!(f, "replica (link up)"),
+            Role::Replica { linked: false } => write!(f, "replica (link down)"),
+            Role::Other(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+pub trait TopologyKind: Send + Sync {
+    /// The port the server listens on inside a container.
+    fn container_port(&self) -> u16;
+    /// The kind's own arguments for a member in a container listening on
+    /// `port` on all its addresses: a primary when `primary` is None, else a
+    /// replica of that host and port.
+    fn member_args(&self, port: u16, primary: Option<(&str, u16)>) -> Vec<String>;
+    /// The member's role now, asked of the server at `uri`.
+    async fn role(&self, uri: &str) -> anyhow::Result<Role>;
+    /// Every member's role now (`uris[i]` is member i). Kinds whose members
+    /// know the whole set (MongoDB) may ask one of them instead.
+    async fn roles(&self, uris: &[String]) -> Vec<anyhow::Result<Role>> {
+        futures::future::join_all(uris.iter().map(|u| self.role(u))).await
+    }
+}
+
+pub fn topology_kind(kind: TargetKind) -> Arc<dyn TopologyKind> {
+    match kind {
+        TargetKind::Redis => Arc::new(super::redis_topology::RedisTopology),
+    }
+}

@@ -1,0 +1,347 @@
+//! Who is who in a running multi-container target: its members (the
+//! database servers) and companion groups (e.g. Sentinels), addressed by
+//! name (`kv-1`, `kv-sentinels-0`) or by role (`kv.primary`, `kv.replicas`,
+//! `kv.member[1]`, `kv.sentinels[0]`). Roles are asked of the servers at
+//! the moment a selector is resolved (through the kind's
+//! [`TopologyKind`]), so `kv.primary` after a failover is the new primary.
+
+// Selectors and role resolution are the fault scheduler's API: until it
+// lands only the tests and the docker provider use them.
+#![allow(dead_code)]
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail};
+use indexmap::IndexMap;
+
+use crate::docker::{Container, Docker, Network};
+use crate::spec::{ProviderKind, Spec};
+use crate::target::topology::{Role, TopologyKind};
+use crate::target::TargetDriver;
+
+/// One container of a target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// `kv-0` for members, `kv-sentinels-0` for companions: the container's
+    /// host name and its alias on the target's network.
+    pub name: String,
+    /// The companion group, or None for a member.
+    pub group: Option<String>,
+    /// Position in its group (member 0 started as the primary).
+    pub index: usize,
+    pub container: Container,
+    /// The port it serves on inside the container (members: the kind's port;
+    /// companions: their `port`, if given).
+    pub port: Option<u16>,
+}
+
+/// What a selector picks within a target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// The member(s) that say they are primary now.
+    Primary,
+    /// The members that say they are replicas now.
+    Replicas,
+    /// Every member.
+    Members,
+    /// Member i by position (`member[i]`, or its name `kv-i`).
+    Member(usize),
+    /// Every container of a companion group.
+    Group(String),
+    /// Container i of a companion group (`sentinels[i]`, or `kv-sentinels-i`).
+    GroupMember(String, usize),
+}
+
+/// A selector and the target it applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    pub target: String,
+    pub selector: Selector,
+}
+
+impl std::fmt::Display for Selection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = &self.target;
+        match &self.selector {
+            Selector::Primary => write!(f, "{t}.primary"),
+            Selector::Replicas => write!(f, "{t}.replicas"),
+            Selector::Members => write!(f, "{t}.members"),
+            Selector::Member(i) => write!(f, "{t}.member[{i}]"),
+            Selector::Group(g) => write!(f, "{t}.{g}"),
+            Selector::GroupMember(g, i) => write!(f, "{t}.{g}[{i}]"),
+        }
+    }
+}
+
+/// The member name of member `index` of `target`.
+pub fn member_name(target: &str, index: usize) -> String {
+    format!("{target}-{index}")
+}
+
+/// The name of container `index` of a companion group.
+pub fn companion_name(target: &str, group: &str, index: usize) -> String {
+    format!("{target}-{group}-{index}")
+}
+
+/// Parses `kv.primary`, `kv.replicas`, `kv.members`, `kv.member[1]`,
+/// `kv.sentinels`, `kv.sentinels[2]`, or a container's name (`kv-1`,
+/// `kv-sentinels-2`), and checks it against the spec's docker targets. The
+/// error is a message for a spec error at the selector's field.
+pub fn parse_selector(text: &str, spec: &Spec) -> Result<Selection, String> {
+    let text = text.trim();
+    let docker_targets: Vec<&String> =
+        spec.targets.iter().filter(|(_, t)| t.provider == ProviderKind::Docker).map(|(n, _)| n).collect();
+    let Some((target, rest)) = text.split_once('.') else {
+        // A bare name: find the container it names.
+        for name in &docker_targets {
+            let t = &spec.targets[*name];
+            for i in 0..t.members.unwrap_or(1) as usize {
+                if member_name(name, i) == text {
+                    return Ok(Selection { target: name.to_string(), selector: Selector::Member(i) });
+                }
+            }
+            for (group, c) in &t.companions {
+                for i in 0..c.count as usize {
+                    if companion_name(name, group, i) == text {
+                        return Ok(Selection {
+                            target: name.to_string(),
+                            selector: Selector::GroupMember(group.clone(), i),
+                        });
+                    }
+                }
+            }
+        }
+        return Err(format!(
+            "`{text}` names no container: write TARGET.primary, TARGET.replicas, TARGET.members, TARGET.member[i], \
+             TARGET.GROUP[i] or a container's name such as `kv-1`"
+        ));
+    };
+    let Some(t) = spec.targets.get(target) else {
+        let known: Vec<&str> = spec.targets.keys().map(String::as_str).collect();
+        return Err(format!("`{text}`: no target named `{target}` (defined: {})", known.join(", ")));
+    };
+    if t.provider != ProviderKind::Docker {
+        return Err(format!("`{text}`: target `{target}` is not a docker target, so it has no members to select"));
+    }
+    let (word, index) = match rest.split_once('[') {
+        Some((w, i)) => {
+            let i = i
+                .strip_suffix(']')
+                .and_then(|i| i.trim().parse::<usize>().ok())
+                .ok_or_else(|| format!("`{text}`: write an index as `[0]`, `[1]`, …"))?;
+            (w, Some(i))
+        }
+        None => (rest, None),
+    };
+    let members = t.members.unwrap_or(1) as usize;
+    let selector = match (word, index) {
+        ("primary", None) => Selector::Primary,
+        ("replicas", None) => Selector::Replicas,
+        ("members", None) => Selector::Members,
+        ("member", Some(i)) if i < members => Selector::Member(i),
+        ("member", Some(i)) => {
+            return Err(format!("`{text}`: target `{target}` has {members} member(s), numbered from 0; no member {i}"))
+        }
+        (g, i) if t.companions.contains_key(g) => match i {
+            None => Selector::Group(g.to_string()),
+            Some(i) if i < t.companions[g].count as usize => Selector::GroupMember(g.to_string(), i),
+            Some(i) => {
+                return Err(format!(
+                    "`{text}`: companion group `{g}` has {} container(s), numbered from 0; no {i}",
+                    t.companions[g].count
+                ))
+            }
+        },
+        _ => {
+            let mut known = vec!["primary", "replicas", "members", "member[i]"];
+            known.extend(t.companions.keys().map(String::as_str));
+            return Err(format!(
+                "`{text}`: `{rest}` is not a role or group of `{target}` (known: {})",
+                known.join(", ")
+            ));
+        }
+    };
+    Ok(Selection { target: target.to_string(), selector })
+}
+
+/// A docker target's containers and how to ask them their roles.
+pub struct Topology {
+    pub target: String,
+    pub docker: Docker,
+    /// The target's network; the host reaches every container on it.
+    pub network: Network,
+    pub members: Vec<Member>,
+    pub companions: IndexMap<String, Vec<Member>>,
+    kind: Arc<dyn TopologyKind>,
+    driver: Arc<dyn TargetDriver>,
+}
+
+impl Topology {
+    pub fn new(
+        target: String,
+        docker: Docker,
+        network: Network,
+        members: Vec<Member>,
+        companions: IndexMap<String, Vec<Member>>,
+        kind: Arc<dyn TopologyKind>,
+        driver: Arc<dyn TargetDriver>,
+    ) -> Topology {
+        Topology { target, docker, network, members, companions, kind, driver }
+    }
+
+    /// Members, then companions.
+    pub fn all(&self) -> impl Iterator<Item = &Member> {
+        self.members.iter().chain(self.companions.values().flatten())
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&Member> {
+        self.all().find(|m| m.name == name)
+    }
+
+    /// The container's address on the target's network now (it can change
+    /// when a container is disconnected and connected again).
+    pub async fn ip(&self, m: &Member) -> anyhow::Result<Ipv4Addr> {
+        self.docker
+            .ip_on(&m.container, &self.network.name)
+            .await?
+            .ok_or_else(|| anyhow!("`{}` has no address on network `{}` now", m.name, self.network.name))
+    }
+
+    /// Where a client on the host reaches the member now, in the kind's URI
+    /// form (e.g. `redis://172.18.0.2:6379`).
+    pub async fn uri(&self, m: &Member) -> anyhow::Result<String> {
+        let port = m.port.ok_or_else(|| anyhow!("`{}` has no port (give its group a `port`)", m.name))?;
+        Ok(self.driver.uri(&self.ip(m).await?.to_string(), port))
+    }
+
+    /// Every member's role, asked now. A member that cannot be asked (paused,
+    /// stopped, cut off) has an error instead.
+    pub async fn roles(&self) -> Vec<(Member, anyhow::Result<Role>)> {
+        let uris = futures::future::join_all(self.members.iter().map(|m| self.uri(m))).await;
+        let reachable: Vec<(usize, String)> =
+            uris.iter().enumerate().filter_map(|(i, u)| u.as_ref().ok().map(|u| (i, u.clone()))).collect();
+        let asked = self.kind.roles(&reachable.iter().map(|(_, u)| u.clone()).collect::<Vec<_>>()).await;
+        let mut answers: Vec<Option<anyhow::Result<Role>>> = (0..self.members.len()).map(|_| None).collect();
+        for ((i, _), role) in reachable.into_iter().zip(asked) {
+            answers[i] = Some(role);
+        }
+        self.members
+            .iter()
+            .cloned()
+            .zip(uris)
+            .zip(answers)
+            .map(|((m, uri), role)| {
+                let role = match (uri, role) {
+                    (Err(e), _) => Err(e),
+                    (Ok(_), Some(r)) => r,
+                    (Ok(_), None) => Err(anyhow!("not asked")),
+                };
+                (m, role)
+            })
+            .collect()
+    }
+
+    /// One line per member: `kv-0: primary, kv-1: replica (link up), …`.
+    pub fn describe_roles(roles: &[(Member, anyhow::Result<Role>)]) -> String {
+        roles
+            .iter()
+            .map(|(m, r)| match r {
+                Ok(role) => format!("{}: {role}", m.name),
+                Err(e) => format!("{}: unknown ({e:#})", m.name),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// What `selector` picks now. `Primary` is an error when no member says
+    /// it is primary, and gives every one that does (two during a split
+    /// brain); `Replicas` may be empty.
+    pub async fn resolve(&self, selector: &Selector) -> anyhow::Result<Vec<Member>> {
+        let by_role = |want: fn(&Role) -> bool, roles: Vec<(Member, anyhow::Result<Role>)>| {
+            roles.into_iter().filter(|(_, r)| r.as_ref().is_ok_and(want)).map(|(m, _)| m).collect::<Vec<_>>()
+        };
+        match selector {
+            Selector::Primary => {
+                let roles = self.roles().await;
+                let described = Self::describe_roles(&roles);
+                let primaries = by_role(|r| *r == Role::Primary, roles);
+                if primaries.is_empty() {
+                    bail!("no member of `{}` says it is primary now: {described}", self.target);
+                }
+                Ok(primaries)
+            }
+            Selector::Replicas => Ok(by_role(|r| matches!(r, Role::Replica { .. }), self.roles().await)),
+            Selector::Members => Ok(self.members.clone()),
+            Selector::Member(i) => self
+                .members
+                .get(*i)
+                .cloned()
+                .map(|m| vec![m])
+                .ok_or_else(|| anyhow!("`{}` has no member {i}", self.target)),
+            Selector::Group(g) => {
+                self.companions.get(g).cloned().ok_or_else(|| anyhow!("`{}` has no companion group `{g}`", self.target))
+            }
+            Selector::GroupMember(g, i) => self
+                .companions
+                .get(g)
+                .and_then(|c| c.get(*i))
+                .cloned()
+                .map(|m| vec![m])
+                .ok_or_else(|| anyhow!("`{}` has no companion `{g}[{i}]`", self.target)),
+        }
+    }
+
+    /// The single primary now; an error if there is none or more than one.
+    pub async fn primary(&self) -> anyhow::Result<Member> {
+        let mut primaries = self.resolve(&Selector::Primary).await?;
+        if primaries.len() > 1 {
+            let names: Vec<&str> = primaries.iter().map(|m| m.name.as_str()).collect();
+            bail!("`{}` has {} primaries now: {}", self.target, primaries.len(), names.join(", "));
+        }
+        Ok(primaries.remove(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: &str = "name: t\ntargets:\n  kv:\n    kind: redis\n    provider: docker\n    image: faultline/redis:bookworm\n    members: 3\n    companions:\n      sentinels: {count: 3, port: 26379}\n  local: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\nprofiles:\n  p: {closed: 1x1}\nscenarios:\n  - {name: s, target: kv, workload: w, profiles: [p]}\n";
+
+    fn spec() -> Spec {
+        crate::spec::parse(std::path::Path::new("t.yaml"), SPEC, &[]).unwrap().spec
+    }
+
+    #[test]
+    fn selectors_by_role_position_group_and_name() {
+        let spec = spec();
+        let sel = |t: &str| parse_selector(t, &spec).map(|s| s.selector);
+        assert_eq!(sel("kv.primary"), Ok(Selector::Primary));
+        assert_eq!(sel("kv.replicas"), Ok(Selector::Replicas));
+        assert_eq!(sel("kv.members"), Ok(Selector::Members));
+        assert_eq!(sel("kv.member[2]"), Ok(Selector::Member(2)));
+        assert_eq!(sel("kv-1"), Ok(Selector::Member(1)));
+        assert_eq!(sel("kv.sentinels"), Ok(Selector::Group("sentinels".into())));
+        assert_eq!(sel("kv.sentinels[1]"), Ok(Selector::GroupMember("sentinels".into(), 1)));
+        assert_eq!(sel("kv-sentinels-2"), Ok(Selector::GroupMember("sentinels".into(), 2)));
+        assert_eq!(parse_selector("kv.member[0]", &spec).unwrap().to_string(), "kv.member[0]");
+    }
+
+    #[test]
+    fn bad_selectors_say_what_exists() {
+        let spec = spec();
+        let err = |t: &str| parse_selector(t, &spec).unwrap_err();
+        assert!(err("kv.member[3]").contains("has 3 member(s)"), "{}", err("kv.member[3]"));
+        assert!(err("kv.sentinels[3]").contains("has 3 container(s)"));
+        assert!(
+            err("kv.leader").contains("known: primary, replicas, members, member[i], sentinels"),
+            "{}",
+            err("kv.leader")
+        );
+        assert!(err("nope.primary").contains("no target named `nope`"));
+        assert!(err("local.primary").contains("not a docker target"));
+        assert!(err("kv-7").contains("names no container"));
+        assert!(err("kv.member[x]").contains("index"));
+    }
+}

@@ -1,0 +1,266 @@
+//! Docker targets against the real engine and the faultline/redis image
+//! (`sudo fixtures/images/build.sh redis`; scripts/test.sh builds it). Every
+//! test checks that `docker ps -a` and `docker network ls` are the same
+//! after the run as before, however the run ended.
+
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// Containers (all states) and networks on the machine, by id and name.
+fn docker_snapshot() -> (BTreeSet<String>, BTreeSet<String>) {
+    let lines = |args: &[&str]| -> BTreeSet<String> {
+        let out = Command::new("docker").args(args).output().expect("the docker CLI is installed");
+        assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+    };
+    (lines(&["ps", "-a", "--format", "{{.ID}} {{.Names}}"]), lines(&["network", "ls", "--format", "{{.ID}} {{.Name}}"]))
+}
+
+/// Ids of running containers with the given faultline member name.
+fn containers_named(member: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-q", "--filter", &format!("label=faultline.member={member}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+}
+
+fn wait_for_container(member: &str, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(id) = containers_named(member).into_iter().next() {
+            return id;
+        }
+        assert!(Instant::now() < deadline, "container {member} did not appear within {within:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn docker_exec(id: &str, script: &str) -> String {
+    let out = Command::new("docker").args(["exec", id, "sh", "-c", script]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const SENTINELS: &str = r#"
+    companions:
+      sentinels:
+        count: 3
+        port: 26379
+        command: sh
+        args: ["-c", "printf 'port 26379\nsentinel monitor kv {primary_ip} {port} {quorum}\n' > /tmp/s.conf && exec redis-sentinel /tmp/s.conf"]"#;
+
+/// A primary and two replicas (plus `extra` target fields), one closed-loop cell.
+fn kv_spec(extra: &str, duration: &str) -> String {
+    format!(
+        r#"name: kv-docker
+targets:
+  kv:
+    kind: redis
+    provider: docker
+    image: faultline/redis:bookworm
+    members: 3
+    memory: 256MiB
+    cpus: 1
+    tmpfs: ["/data:size=32m"]
+    ready_timeout: 30s{extra}
+workloads:
+  w: {{ops: {{get: 50, set: 50}}, keys: {{count: 500}}}}
+profiles:
+  p: {{closed: 2x8}}
+timing: {{warmup: 300ms, duration: {duration}}}
+scenarios:
+  - {{name: s, target: kv, workload: w, profiles: [p]}}
+gates:
+  no-errors: errors == 0
+"#
+    )
+}
+
+#[test]
+fn a_docker_campaign_replicates_and_leaves_nothing_behind() {
+    let _load = exclusive();
+    let before = docker_snapshot();
+    // While the run goes on, look at a replica from outside faultline.
+    let watcher = std::thread::spawn(|| {
+        let replica = wait_for_container("kv-2", Duration::from_secs(60));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let info = docker_exec(&replica, "redis-cli info replication");
+            let keys: u64 = docker_exec(&replica, "redis-cli dbsize").trim().parse().unwrap_or(0);
+            if (info.contains("role:slave") && info.contains("master_link_status:up") && keys > 0)
+                || Instant::now() > deadline
+            {
+                return (info, keys);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    let started = Instant::now();
+    let run = run(&repo().join("specs/kv-replicas.yaml"), &["--set", "duration=3s"]);
+    let took = started.elapsed();
+    let (info, keys) = watcher.join().unwrap();
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    assert!(info.contains("role:slave") && info.contains("master_host:kv-0"), "{info}");
+    assert!(info.contains("master_link_status:up"), "{info}");
+    assert!(keys > 0, "the load's writes reached the replica");
+    let r = run.results();
+    assert_eq!(r["verdict"], "PASS");
+    let target = &r["targets"][0];
+    assert_eq!((target["provider"].as_str(), target["kind"].as_str()), (Some("docker"), Some("redis")));
+    assert!(target["server"].as_str().unwrap().starts_with("redis 7"), "{target}");
+    assert!(r["cells"][0]["stats"]["ok"].as_u64().unwrap() > 1000);
+    let logs = run.dir.as_ref().unwrap().join("logs/kv");
+    for name in ["kv-0", "kv-1", "kv-2", "kv-sentinels-0", "kv-sentinels-2"] {
+        assert!(logs.join(format!("{name}.log")).is_file(), "{name}'s log was not saved");
+    }
+    let sentinel_log = std::fs::read_to_string(logs.join("kv-sentinels-0.log")).unwrap();
+    assert!(sentinel_log.contains("+monitor master kv"), "{sentinel_log}");
+    assert_eq!(docker_snapshot(), before, "containers or networks were left behind");
+    eprintln!("specs/kv-replicas.yaml (6 containers) took {took:?} for 3.5s of load");
+}
+
+fn interrupt_docker_run(signal: i32, when_up: &str, extra: &str) {
+    let _load = exclusive();
+    let before = docker_snapshot();
+    let (_d, spec) = spec_file(&kv_spec(extra, "30s"));
+    let out = tempfile::tempdir().unwrap();
+    let mut child = faultline()
+        .arg("run")
+        .arg(&spec)
+        .arg("--out")
+        .arg(out.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if when_up == "load" {
+        // The target is up and the cell's load is running.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !run_dir(out.path())
+            .and_then(|d| std::fs::read_to_string(d.join("run.log")).ok())
+            .is_some_and(|log| log.contains("target `kv` is up"))
+        {
+            assert!(Instant::now() < deadline, "the target did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+    } else {
+        wait_for_container(when_up, Duration::from_secs(60));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let started = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20), "stopped and cleaned up promptly: {:?}", started.elapsed());
+    assert_eq!(status.code(), Some(2));
+    let dir = run_dir(out.path()).unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(r["run"]["interrupted"], true);
+    assert_eq!(r["verdict"], "INCOMPLETE");
+    if when_up == "load" {
+        assert_eq!(r["cells"][0]["status"], "interrupted");
+        assert!(r["cells"][0]["stats"]["ok"].as_u64().unwrap() > 0, "partial results kept");
+    }
+    assert_eq!(docker_snapshot(), before, "containers or networks were left behind");
+}
+
+#[test]
+fn ctrl_c_during_the_load_removes_every_container_and_network() {
+    interrupt_docker_run(libc::SIGINT, "load", SENTINELS);
+}
+
+#[test]
+fn sigterm_while_the_target_starts_removes_what_was_created() {
+    // Members that take a while to be ready: the signal comes mid-start.
+    interrupt_docker_run(libc::SIGTERM, "kv-0", "\n    ready: {command: \"sleep 1 && redis-cli ping\"}");
+}
+
+#[test]
+fn a_member_that_never_gets_ready_fails_clearly_after_its_timeout() {
+    let _load = exclusive();
+    let before = docker_snapshot();
+    let (_d, spec) = spec_file(&kv_spec("\n    ready: {command: \"false\", timeout: 2s}", "2s"));
+    let started = Instant::now();
+    let run = run(&spec, &[]);
+    assert!(started.elapsed() < Duration::from_secs(20), "bounded wait: {:?}", started.elapsed());
+    assert_eq!(run.code(), 2, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    let error = r["errors"][0].as_str().unwrap();
+    assert!(error.contains("target `kv` (docker)"), "{error}");
+    assert!(error.contains("was not ready within 2s (ready command `sh -c false`)"), "{error}");
+    assert!(error.contains("last lines of kv-") && error.contains("saved in"), "{error}");
+    assert_eq!(r["cells"][0]["status"], "skipped");
+    assert!(run.dir.as_ref().unwrap().join("logs/kv/kv-0.log").is_file(), "logs are saved when a start fails");
+    assert_eq!(docker_snapshot(), before, "containers or networks were left behind");
+}
+
+#[test]
+fn a_missing_image_names_the_build_script() {
+    let _load = exclusive();
+    let before = docker_snapshot();
+    let spec_text = kv_spec("", "1s").replace("faultline/redis:bookworm", "faultline/nosuch:bookworm");
+    let (_d, spec) = spec_file(&spec_text);
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 2, "{}", run.stderr());
+    let error = run.results()["errors"][0].as_str().unwrap().to_string();
+    assert!(
+        error.contains("image `faultline/nosuch:bookworm` is not on this machine")
+            && error.contains("sudo fixtures/images/build.sh nosuch"),
+        "{error}"
+    );
+    assert_eq!(docker_snapshot(), before);
+}
+
+#[test]
+fn teardown_removes_what_a_killed_faultline_left() {
+    let _load = exclusive();
+    let before = docker_snapshot();
+    let (_d, spec) = spec_file(&kv_spec(SENTINELS, "30s"));
+    let out = tempfile::tempdir().unwrap();
+    let mut child = faultline()
+        .arg("run")
+        .arg(&spec)
+        .arg("--out")
+        .arg(out.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = wait_for_container("kv-sentinels-2", Duration::from_secs(60));
+    let run_id = String::from_utf8_lossy(
+        &Command::new("docker")
+            .args(["inspect", "-f", "{{index .Config.Labels \"faultline.run\"}}", &id])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .trim()
+    .to_string();
+    assert!(run_id.starts_with("kv-docker-"), "{run_id}");
+
+    // While its faultline lives, a run is not touched.
+    let live = faultline().args(["teardown", "--run", &run_id]).output().unwrap();
+    let text = String::from_utf8_lossy(&live.stdout);
+    assert!(text.contains(&format!("skipped run {run_id}: faultline (pid {})", child.id())), "{text}");
+
+    child.kill().unwrap(); // SIGKILL: no cleanup
+    child.wait().unwrap();
+    assert_eq!(containers_named("kv-0").len(), 1, "a killed faultline cannot clean up");
+
+    let listed = faultline().args(["teardown", "--dry-run", "--run", &run_id]).output().unwrap();
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(text.contains(&format!("would remove container fl-{run_id}-kv-0 (run {run_id}, target kv)")), "{text}");
+    assert!(text.contains(&format!("would remove network fl-{run_id}-kv")), "{text}");
+
+    let removed = faultline().args(["teardown", "--run", &run_id]).output().unwrap();
+    let text = String::from_utf8_lossy(&removed.stdout);
+    assert_eq!(removed.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&removed.stderr));
+    assert!(text.contains("removed 6 containers and 1 network"), "{text}");
+    assert_eq!(docker_snapshot(), before, "teardown left something behind");
+    let again = faultline().args(["teardown", "--run", &run_id]).output().unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to remove"));
+}
