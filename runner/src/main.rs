@@ -118,7 +118,7 @@ enum HistoryCommand {
     Bench {
         #[arg(long, default_value_t = 10_000_000)]
         ops: u64,
-        #[arg(long, default_value_t = 100_000)]
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
         keys: u64,
     },
 }

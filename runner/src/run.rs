@@ -92,6 +92,7 @@ fn execute(
             plan,
             log_dir: &log_dir,
             history_dir: &history_dir,
+            run_tag: run_tag(),
             cancel: cancel.clone(),
             progress: progress.clone(),
         };
@@ -109,7 +110,8 @@ fn execute(
             id: run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             name: spec.name.clone(),
             description: spec.description.clone(),
-            spec_path: args.spec.display().to_string(),
+            // Absolute, so `faultline report` finds the spec's template from anywhere.
+            spec_path: std::fs::canonicalize(&args.spec).unwrap_or_else(|_| args.spec.clone()).display().to_string(),
             started,
             finished: now_text(),
             seed: spec.seed,
@@ -230,4 +232,11 @@ pub fn export(run_dir: &Path, format: crate::history::export::Format) -> anyhow:
         println!("{}: {ops} ops", path.display());
     }
     Ok(())
+}
+
+/// A tag that differs from run to run (time and process id mixed).
+fn run_tag() -> u32 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let mixed = (nanos ^ ((std::process::id() as u64) << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (mixed >> 32) as u32
 }

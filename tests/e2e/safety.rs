@@ -27,7 +27,7 @@ fn a_healthy_server_passes_every_checker_and_the_export_round_trips() {
     assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stdout));
 }
 
-fn spec_against(port: u16, keys: u32, checkers: &str) -> String {
+fn spec_against(port: u16, keys: u32, checkers: &str, gate: &str) -> String {
     format!(
         r#"name: injured
 targets:
@@ -41,7 +41,7 @@ scenarios:
   - {{name: s, target: t, workload: w, profiles: [p]}}
 checkers: [{checkers}]
 gates:
-  no-stale-reads: stale_reads == 0
+  g: {gate}
 "#
     )
 }
@@ -54,8 +54,12 @@ fn check<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 fn data_loss_is_caught_as_stale_reads_lost_writes_and_a_linearizability_violation() {
     let _load = exclusive();
     let server = RedisServer::start();
-    let (_d, spec) =
-        spec_file(&spec_against(server.port, 20_000, "stale-read-after-ack, lost-acknowledged-write, linearizability"));
+    let (_d, spec) = spec_file(&spec_against(
+        server.port,
+        20_000,
+        "stale-read-after-ack, lost-acknowledged-write, linearizability",
+        "stale_reads == 0",
+    ));
     let port = server.port;
     // Half-way through, every key is wiped: acknowledged writes vanish.
     let wipe = std::thread::spawn(move || {
@@ -82,7 +86,7 @@ fn data_loss_is_caught_as_stale_reads_lost_writes_and_a_linearizability_violatio
 fn torn_values_are_caught_in_the_final_state() {
     let _load = exclusive();
     let server = RedisServer::start();
-    let (_d, spec) = spec_file(&spec_against(server.port, 200, "final-state"));
+    let (_d, spec) = spec_file(&spec_against(server.port, 200, "final-state", "torn_values == 0"));
     let port = server.port.to_string();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     // Until the run ends, keep appending to every key: values stop being one write's.
@@ -111,4 +115,18 @@ fn torn_values_are_caught_in_the_final_state() {
     assert_eq!(fs["status"], "violated", "{fs}");
     assert!(fs["violations"].as_u64().unwrap() > 10, "{fs}");
     assert!(fs["witnesses"][0].as_str().unwrap().contains("torn or mixed"), "{fs}");
+}
+
+#[test]
+fn the_uri_database_holds_the_load_and_the_final_read() {
+    let _load = exclusive();
+    let server = RedisServer::start();
+    let spec = spec_against(server.port, 200, "lost-acknowledged-write, final-state", "lost_acked_writes == 0")
+        .replace(&format!("127.0.0.1:{}\"", server.port), &format!("127.0.0.1:{}/3\"", server.port));
+    let (_d, spec) = spec_file(&spec);
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    assert_eq!(check(&run.results(), "lost-acknowledged-write")["violations"], 0);
+    assert_eq!(server.cli(&["-n", "0", "DBSIZE"]).as_deref(), Some("0"));
+    assert_ne!(server.cli(&["-n", "3", "DBSIZE"]).as_deref(), Some("0"));
 }

@@ -11,13 +11,13 @@
 use std::collections::HashMap;
 
 use super::{describe_write, ms, CheckResult, CheckerName, Writes, WITNESSES};
-use crate::history::{parse_value, Observed, Outcome};
+use crate::history::{parse_value, Observed, Outcome, Scope};
 
-pub fn check(writes: &Writes, final_values: &HashMap<u64, Option<Vec<u8>>>, cell: u16) -> CheckResult {
+pub fn check(writes: &Writes, final_values: &HashMap<u64, Option<Vec<u8>>>, scope: Scope) -> CheckResult {
     // Per key: the time before which an acknowledged write cannot be lost.
     let mut settled_until: HashMap<u64, Option<u64>> = HashMap::new();
     for (key, value) in final_values {
-        let observed = value.as_deref().map_or(Observed::Nil, |v| parse_value(v, cell));
+        let observed = value.as_deref().map_or(Observed::Nil, |v| parse_value(v, scope));
         let until = match observed {
             Observed::Write(id) => match writes.get(id) {
                 Some(w) if w.outcome == Outcome::Ok => Some(w.end),
@@ -42,7 +42,7 @@ pub fn check(writes: &Writes, final_values: &HashMap<u64, Option<Vec<u8>>>, cell
         if until.is_none_or(|t| w.start > t) {
             lost += 1;
             if witnesses.len() < WITNESSES {
-                let final_desc = match final_values[&w.key].as_deref().map(|v| parse_value(v, cell)) {
+                let final_desc = match final_values[&w.key].as_deref().map(|v| parse_value(v, scope)) {
                     None => "the key is absent".to_string(),
                     Some(Observed::Write(f)) => {
                         format!("the key holds {}, acknowledged at {}", describe_write(f), ms(until.unwrap_or(0)))

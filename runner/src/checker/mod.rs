@@ -15,7 +15,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::history::{Merged, OpRecord, Outcome, ValueId};
+use crate::history::{Merged, OpRecord, Outcome, Scope, ValueId};
 
 /// The checkers a spec can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
@@ -176,7 +176,7 @@ pub fn run(
     names: &[CheckerName],
     pass: FirstPass,
     final_values: &HashMap<u64, Option<Vec<u8>>>,
-    cell: u16,
+    scope: Scope,
     linearizability_budget: Duration,
 ) -> Vec<CheckResult> {
     let FirstPass { writes, ops, stale, .. } = pass;
@@ -184,8 +184,8 @@ pub fn run(
         .iter()
         .map(|name| match name {
             CheckerName::StaleReadAfterAck => stale.as_ref().expect("enabled with its checker").result(),
-            CheckerName::LostAcknowledgedWrite => lost_write::check(&writes, final_values, cell),
-            CheckerName::FinalState => final_state::check(&writes, final_values, cell),
+            CheckerName::LostAcknowledgedWrite => lost_write::check(&writes, final_values, scope),
+            CheckerName::FinalState => final_state::check(&writes, final_values, scope),
             CheckerName::Linearizability => linearizable_kv::check(dir, ops, linearizability_budget),
         })
         .collect()
@@ -221,9 +221,11 @@ mod tests {
         w
     }
 
+    const SCOPE: Scope = Scope { run: 9, cell: 1 };
+
     fn value(seq: u32, len: usize) -> Option<Vec<u8>> {
         let mut v = Vec::new();
-        write_value(ValueId { cell: 1, writer: 0, seq }, len, &mut v);
+        write_value(SCOPE.run, ValueId { cell: 1, writer: 0, seq }, len, &mut v);
         Some(v)
     }
 
@@ -238,7 +240,7 @@ mod tests {
         // Key 7 kept write 0 although write 1 began after it was acknowledged;
         // key 8 lost its only write; key 9's write had an unknown outcome.
         let finals: HashMap<u64, Option<Vec<u8>>> = [(7, value(0, 40)), (8, None), (9, None)].into_iter().collect();
-        let r = lost_write::check(&w, &finals, 1);
+        let r = lost_write::check(&w, &finals, SCOPE);
         assert_eq!((r.checked, r.violations), (3, 2), "{r:?}");
         assert!(
             r.witnesses.iter().any(|l| l.contains("write 0.1") && l.contains("holds write 0.0")),
@@ -248,11 +250,11 @@ mod tests {
         assert!(r.witnesses.iter().any(|l| l.contains("write 0.2") && l.contains("absent")), "{:?}", r.witnesses);
         // The newest write in place: nothing lost.
         let finals: HashMap<u64, Option<Vec<u8>>> = [(7, value(1, 40)), (8, value(2, 40))].into_iter().collect();
-        assert_eq!(lost_write::check(&w, &finals, 1).violations, 0);
+        assert_eq!(lost_write::check(&w, &finals, SCOPE).violations, 0);
         // A final value of unknown outcome may have landed last: nothing lost.
         let w = writes(&[(0, 7, 0, 10, Outcome::Ok), (1, 7, 0, 50, Outcome::Unknown)]);
         let finals: HashMap<u64, Option<Vec<u8>>> = [(7, value(1, 40))].into_iter().collect();
-        assert_eq!(lost_write::check(&w, &finals, 1).violations, 0);
+        assert_eq!(lost_write::check(&w, &finals, SCOPE).violations, 0);
     }
 
     #[test]
@@ -260,18 +262,22 @@ mod tests {
         let w = writes(&[(0, 7, 0, 10, Outcome::Ok), (1, 8, 0, 10, Outcome::Fail)]);
         let mut torn = value(0, 40).unwrap();
         torn.truncate(30);
-        let cases: [(Option<Vec<u8>>, u64); 6] = [
+        let mut earlier_run = Vec::new();
+        write_value(8, ValueId { cell: 1, writer: 0, seq: 0 }, 40, &mut earlier_run);
+        let earlier_run = Some(earlier_run);
+        let cases: [(Option<Vec<u8>>, u64); 7] = [
             (value(0, 40), 0),
             (Some(torn), 1),
             (value(1, 40), 1),                     // the write failed
             (value(5, 40), 1),                     // no client issued it
-            (Some(b"fl1.zz.".to_vec()), 1),        // our header, mangled
+            (Some(b"fl9.1.zz.".to_vec()), 1),      // our header, mangled
             (Some(b"something else".to_vec()), 0), // from before the cell
+            (earlier_run, 0),
         ];
         for (v, bad) in cases {
             let finals: HashMap<u64, Option<Vec<u8>>> = [(7, v.clone())].into_iter().collect();
             assert_eq!(
-                final_state::check(&w, &finals, 1).violations,
+                final_state::check(&w, &finals, SCOPE).violations,
                 bad,
                 "{:?}",
                 v.map(|b| String::from_utf8_lossy(&b).into_owned())

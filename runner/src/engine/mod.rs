@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::checker::{self, CheckResult};
-use crate::history::HistoryWriter;
+use crate::history::{HistoryWriter, Scope};
 use crate::metrics::{CellMetrics, LiveCounters, Recorder};
 use crate::plan::{Cell, Plan};
 use crate::provider::{self, RunningTarget};
@@ -41,6 +41,9 @@ pub struct Engine<'a> {
     pub log_dir: &'a Path,
     /// Where cells record their histories when the spec names checkers.
     pub history_dir: &'a Path,
+    /// Random per run and written into recorded values, so data an earlier
+    /// run left in a target never passes for this run's writes.
+    pub run_tag: u32,
     pub cancel: CancellationToken,
     pub progress: Progress,
 }
@@ -96,7 +99,9 @@ impl Engine<'_> {
             }
             let workload = workloads
                 .entry(cell.workload.as_str())
-                .or_insert_with(|| Arc::new(Workload::new(&self.spec.workloads[&cell.workload], self.spec.seed)))
+                .or_insert_with(|| {
+                    Arc::new(Workload::new(&self.spec.workloads[&cell.workload], self.spec.seed, self.run_tag))
+                })
                 .clone();
             let remaining: Duration =
                 self.plan.cells[i + 1..].iter().map(|c| c.timing.warmup + c.timing.duration).sum();
@@ -199,7 +204,7 @@ impl Engine<'_> {
                 Ok(h) => h,
                 Err(e) => return self.failed(result, format!("{e:#}")),
             };
-            let tag = history.as_ref().map(|h| (h.cell, i as u16));
+            let tag = history.as_ref().map(|h| (h.scope.cell, i as u16));
             let ops = workload.stream(i as u64, connections as u64, salt, tag);
             let dialer =
                 pipeline::Dialer { driver: Arc::clone(&driver), uri: uri.to_string(), workload: Arc::clone(&workload) };
@@ -256,7 +261,10 @@ impl Engine<'_> {
         }
         result.measured_s = window.as_secs_f64();
         result.stats = Some(metrics.summarize(window));
-        if !self.spec.checkers.is_empty() && !self.cancel.is_cancelled() {
+        if !self.spec.checkers.is_empty() && self.cancel.is_cancelled() {
+            let why = "not checked: the run was interrupted".to_string();
+            result.checks = self.spec.checkers.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect();
+        } else if !self.spec.checkers.is_empty() {
             let checker_names = &self.spec.checkers;
             result.checks = match history_error {
                 Some(e) => checker_names
@@ -286,7 +294,7 @@ impl Engine<'_> {
         let dir = self.cell_history_dir(cell);
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let writer = HistoryWriter::create(&dir.join(format!("{connection:04}.ops")))?;
-        Ok(Some(pipeline::HistoryLog { writer, t0, cell: cell as u16 }))
+        Ok(Some(pipeline::HistoryLog { writer, t0, scope: Scope { run: self.run_tag, cell: cell as u16 } }))
     }
 
     /// Reads the cell's history, then the final values of the keys it wrote,
@@ -328,10 +336,10 @@ impl Engine<'_> {
             Err(_) => return unknown("reading the final state took longer than 60s".into()),
         };
         let final_values: HashMap<u64, Option<Vec<u8>>> = keys.into_iter().zip(values).collect();
-        let cell_no = cell as u16;
+        let scope = Scope { run: self.run_tag, cell: cell as u16 };
         let checkers = names.clone();
         tokio::task::spawn_blocking(move || {
-            checker::run(&dir, &checkers, pass, &final_values, cell_no, LINEARIZABILITY_BUDGET)
+            checker::run(&dir, &checkers, pass, &final_values, scope, LINEARIZABILITY_BUDGET)
         })
         .await
         .unwrap_or_else(|e| unknown(format!("a checker crashed: {e}")))

@@ -23,7 +23,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::history::{parse_value, HistoryWriter, Observed, OpRecord, Outcome};
+use crate::history::{parse_value, HistoryWriter, Observed, OpRecord, Outcome, Scope};
 use crate::metrics::{Completion, ErrorClass, Recorder};
 use crate::plan::CellTiming;
 use crate::target::{Connection, ReplyValue, TargetDriver, WireProtocol};
@@ -36,6 +36,9 @@ pub const EARLY_ISSUE: Duration = Duration::from_millis(2);
 
 /// How long to wait between reconnect attempts.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+
+/// How long one reconnect attempt may take.
+const RECONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The slice of an open loop's schedule one connection serves: ops
 /// `first, first + stride, …` due at `t0 + i × period`.
@@ -88,7 +91,7 @@ pub struct HistoryLog {
     pub writer: HistoryWriter,
     /// The cell's clock: record times are nanoseconds since this.
     pub t0: Instant,
-    pub cell: u16,
+    pub scope: Scope,
 }
 
 impl HistoryLog {
@@ -220,7 +223,7 @@ impl Lane {
                                 ReplyValue::Nil => Observed::Nil,
                                 ReplyValue::Bytes(range) => {
                                     let start = self.read_start - reply.len;
-                                    parse_value(&self.read_buf[start + range.start..start + range.end], h.cell)
+                                    parse_value(&self.read_buf[start + range.start..start + range.end], h.scope)
                                 }
                             };
                             h.record(&p, end, reply.outcome, observed);
@@ -247,13 +250,14 @@ impl Lane {
     fn expire(&mut self, cancel_at_deadline: bool, now: Instant, recorder: &mut Recorder) {
         let t = self.timing;
         for p in self.outstanding.iter_mut().filter(|p| !p.abandoned) {
-            let give_up_at = if cancel_at_deadline { p.deadline } else { p.deadline + t.hang_after };
-            if give_up_at > now {
+            if give_up_at(p, cancel_at_deadline, &t) > now {
                 break;
             }
             p.abandoned = true;
             self.live -= 1;
-            let class = if cancel_at_deadline { ErrorClass::Deadline } else { ErrorClass::Hang };
+            // An op still waiting for a connection never reached a server that
+            // could hang it: it timed out like a driver's server selection.
+            let class = if cancel_at_deadline || !p.sent { ErrorClass::Deadline } else { ErrorClass::Hang };
             if let Some(h) = &mut self.history {
                 h.record(p, now, Err(class), Observed::Nothing);
             }
@@ -265,7 +269,7 @@ impl Lane {
                 start: p.start,
                 end: now,
                 result: Err(class),
-                over_deadline: cancel_at_deadline && now > p.deadline + t.over_deadline_after,
+                over_deadline: class == ErrorClass::Deadline && now > p.deadline + t.over_deadline_after,
             });
         }
     }
@@ -273,7 +277,18 @@ impl Lane {
     /// When the oldest op still in play must be given up.
     fn watchdog_at(&self, cancel_at_deadline: bool) -> Option<Instant> {
         let p = self.outstanding.iter().find(|p| !p.abandoned)?;
-        Some(if cancel_at_deadline { p.deadline } else { p.deadline + self.timing.hang_after })
+        Some(give_up_at(p, cancel_at_deadline, &self.timing))
+    }
+}
+
+/// When an op is given up: at its deadline if the client cancels there or
+/// it was never sent, else when the hang watchdog fires. Ops in one lane are
+/// all sent or all waiting, so these times rise along the queue.
+fn give_up_at(p: &Pending, cancel_at_deadline: bool, t: &CellTiming) -> Instant {
+    if cancel_at_deadline || !p.sent {
+        p.deadline
+    } else {
+        p.deadline + t.hang_after
     }
 }
 
@@ -373,9 +388,12 @@ pub async fn run(
                 let now = Instant::now();
                 lane.expire(settings.cancel_at_deadline, now, &mut recorder);
                 if lane.socket.is_none() && now >= lane.next_reconnect {
-                    match dialer.driver.connect(&dialer.uri, Arc::clone(&dialer.workload)).await {
-                        Ok(c) => lane.connected(c),
-                        Err(_) => lane.next_reconnect = Instant::now() + RECONNECT_PAUSE,
+                    // Bounded, so a host that drops packets cannot hold up
+                    // deadlines or Ctrl-C.
+                    let dial = dialer.driver.connect(&dialer.uri, Arc::clone(&dialer.workload));
+                    match tokio::time::timeout(RECONNECT_TIMEOUT, dial).await {
+                        Ok(Ok(c)) => lane.connected(c),
+                        _ => lane.next_reconnect = Instant::now() + RECONNECT_PAUSE,
                     }
                 }
             }

@@ -14,6 +14,22 @@ pub enum Expr {
     Or(Box<Expr>, Box<Expr>),
 }
 
+impl Expr {
+    /// The checkers whose results the expression reads.
+    pub fn checkers(&self) -> Vec<CheckerName> {
+        match self {
+            Expr::And(a, b) | Expr::Or(a, b) => [a.checkers(), b.checkers()].concat(),
+            Expr::Compare(l, _, r) => [l, r]
+                .into_iter()
+                .filter_map(|o| match o {
+                    Operand::Metric(MetricRef { metric: Metric::Violations(c), .. }) => Some(*c),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum CmpOp {
     Lt,

@@ -63,47 +63,68 @@ impl ValueId {
     }
 }
 
-/// Longest value header: `fl` + 4 + `.` + 4 + `.` + 8 + `.` hex digits.
-pub const VALUE_HEADER_MAX: usize = 21;
+/// Which run and cell values belong to. The run tag is random per run, so
+/// data left over from an earlier run never passes for this run's writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope {
+    pub run: u32,
+    pub cell: u16,
+}
+
+/// Longest value header: `fl` + 8 + `.` + 4 + `.` + 4 + `.` + 8 + `.` hex digits.
+pub const VALUE_HEADER_MAX: usize = 30;
 
 /// Writes the value for write `id`: a header naming it, then filler derived
 /// from it, `len` bytes in all, so a torn or mixed value is recognizable.
-pub fn write_value(id: ValueId, len: usize, out: &mut Vec<u8>) {
+pub fn write_value(run: u32, id: ValueId, len: usize, out: &mut Vec<u8>) {
     let start = out.len();
-    out.extend_from_slice(format!("fl{:x}.{:x}.{:x}.", id.cell, id.writer, id.seq).as_bytes());
+    out.extend_from_slice(format!("fl{run:x}.{:x}.{:x}.{:x}.", id.cell, id.writer, id.seq).as_bytes());
     let header = out.len() - start;
-    out.extend((header..len).map(|i| filler(id, i)));
+    let seed = id.pack() ^ (run as u64).rotate_left(17);
+    out.extend((header..len).map(|i| filler(seed, i)));
     out.truncate(start + len.max(header));
 }
 
-fn filler(id: ValueId, i: usize) -> u8 {
+/// Filler byte `i` of a value: a hash of the write and the position, so no
+/// two writes share a run of filler and a value mixed from two is caught.
+fn filler(seed: u64, i: usize) -> u8 {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    ALPHABET[((id.seq as usize).wrapping_mul(7) + id.writer as usize + i * 31) % ALPHABET.len()]
+    // splitmix64 of (write, position)
+    let mut z = seed.wrapping_add((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ALPHABET[((z ^ (z >> 31)) % ALPHABET.len() as u64) as usize]
 }
 
-/// Which write a value names, if it has a well-formed header for `cell`.
-pub fn parse_value(bytes: &[u8], cell: u16) -> Observed {
-    let Some(rest) = bytes.strip_prefix(b"fl") else { return Observed::Foreign };
-    let mut fields = [0u64; 3];
+/// The run tag and write a value's header names, whatever run or cell.
+pub fn parse_header(bytes: &[u8]) -> Option<(u32, ValueId)> {
+    let rest = bytes.strip_prefix(b"fl")?;
+    let mut fields = [0u64; 4];
     let mut pos = 0;
-    for field in &mut fields {
+    for (n, field) in fields.iter_mut().enumerate() {
+        let max = [8, 4, 4, 8][n];
         let digits = rest[pos..].iter().take_while(|b| b.is_ascii_hexdigit()).count();
-        if digits == 0 || digits > 8 || rest.get(pos + digits) != Some(&b'.') {
-            return Observed::Foreign;
+        if digits == 0 || digits > max || rest.get(pos + digits) != Some(&b'.') {
+            return None;
         }
-        *field = u64::from_str_radix(std::str::from_utf8(&rest[pos..pos + digits]).unwrap_or("x"), 16).unwrap_or(0);
+        *field = u64::from_str_radix(std::str::from_utf8(&rest[pos..pos + digits]).ok()?, 16).ok()?;
         pos += digits + 1;
     }
-    if fields[0] != cell as u64 || fields[1] > u16::MAX as u64 || fields[2] > u32::MAX as u64 {
-        return Observed::Foreign;
+    Some((fields[0] as u32, ValueId { cell: fields[1] as u16, writer: fields[2] as u16, seq: fields[3] as u32 }))
+}
+
+/// Which write of this scope a value names.
+pub fn parse_value(bytes: &[u8], scope: Scope) -> Observed {
+    match parse_header(bytes) {
+        Some((run, id)) if run == scope.run && id.cell == scope.cell => Observed::Write(id),
+        _ => Observed::Foreign,
     }
-    Observed::Write(ValueId { cell, writer: fields[1] as u16, seq: fields[2] as u32 })
 }
 
 /// Whether `bytes` is exactly the whole value write `id` wrote with `len` bytes.
-pub fn is_whole_value(bytes: &[u8], id: ValueId, len: usize) -> bool {
+pub fn is_whole_value(bytes: &[u8], run: u32, id: ValueId, len: usize) -> bool {
     let mut expected = Vec::with_capacity(len);
-    write_value(id, len, &mut expected);
+    write_value(run, id, len, &mut expected);
     bytes == expected.as_slice()
 }
 
@@ -302,17 +323,26 @@ mod tests {
     #[test]
     fn values_name_their_write_and_reveal_tearing() {
         let id = ValueId { cell: 3, writer: 17, seq: 123_456 };
+        let scope = Scope { run: 0xdead_beef, cell: 3 };
         let mut v = Vec::new();
-        write_value(id, 64, &mut v);
+        write_value(scope.run, id, 64, &mut v);
         assert_eq!(v.len(), 64);
-        assert_eq!(parse_value(&v, 3), Observed::Write(id));
-        assert_eq!(parse_value(&v, 4), Observed::Foreign, "another cell's value");
-        assert_eq!(parse_value(b"random bytes", 3), Observed::Foreign);
-        assert!(is_whole_value(&v, id, 64));
+        assert_eq!(parse_value(&v, scope), Observed::Write(id));
+        assert_eq!(parse_value(&v, Scope { cell: 4, ..scope }), Observed::Foreign, "another cell's value");
+        assert_eq!(parse_value(&v, Scope { run: 1, ..scope }), Observed::Foreign, "another run's value");
+        assert_eq!(parse_value(b"random bytes", scope), Observed::Foreign);
+        assert!(is_whole_value(&v, scope.run, id, 64));
         let mut torn = v.clone();
         torn[40] ^= 1;
-        assert!(!is_whole_value(&torn, id, 64));
-        assert!(!is_whole_value(&v[..60], id, 64));
+        assert!(!is_whole_value(&torn, scope.run, id, 64));
+        assert!(!is_whole_value(&v[..60], scope.run, id, 64));
+        // Two writes' fillers differ, so a value spliced from both is caught.
+        let other = ValueId { seq: 123_457, ..id };
+        let mut w = Vec::new();
+        write_value(scope.run, other, 64, &mut w);
+        let mut spliced = v[..40].to_vec();
+        spliced.extend_from_slice(&w[40..]);
+        assert!(!is_whole_value(&spliced, scope.run, id, 64));
     }
 
     #[test]

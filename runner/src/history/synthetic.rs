@@ -15,6 +15,8 @@ use crate::checker::{self, CheckerName};
 use crate::spec::OpKind;
 
 const WRITERS: u16 = 64;
+/// The generated writes belong to run 0, cell 0.
+const SCOPE: super::Scope = super::Scope { run: 0, cell: 0 };
 
 /// Writes `ops` records over `keys` keys into `dir`; returns each key's final value.
 pub fn generate(dir: &Path, ops: u64, keys: u64) -> anyhow::Result<HashMap<u64, Option<Vec<u8>>>> {
@@ -79,7 +81,7 @@ pub fn generate(dir: &Path, ops: u64, keys: u64) -> anyhow::Result<HashMap<u64, 
         .map(|(key, ws)| {
             let (_, _, id) = *ws.iter().max_by_key(|(s, _, _)| *s).expect("a key in `recent` has a write");
             let mut v = Vec::new();
-            super::write_value(id, 64, &mut v);
+            super::write_value(0, id, 64, &mut v);
             (key, Some(v))
         })
         .collect())
@@ -96,7 +98,7 @@ pub fn bench(ops: u64, keys: u64) -> anyhow::Result<()> {
     let started = Instant::now();
     let pass = checker::first_pass(dir.path(), &[CheckerName::StaleReadAfterAck], Duration::from_secs(6))?;
     let took = started.elapsed();
-    let stale = checker::run(dir.path(), &[CheckerName::StaleReadAfterAck], pass, &final_values, 0, Duration::ZERO);
+    let stale = checker::run(dir.path(), &[CheckerName::StaleReadAfterAck], pass, &final_values, SCOPE, Duration::ZERO);
     println!(
         "stale-read-after-ack (with the merge and write table): {:.2}s, {:.2}M ops/s, {} reads judged, {} violations",
         took.as_secs_f64(),
@@ -107,7 +109,8 @@ pub fn bench(ops: u64, keys: u64) -> anyhow::Result<()> {
 
     let pass = checker::first_pass(dir.path(), &[], Duration::from_secs(6))?;
     let started = Instant::now();
-    let lost = checker::run(dir.path(), &[CheckerName::LostAcknowledgedWrite], pass, &final_values, 0, Duration::ZERO);
+    let lost =
+        checker::run(dir.path(), &[CheckerName::LostAcknowledgedWrite], pass, &final_values, SCOPE, Duration::ZERO);
     let took = started.elapsed();
     println!(
         "lost-acknowledged-write (after the first pass): {:.3}s, {:.2}M ops/s, {} writes judged, {} violations",

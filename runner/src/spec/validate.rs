@@ -35,11 +35,14 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
         }
     }
     validate_timing("timing", &spec.timing)?;
-    validate_checkers(spec)?;
     validate_scenarios(spec)?;
+    validate_checkers(spec)?;
     for (name, gate) in &spec.gates {
         let at = format!("gates.{name}");
-        crate::gate::expr::parse(&gate.expr).map_err(|e| (at.clone(), e))?;
+        let expr = crate::gate::expr::parse(&gate.expr).map_err(|e| (at.clone(), e))?;
+        if let Some(missing) = expr.checkers().into_iter().find(|c| !spec.checkers.contains(c)) {
+            return Err((at.clone(), format!("needs the `{}` checker: add it to `checkers:`", missing.as_str())));
+        }
         if let Some(s) = &gate.scenario {
             if !spec.scenarios.iter().any(|sc| &sc.name == s) {
                 let names: Vec<String> = spec.scenarios.iter().map(|sc| sc.name.clone()).collect();
@@ -165,7 +168,8 @@ fn validate_checkers(spec: &Spec) -> Result<(), Problem> {
     for s in &spec.scenarios {
         let w = &spec.workloads[&s.workload];
         let at = format!("workloads.{}", s.workload);
-        if let Some(op) = w.ops.keys().find(|op| !matches!(op, OpKind::Get | OpKind::Set)) {
+        let sent = w.ops.iter().filter(|(_, weight)| **weight > 0.0).map(|(op, _)| op);
+        if let Some(op) = sent.into_iter().find(|op| !matches!(op, OpKind::Get | OpKind::Set)) {
             return Err((
                 format!("{at}.ops.{}", op.as_str()),
                 format!("the checkers judge get and set only; `{}` would change keys behind their back", op.as_str()),

@@ -67,11 +67,54 @@ impl TargetDriver for RedisDriver {
             redis::ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
             other => anyhow::bail!("only plain TCP redis URIs are supported for load, not {other:?}"),
         };
-        let stream = TcpStream::connect(&addr).await.with_context(|| format!("cannot connect to {addr}"))?;
+        let mut stream = TcpStream::connect(&addr).await.with_context(|| format!("cannot connect to {addr}"))?;
         // Small requests must leave at once, not wait for Nagle's timer.
         stream.set_nodelay(true)?;
+        // The URI's credentials and database apply to the load too, so the
+        // checkers' final read sees what the load wrote.
+        let settings = info.get_connection_info().redis_settings();
+        let mut setup: Vec<Vec<&[u8]>> = Vec::new();
+        let db = settings.db().to_string();
+        match (settings.username(), settings.password()) {
+            (Some(user), Some(pass)) => setup.push(vec![b"AUTH", user.as_bytes(), pass.as_bytes()]),
+            (None, Some(pass)) => setup.push(vec![b"AUTH", pass.as_bytes()]),
+            _ => {}
+        }
+        if settings.db() != 0 {
+            setup.push(vec![b"SELECT", db.as_bytes()]);
+        }
+        for command in setup {
+            handshake(&mut stream, &command).await.with_context(|| format!("setting up a connection to {addr}"))?;
+        }
         Ok(Connection { stream, protocol: Box::new(Resp { workload, scratch: Vec::with_capacity(256) }) })
     }
+}
+
+/// Sends one command on a fresh load connection and requires a non-error reply.
+async fn handshake(stream: &mut TcpStream, args: &[&[u8]]) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut request = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        put_bulk(&mut request, arg);
+    }
+    stream.write_all(&request).await?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 512];
+    let end = loop {
+        if let Some(end) = skip_reply(&reply, 0).map_err(|e| anyhow::anyhow!(e))? {
+            break end;
+        }
+        let n = stream.read(&mut chunk).await?;
+        anyhow::ensure!(n > 0, "the server closed the connection");
+        reply.extend_from_slice(&chunk[..n]);
+    };
+    anyhow::ensure!(
+        reply[0] != b'-',
+        "{} refused: {}",
+        String::from_utf8_lossy(args[0]),
+        String::from_utf8_lossy(&reply[1..end]).trim()
+    );
+    Ok(())
 }
 
 /// A connection for probes and admin reads (not the load path).
@@ -191,7 +234,7 @@ mod tests {
     fn resp() -> Resp {
         let spec: crate::spec::WorkloadSpec =
             serde_yaml_ng::from_str("ops: {set: 1}\nvalue_size: 3B\nkeys: {prefix: 'k:'}").unwrap();
-        Resp { workload: Arc::new(Workload::new(&spec, 1)), scratch: Vec::new() }
+        Resp { workload: Arc::new(Workload::new(&spec, 1, 0)), scratch: Vec::new() }
     }
 
     #[test]

@@ -39,10 +39,12 @@ pub struct Workload {
     /// Random printable bytes that values are sliced from.
     pub value_bytes: Arc<[u8]>,
     seed: u64,
+    /// The run's tag, written into recorded values.
+    run_tag: u32,
 }
 
 impl Workload {
-    pub fn new(spec: &WorkloadSpec, seed: u64) -> Workload {
+    pub fn new(spec: &WorkloadSpec, seed: u64, run_tag: u32) -> Workload {
         let mut total = 0.0;
         let mix = spec
             .ops
@@ -76,6 +78,7 @@ impl Workload {
             key_prefix: keys.prefix.clone(),
             value_bytes,
             seed,
+            run_tag,
         }
     }
 
@@ -87,7 +90,7 @@ impl Workload {
     /// is recorded, else a slice of the shared random bytes.
     pub fn put_value(&self, op: &Op, out: &mut Vec<u8>) {
         match op.write_id {
-            Some(id) => write_value(id, op.value_len as usize, out),
+            Some(id) => write_value(self.run_tag, id, op.value_len as usize, out),
             None => {
                 let offset = (op.key % 64) as usize;
                 out.extend_from_slice(&self.value_bytes[offset..offset + op.value_len as usize]);
@@ -190,7 +193,7 @@ mod tests {
 
     fn workload(yaml: &str) -> Arc<Workload> {
         let spec: WorkloadSpec = serde_yaml_ng::from_str(yaml).unwrap();
-        Arc::new(Workload::new(&spec, 7))
+        Arc::new(Workload::new(&spec, 7, 0xabc))
     }
 
     #[test]
@@ -245,7 +248,8 @@ mod tests {
         let mut value = Vec::new();
         let op = Op { kind: OpKind::Set, key: 1, value_len: 40, write_id: Some(ids[0]) };
         w.put_value(&op, &mut value);
-        assert_eq!(crate::history::parse_value(&value, 3), crate::history::Observed::Write(ids[0]));
+        let scope = crate::history::Scope { run: 0xabc, cell: 3 };
+        assert_eq!(crate::history::parse_value(&value, scope), crate::history::Observed::Write(ids[0]));
     }
 
     #[test]
