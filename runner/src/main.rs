@@ -7,6 +7,7 @@ mod checker;
 mod compare;
 mod docker;
 mod engine;
+mod fault;
 mod gate;
 mod history;
 mod metrics;

@@ -123,6 +123,9 @@ pub struct CellResult {
     /// The spec's checkers on this cell's history.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub checks: Vec<CheckResult>,
+    /// The scenario's faults as they were applied and healed in this cell.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub faults: Vec<crate::fault::FaultRecord>,
 }
 
 impl CellResult {

@@ -8,5 +8,6 @@ mod bad_specs;
 mod check_cli;
 mod docker;
 mod failures;
+mod faults;
 mod runs;
 mod safety;

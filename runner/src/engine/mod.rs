@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::checker::{self, CheckResult};
+use crate::fault;
 use crate::history::{HistoryWriter, Scope};
 use crate::metrics::{CellMetrics, LiveCounters, Recorder};
 use crate::plan::{Cell, Plan};
@@ -89,7 +90,7 @@ impl Engine<'_> {
         }
 
         let all_up = outcome.errors.is_empty() && !outcome.interrupted;
-        let uris: HashMap<&str, &str> = running.iter().map(|t| (t.name.as_str(), t.uri.as_str())).collect();
+        let by_name: HashMap<&str, &RunningTarget> = running.iter().map(|t| (t.name.as_str(), t)).collect();
         let mut workloads: HashMap<&str, Arc<Workload>> = HashMap::new();
         let total = self.plan.cells.len();
         for (i, cell) in self.plan.cells.iter().enumerate() {
@@ -105,7 +106,7 @@ impl Engine<'_> {
                 .clone();
             let remaining: Duration =
                 self.plan.cells[i + 1..].iter().map(|c| c.timing.warmup + c.timing.duration).sum();
-            let result = self.run_cell(cell, (i + 1, total), uris[cell.target.as_str()], workload, remaining).await;
+            let result = self.run_cell(cell, (i + 1, total), by_name[cell.target.as_str()], workload, remaining).await;
             let line = match (&result.status, &result.stats) {
                 (CellStatus::Completed, Some(s)) => format!(
                     "{}: {:.0} ops/s, {} errors{}",
@@ -152,6 +153,7 @@ impl Engine<'_> {
             measured_s: 0.0,
             stats: None,
             checks: Vec::new(),
+            faults: Vec::new(),
         }
     }
 
@@ -163,10 +165,11 @@ impl Engine<'_> {
         &self,
         cell: &Cell,
         position: (usize, usize),
-        uri: &str,
+        running: &RunningTarget,
         workload: Arc<Workload>,
         remaining_after: Duration,
     ) -> CellResult {
+        let uri = running.uri.as_str();
         let mut result = self.skipped(cell);
         let target_spec = &self.spec.targets[&cell.target];
         let driver = target::driver(target_spec.kind);
@@ -199,7 +202,9 @@ impl Engine<'_> {
         for (i, connection) in clients.into_iter().enumerate() {
             let counters = Arc::new(LiveCounters::default());
             live.push(Arc::clone(&counters));
-            let recorder = Recorder::new(workload.kinds(), measure_from, counters, matches!(load, Load::Open(_)));
+            let with_faults = !self.scenario(cell).faults.is_empty();
+            let recorder =
+                Recorder::new(workload.kinds(), measure_from, counters, matches!(load, Load::Open(_)), with_faults);
             let history = match self.open_history(position.0, i, t0) {
                 Ok(h) => h,
                 Err(e) => return self.failed(result, format!("{e:#}")),
@@ -232,6 +237,18 @@ impl Engine<'_> {
         }
         let watcher =
             self.progress.watch_cell(position, cell.label(), live, t0, t.warmup + t.duration, remaining_after);
+        // Faults run beside the load, on the measured window's clock; the
+        // schedule heals what is still in force when the window ends.
+        let faults = &self.scenario(cell).faults;
+        let schedule = async {
+            match faults.is_empty() {
+                true => Vec::new(),
+                false => {
+                    fault::run_schedule(self.spec, running, faults, measure_from, stop_at, self.cancel.clone()).await
+                }
+            }
+        };
+        let fault_records = schedule.await;
         let mut metrics = CellMetrics::new();
         let mut panicked = None;
         let mut history_error = None;
@@ -260,7 +277,11 @@ impl Engine<'_> {
             return self.failed(result, e);
         }
         result.measured_s = window.as_secs_f64();
-        result.stats = Some(metrics.summarize(window));
+        let mut stats = metrics.summarize(window);
+        let requested: Vec<(String, f64)> = fault_records.iter().map(|f| (f.name.clone(), f.requested_s)).collect();
+        stats.fault_impact = metrics.fault_impacts(&requested, window);
+        result.stats = Some(stats);
+        result.faults = fault_records;
         if !self.spec.checkers.is_empty() && self.cancel.is_cancelled() {
             let why = "not checked: the run was interrupted".to_string();
             result.checks = self.spec.checkers.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect();
@@ -275,6 +296,10 @@ impl Engine<'_> {
             };
         }
         result
+    }
+
+    fn scenario(&self, cell: &Cell) -> &crate::spec::ScenarioSpec {
+        self.spec.scenarios.iter().find(|s| s.name == cell.scenario).expect("the plan's scenarios come from the spec")
     }
 
     fn cell_history_dir(&self, cell: usize) -> PathBuf {

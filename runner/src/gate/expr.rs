@@ -81,6 +81,8 @@ pub struct MetricRef {
     pub metric: Metric,
     /// Restricts the metric to one op kind, e.g. `p99(get)`.
     pub op: Option<OpKind>,
+    /// The fault a fault metric is about, e.g. `denied_window(primary-killed)`.
+    pub fault: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -102,11 +104,30 @@ pub enum Metric {
     ScheduleLag,
     /// Violations a checker found (the checker must be in the spec).
     Violations(crate::checker::CheckerName),
+    /// A fault's impact (the argument names the fault), in ms or a count.
+    DeniedWindow,
+    FirstSuccess,
+    Recovered,
+    FailedAfter,
 }
 
 impl Metric {
     pub fn is_duration(self) -> bool {
-        matches!(self, Metric::Percentile(_) | Metric::MaxLatency | Metric::MeanLatency | Metric::ScheduleLag)
+        matches!(
+            self,
+            Metric::Percentile(_)
+                | Metric::MaxLatency
+                | Metric::MeanLatency
+                | Metric::ScheduleLag
+                | Metric::DeniedWindow
+                | Metric::FirstSuccess
+                | Metric::Recovered
+        )
+    }
+
+    /// Metrics whose argument names a fault rather than an op kind.
+    pub fn takes_fault(self) -> bool {
+        matches!(self, Metric::DeniedWindow | Metric::FirstSuccess | Metric::Recovered | Metric::FailedAfter)
     }
 
     fn takes_op(self) -> bool {
@@ -135,12 +156,16 @@ impl Metric {
             "lost_acked_writes" => Metric::Violations(CheckerName::LostAcknowledgedWrite),
             "torn_values" => Metric::Violations(CheckerName::FinalState),
             "linearizability_violations" => Metric::Violations(CheckerName::Linearizability),
+            "denied_window" => Metric::DeniedWindow,
+            "first_success" => Metric::FirstSuccess,
+            "recovered" => Metric::Recovered,
+            "failed_after" => Metric::FailedAfter,
             _ => return None,
         })
     }
 }
 
-pub const METRIC_NAMES: &str = "p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, stale_reads, lost_acked_writes, torn_values, linearizability_violations";
+pub const METRIC_NAMES: &str = "p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, stale_reads, lost_acked_writes, torn_values, linearizability_violations, denied_window(FAULT), first_success(FAULT), recovered(FAULT), failed_after(FAULT)";
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
@@ -215,7 +240,7 @@ fn tokenize(src: &str) -> Result<Vec<Token>, String> {
             out.push(Token::Number(value, (!unit.is_empty()).then_some(unit)));
         } else if c.is_alphabetic() || c == '_' {
             let start = i;
-            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '.') {
+            while i < chars.len() && (chars[i].is_alphanumeric() || matches!(chars[i], '_' | '.' | '-')) {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect();
@@ -317,25 +342,34 @@ impl Parser {
             Some(Token::Ident(name)) => {
                 let metric = Metric::from_name(&name)
                     .ok_or_else(|| format!("unknown metric `{name}` (known: {METRIC_NAMES})"))?;
-                let mut op = None;
+                let (mut op, mut fault) = (None, None);
                 if self.peek() == Some(&Token::LParen) {
                     self.pos += 1;
                     let arg = match self.next() {
                         Some(Token::Ident(a)) => a,
+                        _ if metric.takes_fault() => {
+                            return Err(format!("`{name}(` must name a fault, e.g. {name}(primary-killed)"))
+                        }
                         _ => return Err(format!("`{name}(` must be followed by an op kind, e.g. {name}(get)")),
                     };
-                    if !metric.takes_op() {
+                    if metric.takes_fault() {
+                        fault = Some(arg.clone());
+                    } else if !metric.takes_op() {
                         return Err(format!("`{name}` takes no op kind"));
+                    } else {
+                        op = Some(
+                            OpKind::from_name(&arg)
+                                .ok_or_else(|| format!("`{arg}` is not an op kind (known: get, set, incr, del)"))?,
+                        );
                     }
-                    op = Some(
-                        OpKind::from_name(&arg)
-                            .ok_or_else(|| format!("`{arg}` is not an op kind (known: get, set, incr, del)"))?,
-                    );
                     if self.next() != Some(Token::RParen) {
                         return Err(format!("missing `)` after `{name}({arg}`"));
                     }
                 }
-                Ok(Operand::Metric(MetricRef { metric, op }))
+                if metric.takes_fault() && fault.is_none() {
+                    return Err(format!("`{name}` needs the fault it is about, e.g. {name}(primary-killed)"));
+                }
+                Ok(Operand::Metric(MetricRef { metric, op, fault }))
             }
             other => Err(format!("expected a metric or a number, found {}", describe_token(other.as_ref()))),
         }
@@ -362,6 +396,8 @@ mod tests {
     #[test]
     fn parses_the_documented_forms() {
         for ok in [
+            "denied_window(primary-killed) <= 15s",
+            "failed_after(kill) < 500",
             "errors == 0",
             "p99(get) < 30ms",
             "throughput >= 50000",
@@ -376,7 +412,7 @@ mod tests {
         assert_eq!(
             e,
             Expr::Compare(
-                Operand::Metric(MetricRef { metric: Metric::Percentile(99.0), op: Some(OpKind::Get) }),
+                Operand::Metric(MetricRef { metric: Metric::Percentile(99.0), op: Some(OpKind::Get), fault: None }),
                 CmpOp::Lt,
                 Operand::Number { value: 30.0, is_duration: true }
             )
@@ -391,6 +427,7 @@ mod tests {
             ("latency < 5ms", "unknown metric"),
             ("p99(fetch) < 5ms", "not an op kind"),
             ("errors = 0", "unexpected `=`"),
+            ("denied_window < 5s", "needs the fault"),
             ("errors == 0 && hangs == 0", "join comparisons with `and`"),
             ("errors ==", "found the end of the expression"),
             ("errors == 0 errors", "join comparisons"),

@@ -167,6 +167,21 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
         Metric::ScheduleLag => {
             Some(stats.schedule_lag_ms.as_ref().ok_or("schedule_lag applies only to open-loop profiles")?.p99)
         }
+        Metric::DeniedWindow | Metric::FirstSuccess | Metric::Recovered | Metric::FailedAfter => {
+            let name = m.fault.as_deref().unwrap_or_default();
+            let impact = stats
+                .fault_impact
+                .iter()
+                .find(|f| f.fault == name)
+                .ok_or_else(|| format!("no fault named `{name}` was applied in this cell"))?;
+            match m.metric {
+                // Nothing failed: no window at all.
+                Metric::DeniedWindow => Some(impact.denied_window_s.unwrap_or(0.0) * 1e3),
+                Metric::FirstSuccess => impact.first_success_s.map(|s| s * 1e3),
+                Metric::Recovered => impact.recovered_s.map(|s| s * 1e3),
+                _ => Some(impact.failed as f64),
+            }
+        }
         Metric::Violations(name) => {
             let check = cell
                 .checks
@@ -197,6 +212,10 @@ fn describe(m: &MetricRef) -> String {
         Metric::Hangs => "hangs".into(),
         Metric::OverDeadline => "over_deadline".into(),
         Metric::ScheduleLag => "schedule_lag".into(),
+        Metric::DeniedWindow => "denied_window".into(),
+        Metric::FirstSuccess => "first_success".into(),
+        Metric::Recovered => "recovered".into(),
+        Metric::FailedAfter => "failed_after".into(),
         Metric::Violations(c) => match c {
             crate::checker::CheckerName::StaleReadAfterAck => "stale_reads".into(),
             crate::checker::CheckerName::LostAcknowledgedWrite => "lost_acked_writes".into(),
@@ -204,9 +223,10 @@ fn describe(m: &MetricRef) -> String {
             crate::checker::CheckerName::Linearizability => "linearizability_violations".into(),
         },
     };
-    match m.op {
-        Some(op) => format!("{name}({})", op.as_str()),
-        None => name,
+    match (m.op, &m.fault) {
+        (Some(op), _) => format!("{name}({})", op.as_str()),
+        (None, Some(fault)) => format!("{name}({fault})"),
+        (None, None) => name,
     }
 }
 
@@ -272,8 +292,10 @@ mod tests {
                 per_op: [("get".to_string(), get)].into_iter().collect(),
                 timeline: vec![],
                 schedule_lag_ms: None,
+                fault_impact: vec![],
             }),
             checks: vec![],
+            faults: vec![],
         }
     }
 

@@ -14,6 +14,9 @@ use tokio::time::Instant;
 
 use crate::spec::OpKind;
 
+pub mod fault_impact;
+use fault_impact::{FaultImpact, FineTimeline};
+
 /// Latencies are recorded in microseconds, up to an hour, 3 significant digits.
 const HIST_MAX_US: u64 = 3_600_000_000;
 
@@ -135,6 +138,8 @@ pub struct Recorder {
     kinds: Vec<Option<KindRecorder>>,
     timeline: Vec<Second>,
     schedule_lag: Option<Histogram<u64>>,
+    /// Cells with faults: the 10 ms timeline their impact is measured on.
+    fine: Option<FineTimeline>,
     measure_from: Instant,
     live: Arc<LiveCounters>,
 }
@@ -145,12 +150,20 @@ impl Recorder {
         measure_from: Instant,
         live: Arc<LiveCounters>,
         open_loop: bool,
+        with_faults: bool,
     ) -> Self {
         let mut slots: Vec<Option<KindRecorder>> = (0..OpKind::ALL.len()).map(|_| None).collect();
         for k in kinds {
             slots[k.index()] = Some(KindRecorder::new());
         }
-        Recorder { kinds: slots, timeline: Vec::new(), schedule_lag: open_loop.then(new_histogram), measure_from, live }
+        Recorder {
+            kinds: slots,
+            timeline: Vec::new(),
+            schedule_lag: open_loop.then(new_histogram),
+            fine: with_faults.then(FineTimeline::default),
+            measure_from,
+            live,
+        }
     }
 
     pub fn record(&mut self, c: &Completion) {
@@ -170,6 +183,9 @@ impl Recorder {
         let second = (c.end.saturating_duration_since(self.measure_from)).as_secs() as usize;
         if self.timeline.len() <= second {
             self.timeline.resize(second + 1, Second::default());
+        }
+        if let Some(fine) = &mut self.fine {
+            fine.record(c.end.saturating_duration_since(self.measure_from).as_micros() as u64, us, c.result.is_ok());
         }
         let bucket = &mut self.timeline[second];
         bucket.max_us = bucket.max_us.max(us);
@@ -203,11 +219,17 @@ pub struct CellMetrics {
     kinds: Vec<Option<KindRecorder>>,
     timeline: Vec<Second>,
     schedule_lag: Option<Histogram<u64>>,
+    fine: Option<FineTimeline>,
 }
 
 impl CellMetrics {
     pub fn new() -> Self {
-        CellMetrics { kinds: (0..OpKind::ALL.len()).map(|_| None).collect(), timeline: Vec::new(), schedule_lag: None }
+        CellMetrics {
+            kinds: (0..OpKind::ALL.len()).map(|_| None).collect(),
+            timeline: Vec::new(),
+            schedule_lag: None,
+            fine: None,
+        }
     }
 
     pub fn merge(&mut self, r: Recorder) {
@@ -226,6 +248,9 @@ impl CellMetrics {
         for (mine, theirs) in self.timeline.iter_mut().zip(&r.timeline) {
             mine.absorb(theirs);
         }
+        if let Some(fine) = &r.fine {
+            self.fine.get_or_insert_with(FineTimeline::default).merge(fine);
+        }
         if let Some(lag) = r.schedule_lag {
             self.schedule_lag.get_or_insert_with(new_histogram).add(&lag).expect("same histogram bounds");
         }
@@ -233,6 +258,11 @@ impl CellMetrics {
 
     /// Summarizes over the measured window. `window` is the intended length of
     /// that window; throughput divides by it.
+    /// Each fault's cost, given when (seconds into the window) it was requested.
+    pub fn fault_impacts(&self, faults: &[(String, f64)], window: Duration) -> Vec<FaultImpact> {
+        self.fine.as_ref().map(|f| f.impacts(faults, window.as_secs_f64())).unwrap_or_default()
+    }
+
     pub fn summarize(&self, window: Duration) -> CellStats {
         let secs = window.as_secs_f64().max(1e-9);
         let mut per_op = indexmap::IndexMap::new();
@@ -289,6 +319,7 @@ impl CellMetrics {
             per_op,
             timeline,
             schedule_lag_ms: self.schedule_lag.as_ref().and_then(LatencyStats::from_histogram),
+            fault_impact: Vec::new(),
         }
     }
 }
@@ -307,6 +338,9 @@ pub struct CellStats {
     /// Open loop only: how late ops started against the schedule.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub schedule_lag_ms: Option<LatencyStats>,
+    /// Cells with faults: what each fault cost.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub fault_impact: Vec<FaultImpact>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -368,7 +402,7 @@ mod tests {
         let t0 = Instant::now();
         let measure_from = t0 + Duration::from_secs(1);
         let live = Arc::new(LiveCounters::default());
-        let mut r = Recorder::new([OpKind::Get].into_iter(), measure_from, live.clone(), false);
+        let mut r = Recorder::new([OpKind::Get].into_iter(), measure_from, live.clone(), false, false);
         let done = |start: Instant, ms: u64, result| Completion {
             kind: OpKind::Get,
             issued: start,

@@ -41,6 +41,11 @@ impl RunningTarget {
     /// The members and companions of a docker target, with their roles on
     /// request; None for other providers.
     #[allow(dead_code)] // for the fault scheduler
+    /// The server process of a `process` target.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().and_then(|p| p.pid())
+    }
+
     pub fn topology(&self) -> Option<&std::sync::Arc<crate::topology::Topology>> {
         self.docker.as_ref().map(|d| &d.topology)
     }

@@ -20,6 +20,10 @@ pub struct ManagedProcess {
 }
 
 impl ManagedProcess {
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// SIGTERM, then SIGKILL if it has not exited within 5 s.
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {

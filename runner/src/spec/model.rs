@@ -439,6 +439,51 @@ pub struct ScenarioSpec {
     /// Overrides of the campaign's `timing` for this scenario.
     #[serde(default)]
     pub timing: Option<TimingOverride>,
+    /// Faults applied during each of this scenario's cells.
+    #[serde(default)]
+    pub faults: Vec<FaultSpec>,
+}
+
+/// One scheduled fault.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    /// Names it in results, the report and gates (`denied_window(NAME)`).
+    pub name: String,
+    /// Offset into the measured window.
+    pub at: Dur,
+    pub action: FaultAction,
+    /// What it hits: a process target's name, or a docker target's selector
+    /// (`kv.primary`, `kv.replicas`, `kv.member[1]`, `kv-2`, `kv.sentinels[0]`).
+    pub target: String,
+    /// kill: the signal (default SIGKILL).
+    #[serde(default)]
+    pub signal: Option<String>,
+    /// exec: the command to run in the container.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Undo it after this long (kill and stop: start; pause: unpause;
+    /// disconnect: reconnect; isolate: rejoin). Without it, the fault is
+    /// undone at the end of the cell.
+    #[serde(default)]
+    pub heal_after: Option<Dur>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultAction {
+    Kill,
+    Stop,
+    Start,
+    Restart,
+    Pause,
+    Unpause,
+    Disconnect,
+    Reconnect,
+    /// Cut a member off from its peers while clients still reach it.
+    Isolate,
+    Rejoin,
+    Exec,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

@@ -265,6 +265,7 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
                 return Err((format!("{at}.profiles[{j}]"), undefined("profile", p, spec.profiles.keys())));
             }
         }
+        validate_faults(spec, s, &at)?;
         if let Some(t) = &s.timing {
             if t.duration.is_some_and(|d| d.0.is_zero()) {
                 return Err((format!("{at}.timing.duration"), "must be longer than 0s".into()));
@@ -275,6 +276,63 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
             if t.deadline.is_some_and(|d| d.0.is_zero()) {
                 return Err((format!("{at}.timing.deadline"), "must be longer than 0s".into()));
             }
+        }
+    }
+    Ok(())
+}
+
+fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Problem> {
+    let duration = s.timing.as_ref().and_then(|t| t.duration).unwrap_or(spec.timing.duration);
+    let targets = s.target.names();
+    let mut names = HashSet::new();
+    for (i, f) in s.faults.iter().enumerate() {
+        let at = format!("{at}.faults[{i}]");
+        if f.name.trim().is_empty() || !names.insert(f.name.as_str()) {
+            return Err((format!("{at}.name"), format!("fault names must be unique and not empty (`{}`)", f.name)));
+        }
+        if f.at >= duration {
+            return Err((format!("{at}.at"), format!("is not inside the {duration} measured window")));
+        }
+        if f.signal.is_some() && f.action != FaultAction::Kill {
+            return Err((format!("{at}.signal"), "applies only to action: kill".into()));
+        }
+        match (f.action, f.command.is_empty()) {
+            (FaultAction::Exec, true) => return Err((at, "action: exec needs `command`".into())),
+            (FaultAction::Exec, false) => {}
+            (_, false) => return Err((format!("{at}.command"), "applies only to action: exec".into())),
+            _ => {}
+        }
+        if f.heal_after.is_some() && !f.action.heals() {
+            return Err((format!("{at}.heal_after"), format!("`{}` leaves nothing to heal", f.action.as_str())));
+        }
+        // The fault must hit one of the scenario's own targets.
+        let field = format!("{at}.target");
+        let (target, docker) = match spec.targets.get(f.target.as_str()) {
+            Some(t) => (f.target.clone(), t.provider == ProviderKind::Docker),
+            None => match crate::topology::parse_selector(&f.target, spec) {
+                Ok(sel) => (sel.target, true),
+                Err(e) => return Err((field, e)),
+            },
+        };
+        if !targets.contains(&target) {
+            return Err((field, format!("`{}` is not a target of scenario `{}`", f.target, s.name)));
+        }
+        match spec.targets[&target].provider {
+            ProviderKind::External => {
+                return Err((field, format!("`{target}` is external: faultline cannot inject faults into it")))
+            }
+            ProviderKind::Process
+                if !matches!(f.action, FaultAction::Kill | FaultAction::Stop | FaultAction::Pause) =>
+            {
+                return Err((format!("{at}.action"), "process targets take kill, stop and pause".into()))
+            }
+            _ if docker && spec.targets.contains_key(f.target.as_str()) => {
+                return Err((
+                    field,
+                    format!("name the members of `{target}`, e.g. `{target}.primary` or `{target}.member[0]`"),
+                ))
+            }
+            _ => {}
         }
     }
     Ok(())

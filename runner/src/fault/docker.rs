@@ -1,0 +1,67 @@
+//! Faults on containers, through the Docker layer's confirmed operations.
+
+use anyhow::Context;
+
+use super::{Applied, Heal, EXEC_TIMEOUT, STOP_GRACE};
+use crate::spec::{FaultAction, FaultSpec, Spec};
+use crate::topology::{Member, Topology};
+
+/// What undoes a container fault.
+pub struct Undo {
+    action: FaultAction,
+    members: Vec<Member>,
+}
+
+pub async fn apply(topo: &Topology, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
+    let selection = crate::topology::parse_selector(&fault.target, spec).map_err(|e| anyhow::anyhow!(e))?;
+    let members = topo.resolve(&selection.selector).await.with_context(|| format!("resolving `{}`", fault.target))?;
+    anyhow::ensure!(!members.is_empty(), "`{}` selects no container now", fault.target);
+    let d = &topo.docker;
+    let mut evidence = Vec::new();
+    let mut output = String::new();
+    for m in &members {
+        let c = &m.container;
+        let confirmed = match fault.action {
+            FaultAction::Kill => d.kill(c, fault.signal.as_deref().unwrap_or("SIGKILL")).await?.evidence,
+            FaultAction::Stop => d.stop(c, STOP_GRACE).await?.evidence,
+            FaultAction::Start => d.start(c).await?.evidence,
+            FaultAction::Restart => d.restart(c, STOP_GRACE).await?.evidence,
+            FaultAction::Pause => d.pause(c).await?.evidence,
+            FaultAction::Unpause => d.unpause(c).await?.evidence,
+            FaultAction::Disconnect => d.disconnect(c, &topo.network).await?.evidence,
+            FaultAction::Reconnect => d.reconnect(c, &topo.network, std::slice::from_ref(&m.name)).await?.evidence,
+            FaultAction::Isolate => d.isolate(c, &topo.network).await?.evidence,
+            FaultAction::Rejoin => d.rejoin(c).await?.evidence,
+            FaultAction::Exec => {
+                let out = d.exec_ok(c, &fault.command, EXEC_TIMEOUT).await?;
+                output.push_str(out.combined().trim());
+                format!("exit code {}", out.exit_code)
+            }
+        };
+        evidence.push(format!("{}: {confirmed}", m.name));
+    }
+    Ok(Applied {
+        hit: members.iter().map(|m| m.name.clone()).collect(),
+        evidence: evidence.join("; "),
+        output,
+        heal: fault.action.heals().then(|| Heal::Docker(Undo { action: fault.action, members })),
+    })
+}
+
+pub async fn heal(topo: &Topology, undo: &Undo) -> anyhow::Result<String> {
+    let d = &topo.docker;
+    let mut evidence = Vec::new();
+    for m in &undo.members {
+        let c = &m.container;
+        // Each undoing operation does nothing when there is nothing to undo.
+        let confirmed = match undo.action {
+            FaultAction::Kill | FaultAction::Stop => d.start(c).await?,
+            FaultAction::Pause => d.unpause(c).await?,
+            FaultAction::Disconnect => d.reconnect(c, &topo.network, std::slice::from_ref(&m.name)).await?,
+            FaultAction::Isolate => d.rejoin(c).await?,
+            other => anyhow::bail!("`{}` has nothing to heal", other.as_str()),
+        };
+        evidence.push(format!("{}: {}", m.name, confirmed.evidence));
+    }
+    Ok(evidence.join("; "))
+}

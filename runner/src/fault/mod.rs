@@ -1,0 +1,207 @@
+//! Faults on a schedule: each is applied at its offset into the measured
+//! window, confirmed (the container really is paused, the link really is
+//! gone), recorded with its times, and healed — after `heal_after`, or at the
+//! end of the cell, or on abort, by the ledger of what is still in force.
+
+mod docker;
+mod process;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::provider::RunningTarget;
+use crate::spec::{FaultAction, FaultSpec, Spec};
+
+/// What happened to one scheduled fault. Times are seconds since the measured
+/// window began.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FaultRecord {
+    pub name: String,
+    pub action: String,
+    /// The selector as written, e.g. `kv.primary`.
+    pub target: String,
+    /// The containers or processes it hit, resolved when it was applied.
+    pub hit: Vec<String>,
+    pub requested_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub confirmed_s: Option<f64>,
+    /// How the effect was confirmed.
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub evidence: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub healed_s: Option<f64>,
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub heal_evidence: String,
+    /// Why it could not be applied or healed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+    /// Output of an `exec` fault.
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub output: String,
+}
+
+/// A fault the provider applied, with what undoes it.
+pub struct Applied {
+    pub hit: Vec<String>,
+    pub evidence: String,
+    pub output: String,
+    /// Undoes the fault; None when there is nothing to undo (exec, start, …).
+    pub heal: Option<Heal>,
+}
+
+/// How to undo an applied fault, for the ledger.
+pub enum Heal {
+    Docker(docker::Undo),
+    Process(process::Undo),
+}
+
+/// The provider side of faults: one implementation per provider kind.
+async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
+    if let Some(topology) = target.topology() {
+        docker::apply(topology, fault, spec).await
+    } else if let Some(pid) = target.pid() {
+        process::apply(pid, &target.name, fault).await
+    } else {
+        anyhow::bail!("target `{}` is external: faultline cannot inject faults into it", target.name)
+    }
+}
+
+async fn heal(target: &RunningTarget, heal: &Heal) -> anyhow::Result<String> {
+    match heal {
+        Heal::Docker(undo) => docker::heal(target.topology().expect("docker undo on a docker target"), undo).await,
+        Heal::Process(undo) => process::heal(undo).await,
+    }
+}
+
+/// Runs a cell's fault schedule from `window_start` until `stop_at` (or
+/// cancellation), then heals every fault still in force.
+pub async fn run_schedule(
+    spec: &Spec,
+    target: &RunningTarget,
+    faults: &[FaultSpec],
+    window_start: Instant,
+    stop_at: Instant,
+    cancel: CancellationToken,
+) -> Vec<FaultRecord> {
+    let since = |t: Instant| t.saturating_duration_since(window_start).as_secs_f64();
+    let mut records: Vec<FaultRecord> = Vec::new();
+    // The ledger: faults in force, with when to heal them.
+    let mut in_force: Vec<(usize, Option<Instant>, Heal)> = Vec::new();
+    let mut pending: Vec<(usize, Instant)> =
+        faults.iter().enumerate().map(|(i, f)| (i, window_start + f.at.0)).collect();
+    pending.sort_by_key(|(_, at)| *at);
+    let mut pending = pending.into_iter().peekable();
+    loop {
+        let next_apply = pending.peek().map(|(_, at)| *at).filter(|at| *at < stop_at);
+        let next_heal = in_force.iter().filter_map(|(_, at, _)| *at).min();
+        let Some(wake) = [next_apply, next_heal].into_iter().flatten().min() else {
+            // Nothing left to do before the end: wait for it.
+            tokio::select! {
+                _ = tokio::time::sleep_until(stop_at) => {}
+                _ = cancel.cancelled() => {}
+            }
+            break;
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = cancel.cancelled() => break,
+        }
+        let now = Instant::now();
+        // Heals due now.
+        let (due, keep): (Vec<_>, Vec<_>) = in_force.into_iter().partition(|(_, at, _)| at.is_some_and(|a| a <= now));
+        in_force = keep;
+        for (i, _, undo) in due {
+            settle(&mut records[i], heal(target, &undo).await, since(Instant::now()));
+        }
+        // Faults due now.
+        while let Some((i, at)) = pending.peek().copied() {
+            if at > now {
+                break;
+            }
+            pending.next();
+            let fault = &faults[i];
+            let mut record = FaultRecord {
+                name: fault.name.clone(),
+                action: fault.action.as_str().into(),
+                target: fault.target.clone(),
+                hit: vec![],
+                requested_s: since(Instant::now()),
+                confirmed_s: None,
+                evidence: String::new(),
+                healed_s: None,
+                heal_evidence: String::new(),
+                error: None,
+                output: String::new(),
+            };
+            match apply(target, fault, spec).await {
+                Ok(applied) => {
+                    record.confirmed_s = Some(since(Instant::now()));
+                    record.hit = applied.hit;
+                    record.evidence = applied.evidence;
+                    record.output = applied.output;
+                    if let Some(undo) = applied.heal {
+                        let heal_at = fault.heal_after.map(|d| Instant::now() + d.0);
+                        in_force.push((records.len(), heal_at, undo));
+                    }
+                }
+                Err(e) => record.error = Some(format!("{e:#}")),
+            }
+            records.push(record);
+        }
+    }
+    // The end of the cell, or an abort: undo whatever is still in force.
+    for (i, _, undo) in in_force.into_iter().rev() {
+        settle(&mut records[i], heal(target, &undo).await, since(Instant::now()));
+    }
+    records
+}
+
+fn settle(record: &mut FaultRecord, healed: anyhow::Result<String>, at: f64) {
+    match healed {
+        Ok(evidence) => {
+            record.healed_s = Some(at);
+            record.heal_evidence = evidence;
+        }
+        Err(e) => {
+            let message = format!("healing failed: {e:#}");
+            record.error = Some(match record.error.take() {
+                Some(earlier) => format!("{earlier}; {message}"),
+                None => message,
+            });
+        }
+    }
+}
+
+impl FaultAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultAction::Kill => "kill",
+            FaultAction::Stop => "stop",
+            FaultAction::Start => "start",
+            FaultAction::Restart => "restart",
+            FaultAction::Pause => "pause",
+            FaultAction::Unpause => "unpause",
+            FaultAction::Disconnect => "disconnect",
+            FaultAction::Reconnect => "reconnect",
+            FaultAction::Isolate => "isolate",
+            FaultAction::Rejoin => "rejoin",
+            FaultAction::Exec => "exec",
+        }
+    }
+
+    /// Whether the action leaves something to undo (and may take `heal_after`).
+    pub fn heals(self) -> bool {
+        matches!(
+            self,
+            FaultAction::Kill | FaultAction::Stop | FaultAction::Pause | FaultAction::Disconnect | FaultAction::Isolate
+        )
+    }
+}
+
+/// Grace period for `stop` and `restart`.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Limit for an `exec` fault's command.
+const EXEC_TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,0 +1,175 @@
+//! What each fault cost: ops and failures after it, the longest op, the
+//! denied window (from the fault to the end of the last failed op), the first
+//! success after that, and when throughput came back to 90% of what it was
+//! before — the MongoDB seed's failover table. Built from a 10 ms timeline
+//! that cells with faults record beside the per-second one.
+
+use serde::{Deserialize, Serialize};
+
+/// Resolution of the fine timeline, in microseconds.
+const BUCKET_US: u64 = 10_000;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Bucket {
+    ok: u64,
+    failed: u64,
+    /// End of the last failed op in the bucket, +1 (0: none), in µs since the window began.
+    last_fail_end: u64,
+    /// End of the first successful op in the bucket, +1 (0: none).
+    first_ok_end: u64,
+    max_latency_us: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FineTimeline {
+    buckets: Vec<Bucket>,
+}
+
+impl FineTimeline {
+    /// `end_us`: when the op ended, µs since the measured window began.
+    pub fn record(&mut self, end_us: u64, latency_us: u64, ok: bool) {
+        let i = (end_us / BUCKET_US) as usize;
+        if self.buckets.len() <= i {
+            self.buckets.resize(i + 1, Bucket::default());
+        }
+        let b = &mut self.buckets[i];
+        b.max_latency_us = b.max_latency_us.max(latency_us);
+        if ok {
+            b.ok += 1;
+            if b.first_ok_end == 0 || end_us + 1 < b.first_ok_end {
+                b.first_ok_end = end_us + 1;
+            }
+        } else {
+            b.failed += 1;
+            b.last_fail_end = b.last_fail_end.max(end_us + 1);
+        }
+    }
+
+    pub fn merge(&mut self, other: &FineTimeline) {
+        if self.buckets.len() < other.buckets.len() {
+            self.buckets.resize(other.buckets.len(), Bucket::default());
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            a.ok += b.ok;
+            a.failed += b.failed;
+            a.last_fail_end = a.last_fail_end.max(b.last_fail_end);
+            a.first_ok_end = match (a.first_ok_end, b.first_ok_end) {
+                (0, x) | (x, 0) => x,
+                (x, y) => x.min(y),
+            };
+            a.max_latency_us = a.max_latency_us.max(b.max_latency_us);
+        }
+    }
+
+    /// Impacts of faults requested at `faults` (name, seconds into the
+    /// window), each measured until the next fault or the window's end.
+    pub fn impacts(&self, faults: &[(String, f64)], window_s: f64) -> Vec<FaultImpact> {
+        let to_bucket = |s: f64| ((s.max(0.0) * 1e6) as u64 / BUCKET_US) as usize;
+        let end_bucket = to_bucket(window_s).max(1).min(self.buckets.len());
+        faults
+            .iter()
+            .enumerate()
+            .map(|(k, (name, at))| {
+                let from = to_bucket(*at).min(end_bucket);
+                let until = faults.get(k + 1).map_or(end_bucket, |(_, next)| to_bucket(*next).min(end_bucket));
+                let span = &self.buckets[from..until.max(from)];
+                let at_us = (*at * 1e6) as u64;
+                let (ops, failed) = span.iter().fold((0, 0), |(o, f), b| (o + b.ok + b.failed, f + b.failed));
+                let max_latency_ms = span.iter().map(|b| b.max_latency_us).max().unwrap_or(0) as f64 / 1e3;
+                let last_fail_end = span.iter().map(|b| b.last_fail_end).max().filter(|e| *e > 0).map(|e| e - 1);
+                // First success after the last failure (or after the fault, with none).
+                let after = last_fail_end.unwrap_or(at_us);
+                let first_success = span
+                    .iter()
+                    .enumerate()
+                    .skip((after / BUCKET_US) as usize - from.min((after / BUCKET_US) as usize))
+                    .find_map(|(j, b)| {
+                        let bucket_start = (from + j) as u64 * BUCKET_US;
+                        (b.first_ok_end > 0 && (b.first_ok_end - 1 > after || bucket_start > after))
+                            .then(|| b.first_ok_end - 1)
+                    });
+                // Throughput before: the 10 s before the fault (or since the window began).
+                let before_from = to_bucket(at - 10.0);
+                let before: u64 = self.buckets[before_from..from.min(self.buckets.len())].iter().map(|b| b.ok).sum();
+                let before_s = (from - before_from) as f64 * BUCKET_US as f64 / 1e6;
+                let baseline = if before_s > 0.0 { before as f64 / before_s } else { 0.0 };
+                // Recovered: the first 1 s stretch from the first success on at >= 90% of that.
+                let start = to_bucket(first_success.unwrap_or(after) as f64 / 1e6).max(from);
+                let per_second = (1_000_000 / BUCKET_US) as usize;
+                let recovered = (baseline > 0.0)
+                    .then(|| {
+                        (start..until.saturating_sub(per_second)).step_by(10).find(|&j| {
+                            let ok: u64 = self.buckets[j..j + per_second].iter().map(|b| b.ok).sum();
+                            ok as f64 >= 0.9 * baseline
+                        })
+                    })
+                    .flatten();
+                let rel = |us: u64| (us as f64 / 1e6 - at).max(0.0);
+                FaultImpact {
+                    fault: name.clone(),
+                    ops,
+                    failed,
+                    max_latency_ms,
+                    denied_window_s: last_fail_end.map(rel),
+                    first_success_s: first_success.map(rel),
+                    throughput_before: baseline,
+                    recovered_s: recovered.map(|j| rel(j as u64 * BUCKET_US)),
+                }
+            })
+            .collect()
+    }
+}
+
+/// One fault's cost, times in seconds after the fault was requested.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FaultImpact {
+    pub fault: String,
+    /// Ops that ended between this fault and the next (or the window's end).
+    pub ops: u64,
+    pub failed: u64,
+    /// Longest op, failures included.
+    pub max_latency_ms: f64,
+    /// Until the last failed op ended; absent when nothing failed.
+    pub denied_window_s: Option<f64>,
+    /// The first success after the last failure (after the fault, if none failed).
+    pub first_success_s: Option<f64>,
+    /// Successful ops per second in the 10 s before the fault.
+    pub throughput_before: f64,
+    /// When a 1 s stretch first reached 90% of that again, after the denied window.
+    pub recovered_s: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fault_that_denies_two_seconds_then_recovers() {
+        let mut t = FineTimeline::default();
+        // 1000 ok/s for 5 s, the fault at 5 s: failures until 7.2 s, then ok again.
+        for ms in 0..10_000u64 {
+            let us = ms * 1000 + 500;
+            let failing = (5_000..7_200).contains(&ms);
+            t.record(us, if failing { 5_000_000 } else { 200 }, !failing);
+        }
+        let impact = &t.impacts(&[("kill".into(), 5.0)], 10.0)[0];
+        assert_eq!((impact.ops, impact.failed), (5000, 2200));
+        assert!((impact.denied_window_s.unwrap() - 2.2).abs() < 0.01, "{impact:?}");
+        assert!((impact.first_success_s.unwrap() - 2.2).abs() < 0.01, "{impact:?}");
+        assert!((impact.throughput_before - 1000.0).abs() < 1.0, "{impact:?}");
+        assert!((impact.recovered_s.unwrap() - 2.2).abs() < 0.11, "{impact:?}");
+        assert_eq!(impact.max_latency_ms, 5000.0);
+    }
+
+    #[test]
+    fn a_harmless_fault_has_no_denied_window() {
+        let mut t = FineTimeline::default();
+        for ms in 0..4000u64 {
+            t.record(ms * 1000, 100, true);
+        }
+        let impact = &t.impacts(&[("noop".into(), 2.0)], 4.0)[0];
+        assert_eq!((impact.failed, impact.denied_window_s), (0, None));
+        assert!(impact.first_success_s.unwrap() < 0.002);
+        assert_eq!(impact.recovered_s, Some(0.0));
+    }
+}

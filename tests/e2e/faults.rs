@@ -1,0 +1,94 @@
+//! Scheduled faults against real servers: each applied, confirmed, healed,
+//! recorded with its times, and its cost measured.
+
+use std::process::Command;
+
+use crate::support::*;
+
+#[test]
+fn a_frozen_process_is_confirmed_healed_and_its_denied_window_measured() {
+    let _load = exclusive();
+    let run = run(&repo().join("specs/process-faults.yaml"), &[]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    let cell = &r["cells"][0];
+    let fault = &cell["faults"][0];
+    assert_eq!(fault["action"], "pause");
+    assert!(fault["evidence"].as_str().unwrap().contains("state T"), "{fault}");
+    assert!(fault["heal_evidence"].as_str().unwrap().contains("running"), "{fault}");
+    let requested = fault["requested_s"].as_f64().unwrap();
+    let healed = fault["healed_s"].as_f64().unwrap();
+    assert!((requested - 2.0).abs() < 0.2 && (healed - requested - 2.0).abs() < 0.2, "{fault}");
+    let impact = &cell["stats"]["fault_impact"][0];
+    let denied = impact["denied_window_s"].as_f64().unwrap();
+    // Ops waiting out their 300ms deadline fail until ~0.3s before the thaw.
+    assert!((1.4..=2.4).contains(&denied), "{impact}");
+    assert!(impact["failed"].as_u64().unwrap() >= 16, "{impact}");
+    assert!(impact["first_success_s"].as_f64().unwrap() >= denied, "{impact}");
+    assert!(run.report().contains("| cache | 1 | frozen (pause) |"), "{}", run.report());
+}
+
+fn docker_state() -> (String, String) {
+    let out = |args: &[&str]| {
+        String::from_utf8_lossy(&Command::new("docker").args(args).output().unwrap().stdout).into_owned()
+    };
+    (out(&["ps", "-a", "--format", "{{.ID}}"]), out(&["network", "ls", "--format", "{{.ID}}"]))
+}
+
+const DOCKER_FAULTS: &str = r#"name: docker-faults
+targets:
+  kv:
+    kind: redis
+    provider: docker
+    image: faultline/redis:bookworm
+    members: 3
+    memory: 256MiB
+    tmpfs: ["/data:size=32m"]
+    ready_timeout: 30s
+workloads:
+  w: {ops: {get: 50, set: 50}, keys: {count: 500}}
+profiles:
+  p: {closed: 2x8}
+timing: {warmup: 300ms, duration: 6s, deadline: 500ms}
+scenarios:
+  - name: s
+    target: kv
+    workload: w
+    profiles: [p]
+    faults:
+      - {name: replicas-paused, at: 500ms, action: pause, target: kv.replicas, heal_after: 1s}
+      - {name: replica-killed, at: 1500ms, action: kill, target: "kv.member[2]", heal_after: 1s}
+      - {name: replica-cut-off, at: 2500ms, action: isolate, target: "kv.member[1]", heal_after: 1s}
+      - {name: primary-frozen, at: 3500ms, action: pause, target: kv.primary, heal_after: 1s}
+      - {name: ask-primary, at: 5s, action: exec, target: kv.primary, command: [redis-cli, INFO, replication]}
+gates:
+  primary-freeze-denied: denied_window(primary-frozen) <= 2s
+  replicas-harmless: failed_after(replicas-paused) == 0
+"#;
+
+#[test]
+fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
+    let _load = exclusive();
+    let before = docker_state();
+    let (_d, spec) = spec_file(DOCKER_FAULTS);
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    let faults = r["cells"][0]["faults"].as_array().unwrap();
+    assert_eq!(faults.len(), 5);
+    for f in faults {
+        assert!(f.get("error").is_none(), "{f}");
+        assert!(f["confirmed_s"].as_f64().is_some() && !f["evidence"].as_str().unwrap().is_empty(), "{f}");
+        if f["action"] != "exec" {
+            assert!(f["healed_s"].as_f64().is_some(), "{f}");
+        }
+    }
+    assert_eq!(faults[0]["hit"].as_array().unwrap().len(), 2, "both replicas paused");
+    assert!(faults[0]["evidence"].as_str().unwrap().contains("paused"), "{}", faults[0]);
+    assert_eq!(faults[3]["hit"][0], "kv-0", "the primary is member 0");
+    assert!(faults[4]["output"].as_str().unwrap().contains("role:master"), "{}", faults[4]);
+    // Freezing the primary denied writes; pausing replicas did not.
+    let impact = r["cells"][0]["stats"]["fault_impact"].as_array().unwrap();
+    assert!(impact[3]["failed"].as_u64().unwrap() > 0, "{}", impact[3]);
+    assert_eq!(docker_state(), before, "containers or networks left behind");
+}
