@@ -44,7 +44,7 @@ pub async fn apply(topo: &Topology, fault: &FaultSpec, spec: &Spec) -> anyhow::R
         hit: members.iter().map(|m| m.name.clone()).collect(),
         evidence: evidence.join("; "),
         output,
-        heal: fault.action.heals().then(|| Heal::Docker(Undo { action: fault.action, members })),
+        heal: fault.action.heals().then_some(Heal::Docker(Undo { action: fault.action, members })),
     })
 }
 
