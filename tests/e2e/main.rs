@@ -10,3 +10,4 @@ mod docker;
 mod failures;
 mod runs;
 mod safety;
+mod sentinel;

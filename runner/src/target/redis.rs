@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use redis::AsyncConnectionConfig;
 use tokio::net::TcpStream;
 
@@ -66,12 +66,7 @@ impl TargetDriver for RedisDriver {
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection> {
         let (stream, follow_primary) = match SentinelUri::parse(uri) {
             // Asked again on every (re)connect: after a failover this is the new primary.
-            Some(sentinel) => {
-                let addr = sentinel?.master_addr().await?;
-                let connecting = tokio::time::timeout(PRIMARY_CONNECT_TIMEOUT, TcpStream::connect(&addr));
-                let stream = connecting.await.map_err(|_| anyhow!("connecting to the primary at {addr} timed out"));
-                (stream?.with_context(|| format!("cannot connect to the primary at {addr}"))?, true)
-            }
+            Some(sentinel) => (sentinel?.connect_primary().await?.1, true),
             None => {
                 let info = redis::Client::open(uri).with_context(|| format!("invalid redis uri `{uri}`"))?;
                 let addr = match &info.get_connection_info().addr() {
@@ -88,18 +83,13 @@ impl TargetDriver for RedisDriver {
     }
 }
 
-/// How long a load connection to a primary named by the Sentinels may take
-/// to open: one named just before it was cut off must not stall a lane's
-/// reconnect loop for the kernel's SYN retries.
-const PRIMARY_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-
 /// A connection for probes and admin reads (not the load path); through
 /// the Sentinels for a `redis+sentinel://` URI.
 async fn admin_connection(uri: &str) -> anyhow::Result<redis::aio::MultiplexedConnection> {
     let resolved;
     let uri = match SentinelUri::parse(uri) {
         Some(sentinel) => {
-            resolved = format!("redis://{}", sentinel?.master_addr().await?);
+            resolved = format!("redis://{}", sentinel?.connect_primary().await?.0);
             &resolved
         }
         None => uri,
@@ -190,7 +180,7 @@ impl WireProtocol for Resp {
 }
 
 /// The position just past the reply starting at `at`, or None if incomplete.
-fn skip_reply(input: &[u8], at: usize) -> Result<Option<usize>, String> {
+pub(super) fn skip_reply(input: &[u8], at: usize) -> Result<Option<usize>, String> {
     let Some(line_end) = find_crlf(input, at + 1) else { return Ok(None) };
     let after_line = line_end + 2;
     match input[at] {

@@ -66,19 +66,83 @@ impl SentinelUri {
         Ok(SentinelUri { sentinels, master: master.to_string() })
     }
 
-    /// Asks each Sentinel in turn for the master's address (`ip:port`); the
-    /// first that answers with one wins. The error lists what each said.
-    pub async fn master_addr(&self) -> anyhow::Result<String> {
+    /// Asks each Sentinel in turn for the master's address (`ip:port`) and
+    /// connects to it; the first address whose server says (`ROLE`) it is a
+    /// master wins, as the Sentinel client guidelines ask: a Sentinel that
+    /// has not seen a failover yet names a server that is a replica now.
+    /// Returns the address and the open connection, its `ROLE` reply read.
+    /// The error lists what each Sentinel said.
+    pub async fn connect_primary(&self) -> anyhow::Result<(String, TcpStream)> {
         let mut failures = Vec::new();
         for s in &self.sentinels {
-            match tokio::time::timeout(ASK_TIMEOUT, ask(s, &self.master)).await {
-                Ok(Ok(addr)) => return Ok(addr),
-                Ok(Err(e)) => failures.push(format!("{s}: {e:#}")),
-                Err(_) => failures.push(format!("{s}: no answer within {}ms", ASK_TIMEOUT.as_millis())),
+            let addr = match tokio::time::timeout(ASK_TIMEOUT, ask(s, &self.master)).await {
+                Ok(Ok(addr)) => addr,
+                Ok(Err(e)) => {
+                    failures.push(format!("{s}: {e:#}"));
+                    continue;
+                }
+                Err(_) => {
+                    failures.push(format!("{s}: no answer within {}ms", ASK_TIMEOUT.as_millis()));
+                    continue;
+                }
+            };
+            match tokio::time::timeout(PRIMARY_TIMEOUT, connect_if_master(&addr)).await {
+                Ok(Ok(stream)) => return Ok((addr, stream)),
+                Ok(Err(e)) => failures.push(format!("{s} named {addr}: {e:#}")),
+                Err(_) => failures.push(format!(
+                    "{s} named {addr}, which did not answer ROLE within {}ms",
+                    PRIMARY_TIMEOUT.as_millis()
+                )),
             }
         }
-        bail!("no Sentinel named the primary of `{}`: {}", self.master, failures.join("; "))
+        bail!("no Sentinel named a primary of `{}`: {}", self.master, failures.join("; "))
     }
+}
+
+/// How long connecting to the named primary and its `ROLE` answer may take:
+/// one named just before it was cut off must not stall a reconnect loop for
+/// the kernel's SYN retries.
+const PRIMARY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A connection to `addr` once its server says it is a master, with the
+/// whole `ROLE` reply read (nothing of it is left for the next reader).
+async fn connect_if_master(addr: &str) -> anyhow::Result<TcpStream> {
+    let mut stream = TcpStream::connect(addr).await.context("cannot connect")?;
+    stream.write_all(b"*1\r\n$4\r\nROLE\r\n").await?;
+    let mut reply = Vec::with_capacity(256);
+    let mut buf = [0u8; 1024];
+    let len = loop {
+        if let Some(len) = super::redis::skip_reply(&reply, 0).map_err(|e| anyhow!("answered ROLE with {e}"))? {
+            break len;
+        }
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            bail!("closed the connection without answering ROLE");
+        }
+        reply.extend_from_slice(&buf[..n]);
+        if reply.len() > 1 << 20 {
+            bail!("answered ROLE with more than 1MiB");
+        }
+    };
+    // Replies come only to requests, so nothing can follow ROLE's.
+    if len != reply.len() {
+        bail!("sent more than its ROLE reply");
+    }
+    match role_of(&reply) {
+        Some(b"master") => Ok(stream),
+        Some(role) => bail!("which says it is a {} now (ROLE)", String::from_utf8_lossy(role)),
+        None => bail!("which answered ROLE with `{}`", String::from_utf8_lossy(&reply).trim_end()),
+    }
+}
+
+/// The first element of a `ROLE` reply (`*3\r\n$6\r\nmaster\r\n…`).
+fn role_of(reply: &[u8]) -> Option<&[u8]> {
+    let rest = reply.strip_prefix(b"*")?;
+    let rest = &rest[rest.windows(2).position(|w| w == b"\r\n")? + 2..];
+    let rest = rest.strip_prefix(b"$")?;
+    let header = rest.windows(2).position(|w| w == b"\r\n")?;
+    let len: usize = std::str::from_utf8(&rest[..header]).ok()?.parse().ok()?;
+    rest.get(header + 2..header + 2 + len)
 }
 
 /// `redis+sentinel://a:1,b:2/master`.
@@ -211,24 +275,50 @@ mod tests {
                 &[refused_addr, silent.local_addr().unwrap().to_string(), answers.local_addr().unwrap().to_string()],
                 "kv",
             );
+            let master = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let master_port = master.local_addr().unwrap().port();
             let sentinel = tokio::spawn(async move {
                 let _silent = silent; // accepts (the kernel does) but never answers
                 let (mut s, _) = answers.accept().await.unwrap();
                 let mut request = vec![0u8; 256];
                 let n = s.read(&mut request).await.unwrap();
-                s.write_all(b"*2\r\n$8\r\n10.0.0.9\r\n$4\r\n6380\r\n").await.unwrap();
+                let port = master_port.to_string();
+                let reply = format!("*2\r\n$9\r\n127.0.0.1\r\n${}\r\n{port}\r\n", port.len());
+                s.write_all(reply.as_bytes()).await.unwrap();
                 String::from_utf8_lossy(&request[..n]).into_owned()
             });
+            let server = tokio::spawn(async move {
+                let (mut s, _) = master.accept().await.unwrap();
+                let mut request = vec![0u8; 64];
+                let n = s.read(&mut request).await.unwrap();
+                s.write_all(b"*3\r\n$6\r\nmaster\r\n:42\r\n*1\r\n*3\r\n$8\r\n10.0.0.2\r\n$4\r\n6379\r\n$2\r\n42\r\n")
+                    .await
+                    .unwrap();
+                // The load would follow on the same connection.
+                let mut more = vec![0u8; 64];
+                let m = s.read(&mut more).await.unwrap();
+                (String::from_utf8_lossy(&request[..n]).into_owned(), String::from_utf8_lossy(&more[..m]).into_owned())
+            });
             let started = tokio::time::Instant::now();
-            let addr = SentinelUri::parse(&uri).unwrap().unwrap().master_addr().await.unwrap();
-            assert_eq!(addr, "10.0.0.9:6380");
+            let (addr, mut stream) = SentinelUri::parse(&uri).unwrap().unwrap().connect_primary().await.unwrap();
+            assert_eq!(addr, format!("127.0.0.1:{master_port}"));
             assert!(started.elapsed() < ASK_TIMEOUT * 2, "{:?}", started.elapsed());
             let request = sentinel.await.unwrap();
             assert_eq!(request, "*3\r\n$8\r\nSENTINEL\r\n$23\r\nget-master-addr-by-name\r\n$2\r\nkv\r\n");
+            stream.write_all(b"PING\r\n").await.unwrap();
+            assert_eq!(server.await.unwrap(), ("*1\r\n$4\r\nROLE\r\n".into(), "PING\r\n".into()));
 
             let none = format_uri(&["127.0.0.1:1".into()], "kv");
-            let err = format!("{:#}", SentinelUri::parse(&none).unwrap().unwrap().master_addr().await.unwrap_err());
-            assert!(err.contains("no Sentinel named the primary of `kv`: 127.0.0.1:1: cannot connect"), "{err}");
+            let err = format!("{:#}", SentinelUri::parse(&none).unwrap().unwrap().connect_primary().await.unwrap_err());
+            assert!(err.contains("no Sentinel named a primary of `kv`: 127.0.0.1:1: cannot connect"), "{err}");
         });
+    }
+
+    #[test]
+    fn reads_the_role_from_a_role_reply() {
+        assert_eq!(role_of(b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n"), Some(&b"master"[..]));
+        assert_eq!(role_of(b"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:6379\r\n"), Some(&b"slave"[..]));
+        assert_eq!(role_of(b"-ERR unknown command\r\n"), None);
+        assert_eq!(role_of(b"*1\r\n$9\r\nmas"), None);
     }
 }
