@@ -294,7 +294,7 @@ fn after_a_sentinel_failover_mid_run_the_load_goes_on_on_the_new_primary() {
     let _load = exclusive();
     let before = docker_snapshot();
     let discovery = format!("{SENTINELS}\n    discovery: {{sentinels: sentinels, master: kv}}");
-    let spec = kv_spec(&discovery, "20s")
+    let spec = kv_spec(&discovery, "25s")
         .replace("  no-errors: errors == 0\n", "  few-errors: error_rate < 1%\n  no-hangs: hangs == 0\n");
     let (_d, spec) = spec_file(&spec);
     let out = tempfile::tempdir().unwrap();
@@ -328,28 +328,32 @@ fn after_a_sentinel_failover_mid_run_the_load_goes_on_on_the_new_primary() {
             assert!(failed_over.elapsed() < Duration::from_secs(20), "the Sentinels never named a new primary");
             std::thread::sleep(Duration::from_millis(100));
         }
-        // The Sentinels demote kv-0 some seconds later (disconnecting its
-        // clients); until then it is a second primary that takes writes.
+        // The Sentinels demote kv-0 some seconds later (8 to 12 s here),
+        // disconnecting its clients; until then it is a second primary that
+        // takes writes.
         let mut primary = None;
-        while failed_over.elapsed() < Duration::from_secs(15) {
-            let roles = member_roles(&["kv-0", "kv-1", "kv-2"]);
+        let mut roles = Vec::new();
+        while failed_over.elapsed() < Duration::from_secs(21) {
+            roles = member_roles(&["kv-0", "kv-1", "kv-2"]);
             let new = roles.iter().find(|(m, r)| m != "kv-0" && r == "master").map(|(m, _)| m.clone());
-            if let Some(new) = new {
+            let demoted = roles.iter().any(|(m, r)| m == "kv-0" && r == "slave");
+            if let Some(new) = new.filter(|_| demoted) {
                 if load_clients_on(&new) == 2 && load_clients_on("kv-0") == 0 {
-                    primary = Some((new, roles));
+                    primary = Some(new);
                     break;
                 }
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        (primary, failed_over.elapsed())
+        (primary, roles, failed_over.elapsed())
     });
     let output = faultline().arg("run").arg(&spec).arg("--out").arg(out.path()).output().unwrap();
-    let (primary, took) = failover.join().unwrap();
+    let (primary, roles, took) = failover.join().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let (new_primary, roles) = primary.unwrap_or_else(|| panic!("the load did not move within {took:?}\n{stdout}"));
+    // kv-0 demoted, a replica promoted, and the load on it, not on kv-0.
+    let new_primary =
+        primary.unwrap_or_else(|| panic!("the load did not move within {took:?}; roles then: {roles:?}\n{stdout}"));
     assert!(["kv-1", "kv-2"].contains(&new_primary.as_str()), "{new_primary}");
-    assert!(roles.iter().any(|(m, r)| m == "kv-0" && r == "slave"), "kv-0 was demoted: {roles:?}");
     assert_eq!(output.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
 
     let dir = run_dir(out.path()).unwrap();
@@ -358,7 +362,7 @@ fn after_a_sentinel_failover_mid_run_the_load_goes_on_on_the_new_primary() {
     assert_eq!(r["verdict"], "PASS");
     let stats = &r["cells"][0]["stats"];
     let timeline = stats["timeline"].as_array().unwrap();
-    assert!(timeline.len() >= 18, "{}", timeline.len());
+    assert!(timeline.len() >= 23, "{}", timeline.len());
     for point in &timeline[timeline.len() - 3..] {
         assert!(point["ok"].as_u64().unwrap() > 0, "ops succeed at the end, on {new_primary}: {point}");
     }

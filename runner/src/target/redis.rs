@@ -5,7 +5,6 @@
 //! per op), which would make the load generator the bottleneck.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use redis::AsyncConnectionConfig;
@@ -64,23 +63,26 @@ impl TargetDriver for RedisDriver {
     }
 
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection> {
-        let (stream, follow_primary) = match SentinelUri::parse(uri) {
+        if let Some(sentinel) = SentinelUri::parse(uri) {
             // Asked again on every (re)connect: after a failover this is the new primary.
-            Some(sentinel) => (sentinel?.connect_primary().await?.1, true),
-            None => {
-                let info = redis::Client::open(uri).with_context(|| format!("invalid redis uri `{uri}`"))?;
-                let addr = match &info.get_connection_info().addr() {
-                    redis::ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
-                    other => anyhow::bail!("only plain TCP redis URIs are supported for load, not {other:?}"),
-                };
-                (TcpStream::connect(&addr).await.with_context(|| format!("cannot connect to {addr}"))?, false)
-            }
+            let (_, stream) = sentinel?.connect_primary().await?;
+            return load_connection(stream, workload, true);
+        }
+        let info = redis::Client::open(uri).with_context(|| format!("invalid redis uri `{uri}`"))?;
+        let addr = match &info.get_connection_info().addr() {
+            redis::ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
+            other => anyhow::bail!("only plain TCP redis URIs are supported for load, not {other:?}"),
         };
-        // Small requests must leave at once, not wait for Nagle's timer.
-        stream.set_nodelay(true)?;
-        let protocol = Resp { workload, scratch: Vec::with_capacity(256), follow_primary };
-        Ok(Connection { stream, protocol: Box::new(protocol) })
+        let stream = TcpStream::connect(&addr).await.with_context(|| format!("cannot connect to {addr}"))?;
+        load_connection(stream, workload, false)
     }
+}
+
+/// RESP over `stream`; `follow_primary` when the Sentinels named its server.
+fn load_connection(stream: TcpStream, workload: Arc<Workload>, follow_primary: bool) -> anyhow::Result<Connection> {
+    // Small requests must leave at once, not wait for Nagle's timer.
+    stream.set_nodelay(true)?;
+    Ok(Connection { stream, protocol: Box::new(Resp { workload, scratch: Vec::with_capacity(256), follow_primary }) })
 }
 
 /// A connection for probes and admin reads (not the load path); through
@@ -96,8 +98,8 @@ async fn admin_connection(uri: &str) -> anyhow::Result<redis::aio::MultiplexedCo
     };
     let client = redis::Client::open(uri).with_context(|| format!("invalid redis uri `{uri}`"))?;
     let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(Some(Duration::from_secs(10)));
+        .set_connection_timeout(Some(std::time::Duration::from_secs(2)))
+        .set_response_timeout(Some(std::time::Duration::from_secs(10)));
     client
         .get_multiplexed_async_connection_with_config(&config)
         .await
