@@ -110,6 +110,11 @@ fn a_docker_campaign_replicates_and_leaves_nothing_behind() {
     assert_eq!(r["verdict"], "PASS");
     let target = &r["targets"][0];
     assert_eq!((target["provider"].as_str(), target["kind"].as_str()), (Some("docker"), Some("redis")));
+    // The load found the primary through the three Sentinels.
+    let uri = target["uri"].as_str().unwrap();
+    let sentinels =
+        uri.strip_prefix("redis+sentinel://").and_then(|u| u.strip_suffix("/kv")).unwrap_or_else(|| panic!("{uri}"));
+    assert_eq!(sentinels.split(',').filter(|s| s.ends_with(":26379")).count(), 3, "{uri}");
     assert!(target["server"].as_str().unwrap().starts_with("redis 7"), "{target}");
     assert!(r["cells"][0]["stats"]["ok"].as_u64().unwrap() > 1000);
     let logs = run.dir.as_ref().unwrap().join("logs/kv");
@@ -263,4 +268,106 @@ fn teardown_removes_what_a_killed_faultline_left() {
     assert_eq!(docker_snapshot(), before, "teardown left something behind");
     let again = faultline().args(["teardown", "--run", &run_id]).output().unwrap();
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to remove"));
+}
+
+/// Each member's `ROLE` now, by member name (containers that answer).
+fn member_roles(members: &[&str]) -> Vec<(String, String)> {
+    members
+        .iter()
+        .filter_map(|m| containers_named(m).into_iter().next().map(|id| (m, id)))
+        .map(|(m, id)| (m.to_string(), docker_exec(&id, "redis-cli role").lines().next().unwrap_or("").to_string()))
+        .collect()
+}
+
+/// Load clients on a member: normal clients whose last command was the
+/// load's (a replica's link to its primary runs SETs too, with flag M).
+fn load_clients_on(member: &str) -> usize {
+    let Some(id) = containers_named(member).into_iter().next() else { return 0 };
+    docker_exec(&id, "redis-cli client list")
+        .lines()
+        .filter(|l| l.contains(" flags=N ") && (l.contains(" cmd=get ") || l.contains(" cmd=set ")))
+        .count()
+}
+
+#[test]
+fn after_a_sentinel_failover_mid_run_the_load_goes_on_on_the_new_primary() {
+    let _load = exclusive();
+    let before = docker_snapshot();
+    let discovery = format!("{SENTINELS}\n    discovery: {{sentinels: sentinels, master: kv}}");
+    let spec = kv_spec(&discovery, "25s")
+        .replace("  no-errors: errors == 0\n", "  few-errors: error_rate < 1%\n  no-hangs: hangs == 0\n");
+    let (_d, spec) = spec_file(&spec);
+    let out = tempfile::tempdir().unwrap();
+    let out_path = out.path().to_path_buf();
+    let failover = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !run_dir(&out_path)
+            .and_then(|d| std::fs::read_to_string(d.join("run.log")).ok())
+            .is_some_and(|log| log.contains("target `kv` is up"))
+        {
+            assert!(Instant::now() < deadline, "the target did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(load_clients_on("kv-0"), 2, "the load starts on kv-0");
+        let sentinel = containers_named("kv-sentinels-0").remove(0);
+        let ask = "redis-cli -p 26379 sentinel get-master-addr-by-name kv";
+        let first = docker_exec(&sentinel, ask);
+        // A Sentinel that has not found the replicas yet says NOGOODSLAVE.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let said = docker_exec(&sentinel, "redis-cli -p 26379 sentinel failover kv");
+            if said.trim() == "OK" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "SENTINEL failover kv: {said}");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let failed_over = Instant::now();
+        while docker_exec(&sentinel, ask) == first {
+            assert!(failed_over.elapsed() < Duration::from_secs(20), "the Sentinels never named a new primary");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // The Sentinels demote kv-0 some seconds later (8 to 12 s here),
+        // disconnecting its clients; until then it is a second primary that
+        // takes writes.
+        let mut primary = None;
+        let mut roles = Vec::new();
+        while failed_over.elapsed() < Duration::from_secs(21) {
+            roles = member_roles(&["kv-0", "kv-1", "kv-2"]);
+            let new = roles.iter().find(|(m, r)| m != "kv-0" && r == "master").map(|(m, _)| m.clone());
+            let demoted = roles.iter().any(|(m, r)| m == "kv-0" && r == "slave");
+            if let Some(new) = new.filter(|_| demoted) {
+                if load_clients_on(&new) == 2 && load_clients_on("kv-0") == 0 {
+                    primary = Some(new);
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (primary, roles, failed_over.elapsed())
+    });
+    let output = faultline().arg("run").arg(&spec).arg("--out").arg(out.path()).output().unwrap();
+    let (primary, roles, took) = failover.join().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // kv-0 demoted, a replica promoted, and the load on it, not on kv-0.
+    let new_primary =
+        primary.unwrap_or_else(|| panic!("the load did not move within {took:?}; roles then: {roles:?}\n{stdout}"));
+    assert!(["kv-1", "kv-2"].contains(&new_primary.as_str()), "{new_primary}");
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+
+    let dir = run_dir(out.path()).unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(r["verdict"], "PASS");
+    let stats = &r["cells"][0]["stats"];
+    let timeline = stats["timeline"].as_array().unwrap();
+    assert!(timeline.len() >= 23, "{}", timeline.len());
+    for point in &timeline[timeline.len() - 3..] {
+        assert!(point["ok"].as_u64().unwrap() > 0, "ops succeed at the end, on {new_primary}: {point}");
+    }
+    let sentinel_log = std::fs::read_to_string(dir.join("logs/kv/kv-sentinels-0.log")).unwrap();
+    assert!(sentinel_log.contains("+switch-master kv"), "{sentinel_log}");
+    assert_eq!(docker_snapshot(), before, "containers or networks were left behind");
+    eprintln!("the load moved to {new_primary} {took:?} after SENTINEL failover; errors {}", stats["errors"]);
 }

@@ -11,3 +11,4 @@ mod failures;
 mod faults;
 mod runs;
 mod safety;
+mod sentinel;

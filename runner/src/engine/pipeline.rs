@@ -12,7 +12,9 @@
 //! it does not, counted as a hang `hang_after` later. Either way its slot is
 //! freed; its reply, if it ever comes, is read and dropped. A broken
 //! connection fails its outstanding ops; new ops then wait for a reconnect,
-//! within their deadlines, as a driver's would.
+//! within their deadlines, as a driver's would. So does a connection whose
+//! server says it is the wrong one (a demoted primary's `READONLY`): it is
+//! dropped, and the reconnect finds the current primary.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -204,13 +206,18 @@ impl Lane {
         }
     }
 
-    /// Matches complete replies with the oldest outstanding ops.
+    /// Matches complete replies with the oldest outstanding ops. A reply that
+    /// says the connection points at the wrong server counts as the server
+    /// error it is; the replies already read are matched too, then the
+    /// connection is dropped so the reconnect finds the current server.
     fn take_replies(&mut self, end: Instant, recorder: &mut Recorder) {
+        let mut wrong_server = false;
         loop {
             let s = self.socket.as_mut().expect("replies arrive only while connected");
             match s.protocol.decode(&self.read_buf[self.read_start..self.read_end]) {
                 Ok(Some(reply)) => {
                     self.read_start += reply.len;
+                    wrong_server |= reply.wrong_server;
                     let Some(p) = self.outstanding.pop_front() else {
                         // A reply nobody asked for: the stream is out of step.
                         return self.disconnected(recorder);
@@ -238,6 +245,7 @@ impl Lane {
                         });
                     }
                 }
+                Ok(None) if wrong_server => return self.disconnected(recorder),
                 Ok(None) => return,
                 // Garbled: nothing more on this stream can be trusted.
                 Err(_) => return self.disconnected(recorder),

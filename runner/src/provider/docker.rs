@@ -4,7 +4,8 @@
 //! gateway address. Everything is labeled with the run id and removed when
 //! the target stops, when its start fails or is abandoned, and (through a
 //! drop guard) when faultline panics; `faultline teardown` removes what a
-//! killed faultline left.
+//! killed faultline left. Clients reach member 0, or with `discovery` the
+//! primary the target's Sentinels name at each connect.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use tokio::time::Instant;
 
 use super::RunningTarget;
 use crate::docker::{ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard};
-use crate::spec::docker::{split_tmpfs, CompanionSpec, ReadySpec};
+use crate::spec::docker::{split_tmpfs, CompanionSpec, DiscoverySpec, ReadySpec};
 use crate::spec::{ProviderKind, TargetSpec};
 use crate::target::topology::{topology_kind, Role, TopologyKind};
 use crate::target::{ServerInfo, TargetDriver};
@@ -251,8 +252,46 @@ impl Build<'_> {
             Arc::clone(&self.kind),
             Arc::clone(&self.driver),
         );
-        let uri = topology.uri(&topology.members[0]).await.map_err(|e| (e, None))?;
+        let uri = match &spec.discovery {
+            None => topology.uri(&topology.members[0]).await.map_err(|e| (e, None))?,
+            Some(d) => self.discovery_ready(&topology, d).await?,
+        };
         Ok((topology, server, uri))
+    }
+
+    /// The URI that finds the primary through the companion group named in
+    /// `discovery`, once a probe through it answers (the Sentinels know the
+    /// master and name an address the host reaches).
+    async fn discovery_ready(&self, topology: &Topology, d: &DiscoverySpec) -> Result<String, Failure> {
+        let group = &topology.companions[&d.sentinels];
+        let mut addrs = Vec::new();
+        for m in group {
+            let ip = topology.ip(m).await.map_err(|e| (e, Some(m.clone())))?;
+            addrs.push(format!("{ip}:{}", m.port.expect("validated: the discovery group has a port")));
+        }
+        let kind = format!("{:?}", self.spec.kind).to_lowercase();
+        let uri = self
+            .kind
+            .discovery_uri(&addrs, &d.master)
+            .ok_or_else(|| (anyhow!("`discovery` is not available for {kind} targets"), None))?;
+        let timeout = self.spec.ready_timeout.0;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let last = match tokio::time::timeout_at(deadline, self.driver.probe(&uri)).await {
+                Ok(Ok(_)) => return Ok(uri),
+                Ok(Err(e)) => format!("{e:#}"),
+                Err(_) => "the probe did not finish".into(),
+            };
+            if Instant::now() + Duration::from_millis(200) >= deadline {
+                let e = anyhow!(
+                    "the primary was not reachable through `{}` ({uri}) within {}; last probe error: {last}",
+                    d.sentinels,
+                    crate::spec::units::format_duration(timeout)
+                );
+                return Err((e, group.first().cloned()));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     #[allow(clippy::too_many_arguments)]

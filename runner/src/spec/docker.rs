@@ -52,6 +52,21 @@ fn default_count() -> u32 {
     1
 }
 
+/// How clients find the primary: by asking a companion group of Sentinels.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverySpec {
+    /// The companion group whose containers are the Sentinels (it needs a `port`).
+    pub sentinels: String,
+    /// The master name the Sentinels monitor (`sentinel monitor NAME …`).
+    #[serde(default = "default_master")]
+    pub master: String,
+}
+
+fn default_master() -> String {
+    "mymaster".into()
+}
+
 /// When a container counts as ready: exactly one of `command`, `port`, `log`.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -181,6 +196,39 @@ pub fn validate(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> {
             ready(&format!("{cat}.ready"), r)?;
         }
     }
+    if let Some(d) = &t.discovery {
+        discovery(&format!("{at}.discovery"), t, d)?;
+    }
+    Ok(())
+}
+
+fn discovery(at: &str, t: &TargetSpec, d: &DiscoverySpec) -> Result<(), Problem> {
+    let Some(group) = t.companions.get(&d.sentinels) else {
+        let known: Vec<&str> = t.companions.keys().map(String::as_str).collect();
+        let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+        return Err((
+            format!("{at}.sentinels"),
+            format!("`{}` is not a companion group of this target (defined: {known})", d.sentinels),
+        ));
+    };
+    if group.port.is_none() {
+        return Err((
+            format!("{at}.sentinels"),
+            format!(
+                "the Sentinels are asked at their `port`: give companion group `{}` one, e.g. `port: 26379`",
+                d.sentinels
+            ),
+        ));
+    }
+    let m = &d.master;
+    if m.is_empty() || m.contains(['/', '?', '#', ',']) || m.contains(char::is_whitespace) {
+        return Err((
+            format!("{at}.master"),
+            "write the master name the Sentinels monitor (`sentinel monitor NAME …`), without spaces, `/`, `,`, `?` \
+             or `#`"
+                .into(),
+        ));
+    }
     Ok(())
 }
 
@@ -196,6 +244,7 @@ pub fn docker_only_fields(t: &TargetSpec) -> Option<&'static str> {
         ("tmpfs", !t.tmpfs.is_empty()),
         ("ready", t.ready.is_some()),
         ("companions", !t.companions.is_empty()),
+        ("discovery", t.discovery.is_some()),
     ]
     .into_iter()
     .find(|(_, present)| *present)

@@ -117,6 +117,11 @@ pub struct TargetSpec {
     /// docker: groups of extra containers, e.g. `sentinels: {count: 3, …}`.
     #[serde(default)]
     pub companions: IndexMap<String, super::docker::CompanionSpec>,
+    /// docker: reach the primary through a companion group of Sentinels
+    /// (asked again on every connect, so clients follow a failover) instead
+    /// of member 0's fixed address.
+    #[serde(default)]
+    pub discovery: Option<super::docker::DiscoverySpec>,
 }
 
 fn default_ready_timeout() -> Dur {

@@ -2,6 +2,7 @@
 //! kind is one file implementing [`TargetDriver`] plus one line in [`driver`].
 
 mod redis;
+mod redis_sentinel;
 mod redis_topology;
 pub mod topology;
 
@@ -61,6 +62,10 @@ pub struct Reply {
     pub outcome: Result<(), ErrorClass>,
     /// What a read returned, for the history.
     pub value: ReplyValue,
+    /// The reply says this connection points at the wrong server (e.g. a
+    /// replica that used to be the primary): the client drops it and dials
+    /// again, which finds the current primary.
+    pub wrong_server: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,6 +10,7 @@ use anyhow::Context;
 use redis::AsyncConnectionConfig;
 use tokio::net::TcpStream;
 
+use super::redis_sentinel::SentinelUri;
 use super::{Connection, Reply, ReplyValue, ServerInfo, TargetDriver, WireProtocol};
 use crate::metrics::ErrorClass;
 use crate::spec::OpKind;
@@ -62,14 +63,17 @@ impl TargetDriver for RedisDriver {
     }
 
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection> {
+        if let Some(sentinel) = SentinelUri::parse(uri) {
+            // Asked again on every (re)connect: after a failover this is the new primary.
+            let (_, stream) = sentinel?.connect_primary().await?;
+            return load_connection(stream, workload, true);
+        }
         let info = redis::Client::open(uri).with_context(|| format!("invalid redis uri `{uri}`"))?;
         let addr = match &info.get_connection_info().addr() {
             redis::ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
             other => anyhow::bail!("only plain TCP redis URIs are supported for load, not {other:?}"),
         };
         let mut stream = TcpStream::connect(&addr).await.with_context(|| format!("cannot connect to {addr}"))?;
-        // Small requests must leave at once, not wait for Nagle's timer.
-        stream.set_nodelay(true)?;
         // The URI's credentials and database apply to the load too, so the
         // checkers' final read sees what the load wrote.
         let settings = info.get_connection_info().redis_settings();
@@ -86,7 +90,7 @@ impl TargetDriver for RedisDriver {
         for command in setup {
             handshake(&mut stream, &command).await.with_context(|| format!("setting up a connection to {addr}"))?;
         }
-        Ok(Connection { stream, protocol: Box::new(Resp { workload, scratch: Vec::with_capacity(256) }) })
+        load_connection(stream, workload, false)
     }
 }
 
@@ -117,8 +121,24 @@ async fn handshake(stream: &mut TcpStream, args: &[&[u8]]) -> anyhow::Result<()>
     Ok(())
 }
 
-/// A connection for probes and admin reads (not the load path).
+/// RESP over `stream`; `follow_primary` when the Sentinels named its server.
+fn load_connection(stream: TcpStream, workload: Arc<Workload>, follow_primary: bool) -> anyhow::Result<Connection> {
+    // Small requests must leave at once, not wait for Nagle's timer.
+    stream.set_nodelay(true)?;
+    Ok(Connection { stream, protocol: Box::new(Resp { workload, scratch: Vec::with_capacity(256), follow_primary }) })
+}
+
+/// A connection for probes and admin reads (not the load path); through
+/// the Sentinels for a `redis+sentinel://` URI.
 async fn admin_connection(uri: &str) -> anyhow::Result<redis::aio::MultiplexedConnection> {
+    let resolved;
+    let uri = match SentinelUri::parse(uri) {
+        Some(sentinel) => {
+            resolved = format!("redis://{}", sentinel?.connect_primary().await?.0);
+            &resolved
+        }
+        None => uri,
+    };
     let client = redis::Client::open(uri).with_context(|| format!("invalid redis uri `{uri}`"))?;
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(std::time::Duration::from_secs(2)))
@@ -134,6 +154,25 @@ async fn admin_connection(uri: &str) -> anyhow::Result<redis::aio::MultiplexedCo
 struct Resp {
     workload: Arc<Workload>,
     scratch: Vec<u8>,
+    /// The connection went to the primary the Sentinels named: an error that
+    /// says the server is not (or not yet) a usable primary marks the reply
+    /// [`Reply::wrong_server`], so the client asks the Sentinels again.
+    /// Plain `redis://` connections have one fixed address to go back to,
+    /// so there their errors stay plain server errors.
+    follow_primary: bool,
+}
+
+/// Errors from a server that cannot be the primary now: `READONLY` (a
+/// replica, e.g. the old primary after a failover, refusing a write),
+/// `MASTERDOWN` (a replica whose link is down, refusing to serve stale data)
+/// and `LOADING` (a server loading a dataset, e.g. a demoted primary doing
+/// its full resync from the new one). Not `NOREPLICAS` and the like: those
+/// come from the primary itself, and asking the Sentinels again would
+/// only lead back to it.
+fn not_the_primary(error: &[u8]) -> bool {
+    [&b"-READONLY"[..], b"-MASTERDOWN", b"-LOADING"]
+        .iter()
+        .any(|code| error.starts_with(code) && matches!(error.get(code.len()), Some(b' ' | b'\r')))
 }
 
 fn put_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -180,12 +219,13 @@ impl WireProtocol for Resp {
             }
             _ => (Ok(()), ReplyValue::None),
         };
-        Ok(Some(Reply { len, outcome, value }))
+        let wrong_server = self.follow_primary && *first == b'-' && not_the_primary(&input[..len]);
+        Ok(Some(Reply { len, outcome, value, wrong_server }))
     }
 }
 
 /// The position just past the reply starting at `at`, or None if incomplete.
-fn skip_reply(input: &[u8], at: usize) -> Result<Option<usize>, String> {
+pub(super) fn skip_reply(input: &[u8], at: usize) -> Result<Option<usize>, String> {
     let Some(line_end) = find_crlf(input, at + 1) else { return Ok(None) };
     let after_line = line_end + 2;
     match input[at] {
@@ -234,7 +274,7 @@ mod tests {
     fn resp() -> Resp {
         let spec: crate::spec::WorkloadSpec =
             serde_yaml_ng::from_str("ops: {set: 1}\nvalue_size: 3B\nkeys: {prefix: 'k:'}").unwrap();
-        Resp { workload: Arc::new(Workload::new(&spec, 1, 0)), scratch: Vec::new() }
+        Resp { workload: Arc::new(Workload::new(&spec, 1, 0)), scratch: Vec::new(), follow_primary: false }
     }
 
     #[test]
@@ -252,10 +292,13 @@ mod tests {
     #[test]
     fn decodes_each_reply_type_and_waits_for_complete_ones() {
         let mut r = resp();
-        let ok = |len, value| Some(Reply { len, outcome: Ok(()), value });
+        let ok = |len, value| Some(Reply { len, outcome: Ok(()), value, wrong_server: false });
         let cases: [(&[u8], Option<Reply>); 8] = [
             (b"+OK\r\n", ok(5, ReplyValue::None)),
-            (b"-ERR wrong\r\n", Some(Reply { len: 12, outcome: Err(ErrorClass::Server), value: ReplyValue::None })),
+            (
+                b"-ERR wrong\r\n",
+                Some(Reply { len: 12, outcome: Err(ErrorClass::Server), value: ReplyValue::None, wrong_server: false }),
+            ),
             (b":12\r\n", ok(5, ReplyValue::None)),
             (b"$-1\r\n", ok(5, ReplyValue::Nil)),
             (b"$3\r\nabc\r\n+OK", ok(9, ReplyValue::Bytes(4..7))),
@@ -267,5 +310,39 @@ mod tests {
             assert_eq!(r.decode(input).unwrap(), want, "{}", String::from_utf8_lossy(input));
         }
         assert!(r.decode(b"?junk\r\n").is_err());
+    }
+
+    #[test]
+    fn errors_from_a_server_that_is_not_the_primary_ask_for_a_reroute() {
+        let flagged = |r: &mut Resp, input: &[u8]| {
+            let reply = r.decode(input).unwrap().unwrap();
+            assert_eq!((reply.len, reply.outcome), (input.len(), Err(ErrorClass::Server)), "a server error either way");
+            reply.wrong_server
+        };
+        let mut plain = resp();
+        let mut sentinel = Resp { follow_primary: true, ..resp() };
+        for error in [
+            &b"-READONLY You can't write against a read only replica.\r\n"[..],
+            b"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n",
+            b"-LOADING Redis is loading the dataset in memory\r\n",
+        ] {
+            assert!(flagged(&mut sentinel, error), "{}", String::from_utf8_lossy(error));
+            // A fixed redis:// address has nowhere else to go: a plain server error.
+            assert!(!flagged(&mut plain, error), "{}", String::from_utf8_lossy(error));
+        }
+        for error in [
+            &b"-ERR wrong number of arguments\r\n"[..],
+            b"-NOREPLICAS Not enough good replicas to write.\r\n",
+            b"-OOM command not allowed when used memory > 'maxmemory'.\r\n",
+            b"-READONLYISH not a real code\r\n",
+            b"-ERR READONLY in the message is not the code\r\n",
+        ] {
+            assert!(!flagged(&mut sentinel, error), "{}", String::from_utf8_lossy(error));
+        }
+        // Only the first reply of the input counts, and values never reroute.
+        let r = sentinel.decode(b"+OK\r\n-READONLY x\r\n").unwrap().unwrap();
+        assert!(!r.wrong_server && r.len == 5);
+        assert!(!sentinel.decode(b"$8\r\nREADONLY\r\n").unwrap().unwrap().wrong_server);
+        assert_eq!(sentinel.decode(b"-READONLY You can't wr").unwrap(), None, "incomplete");
     }
 }

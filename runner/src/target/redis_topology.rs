@@ -1,5 +1,5 @@
 //! Redis primaries and replicas: `--replicaof` to build them, `INFO
-//! replication` to tell who is who now.
+//! replication` to tell who is who now, Sentinels to find the primary.
 
 use std::time::Duration;
 
@@ -39,6 +39,10 @@ impl TopologyKind for RedisTopology {
             args.extend(["--replicaof".to_string(), host.to_string(), port.to_string()]);
         }
         args
+    }
+
+    fn discovery_uri(&self, sentinels: &[String], master: &str) -> Option<String> {
+        Some(super::redis_sentinel::format_uri(sentinels, master))
     }
 
     async fn role(&self, uri: &str) -> anyhow::Result<Role> {

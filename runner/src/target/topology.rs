@@ -40,6 +40,13 @@ pub trait TopologyKind: Send + Sync {
     /// `port` on all its addresses: a primary when `primary` is None, else a
     /// replica of that host and port.
     fn member_args(&self, port: u16, primary: Option<(&str, u16)>) -> Vec<String>;
+    /// The URI that reaches the primary through discovery servers (e.g.
+    /// Redis Sentinels) at `servers` (`host:port` each) that watch it under
+    /// `name`; None when the kind has no such discovery.
+    fn discovery_uri(&self, servers: &[String], name: &str) -> Option<String> {
+        let _ = (servers, name);
+        None
+    }
     /// The member's role now, asked of the server at `uri`.
     async fn role(&self, uri: &str) -> anyhow::Result<Role>;
     /// Every member's role now (`uris[i]` is member i). Kinds whose members

@@ -1,0 +1,324 @@
+//! Finding a Redis primary through Sentinel: `redis+sentinel://` URIs name
+//! Sentinels (`host:port`, comma-separated) and a master name, e.g.
+//! `redis+sentinel://172.18.0.5:26379,172.18.0.6:26379/mymaster`. Every
+//! resolution asks the Sentinels again, in order, with
+//! `SENTINEL get-master-addr-by-name`, so a connection opened after a
+//! failover goes to the new primary.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub const SCHEME: &str = "redis+sentinel://";
+pub const DEFAULT_MASTER: &str = "mymaster";
+pub const DEFAULT_PORT: u16 = 26379;
+
+/// How long one Sentinel may take to connect and answer before the next one
+/// is asked: short, because a paused or cut-off Sentinel never answers and a
+/// reconnecting client waits for this in its reconnect loop.
+const ASK_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A parsed `redis+sentinel://` URI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentinelUri {
+    /// `host:port` of each Sentinel, in the order they are asked.
+    pub sentinels: Vec<String>,
+    pub master: String,
+}
+
+impl SentinelUri {
+    /// None when `uri` is not a `redis+sentinel://` URI; an error when it is
+    /// one but malformed.
+    pub fn parse(uri: &str) -> Option<anyhow::Result<SentinelUri>> {
+        let rest = uri.strip_prefix(SCHEME)?;
+        Some(Self::parse_rest(rest).with_context(|| format!("invalid sentinel uri `{uri}`")))
+    }
+
+    fn parse_rest(rest: &str) -> anyhow::Result<SentinelUri> {
+        let (hosts, master) = match rest.split_once('/') {
+            Some((hosts, master)) => (hosts, master),
+            None => (rest, ""),
+        };
+        if master.contains(['/', '?', '#', ',']) || master.contains(char::is_whitespace) {
+            bail!("the master name `{master}` may not contain `/`, `?`, `#`, `,` or spaces");
+        }
+        let master = if master.is_empty() { DEFAULT_MASTER } else { master };
+        if hosts.contains('@') {
+            bail!("Sentinel credentials are not supported");
+        }
+        let mut sentinels = Vec::new();
+        for entry in hosts.split(',') {
+            let entry = entry.trim();
+            // `host`, `host:port`, `[v6]`, `[v6]:port`.
+            let (host, port) = match entry.rsplit_once(':') {
+                Some((h, p)) if !p.contains(']') && (!h.contains(':') || h.ends_with(']')) => {
+                    (h, p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| anyhow!("bad port in `{entry}`"))?)
+                }
+                _ => (entry, DEFAULT_PORT),
+            };
+            if host.is_empty() || host == "[]" {
+                bail!("a Sentinel address is empty: write host:port[,host:port…]/master");
+            }
+            sentinels.push(format!("{host}:{port}"));
+        }
+        Ok(SentinelUri { sentinels, master: master.to_string() })
+    }
+
+    /// Asks each Sentinel in turn for the master's address (`ip:port`) and
+    /// connects to it; the first address whose server says (`ROLE`) it is a
+    /// master wins, as the Sentinel client guidelines ask: a Sentinel that
+    /// has not seen a failover yet names a server that is a replica now.
+    /// Returns the address and the open connection, its `ROLE` reply read.
+    /// The error lists what each Sentinel said.
+    pub async fn connect_primary(&self) -> anyhow::Result<(String, TcpStream)> {
+        let mut failures = Vec::new();
+        for s in &self.sentinels {
+            let addr = match tokio::time::timeout(ASK_TIMEOUT, ask(s, &self.master)).await {
+                Ok(Ok(addr)) => addr,
+                Ok(Err(e)) => {
+                    failures.push(format!("{s}: {e:#}"));
+                    continue;
+                }
+                Err(_) => {
+                    failures.push(format!("{s}: no answer within {}ms", ASK_TIMEOUT.as_millis()));
+                    continue;
+                }
+            };
+            match tokio::time::timeout(PRIMARY_TIMEOUT, connect_if_master(&addr)).await {
+                Ok(Ok(stream)) => return Ok((addr, stream)),
+                Ok(Err(e)) => failures.push(format!("{s} named {addr}: {e:#}")),
+                Err(_) => failures.push(format!(
+                    "{s} named {addr}, which did not answer ROLE within {}ms",
+                    PRIMARY_TIMEOUT.as_millis()
+                )),
+            }
+        }
+        bail!("no Sentinel named a primary of `{}`: {}", self.master, failures.join("; "))
+    }
+}
+
+/// How long connecting to the named primary and its `ROLE` answer may take:
+/// one named just before it was cut off must not stall a reconnect loop for
+/// the kernel's SYN retries.
+const PRIMARY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A connection to `addr` once its server says it is a master, with the
+/// whole `ROLE` reply read (nothing of it is left for the next reader).
+async fn connect_if_master(addr: &str) -> anyhow::Result<TcpStream> {
+    let mut stream = TcpStream::connect(addr).await.context("cannot connect")?;
+    stream.write_all(b"*1\r\n$4\r\nROLE\r\n").await?;
+    let mut reply = Vec::with_capacity(256);
+    let mut buf = [0u8; 1024];
+    let len = loop {
+        if let Some(len) = super::redis::skip_reply(&reply, 0).map_err(|e| anyhow!("answered ROLE with {e}"))? {
+            break len;
+        }
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            bail!("closed the connection without answering ROLE");
+        }
+        reply.extend_from_slice(&buf[..n]);
+        if reply.len() > 1 << 20 {
+            bail!("answered ROLE with more than 1MiB");
+        }
+    };
+    // Replies come only to requests, so nothing can follow ROLE's.
+    if len != reply.len() {
+        bail!("sent more than its ROLE reply");
+    }
+    match role_of(&reply) {
+        Some(b"master") => Ok(stream),
+        Some(role) => bail!("which says it is a {} now (ROLE)", String::from_utf8_lossy(role)),
+        None => bail!("which answered ROLE with `{}`", String::from_utf8_lossy(&reply).trim_end()),
+    }
+}
+
+/// The first element of a `ROLE` reply (`*3\r\n$6\r\nmaster\r\n…`).
+fn role_of(reply: &[u8]) -> Option<&[u8]> {
+    let rest = reply.strip_prefix(b"*")?;
+    let rest = &rest[rest.windows(2).position(|w| w == b"\r\n")? + 2..];
+    let rest = rest.strip_prefix(b"$")?;
+    let header = rest.windows(2).position(|w| w == b"\r\n")?;
+    let len: usize = std::str::from_utf8(&rest[..header]).ok()?.parse().ok()?;
+    rest.get(header + 2..header + 2 + len)
+}
+
+/// `redis+sentinel://a:1,b:2/master`.
+pub fn format_uri(sentinels: &[String], master: &str) -> String {
+    format!("{SCHEME}{}/{master}", sentinels.join(","))
+}
+
+/// One `SENTINEL get-master-addr-by-name` round trip.
+async fn ask(sentinel: &str, master: &str) -> anyhow::Result<String> {
+    let mut stream = TcpStream::connect(sentinel).await.context("cannot connect")?;
+    let mut request = Vec::with_capacity(64 + master.len());
+    for (i, part) in ["SENTINEL", "get-master-addr-by-name", master].iter().enumerate() {
+        if i == 0 {
+            request.extend_from_slice(b"*3\r\n");
+        }
+        request.extend_from_slice(format!("${}\r\n{part}\r\n", part.len()).as_bytes());
+    }
+    stream.write_all(&request).await?;
+    let mut reply = Vec::with_capacity(128);
+    let mut buf = [0u8; 512];
+    loop {
+        if let Some(answer) = parse_master_reply(&reply)? {
+            return answer.ok_or_else(|| anyhow!("does not know a master named `{master}`"));
+        }
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            bail!("closed the connection without an answer");
+        }
+        reply.extend_from_slice(&buf[..n]);
+        if reply.len() > 64 * 1024 {
+            bail!("answered with more than 64KiB");
+        }
+    }
+}
+
+/// The reply to `get-master-addr-by-name`: `Ok(None)` while incomplete,
+/// `Ok(Some(None))` for a nil (unknown master), else `ip:port`.
+fn parse_master_reply(input: &[u8]) -> anyhow::Result<Option<Option<String>>> {
+    let line = |from: usize| -> Option<(&[u8], usize)> {
+        let end = input.get(from..)?.windows(2).position(|w| w == b"\r\n")? + from;
+        Some((&input[from..end], end + 2))
+    };
+    let Some((first, mut pos)) = line(0) else { return Ok(None) };
+    match first {
+        [b'-', message @ ..] => bail!("error: {}", String::from_utf8_lossy(message)),
+        b"*-1" | b"$-1" | b"_" => return Ok(Some(None)),
+        b"*2" => {}
+        other => bail!("unexpected answer `{}`", String::from_utf8_lossy(other)),
+    }
+    let mut parts = Vec::with_capacity(2);
+    for _ in 0..2 {
+        let Some((header, after)) = line(pos) else { return Ok(None) };
+        let len: usize = header
+            .strip_prefix(b"$")
+            .and_then(|l| std::str::from_utf8(l).ok()?.parse().ok())
+            .ok_or_else(|| anyhow!("unexpected element `{}`", String::from_utf8_lossy(header)))?;
+        if input.len() < after + len + 2 {
+            return Ok(None);
+        }
+        parts.push(String::from_utf8_lossy(&input[after..after + len]).into_owned());
+        pos = after + len + 2;
+    }
+    let (host, port) = (&parts[0], &parts[1]);
+    port.parse::<u16>().map_err(|_| anyhow!("answered with a bad port `{port}`"))?;
+    Ok(Some(Some(if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(uri: &str) -> anyhow::Result<SentinelUri> {
+        SentinelUri::parse(uri).expect("a sentinel uri")
+    }
+
+    #[test]
+    fn parses_sentinel_uris() {
+        assert!(SentinelUri::parse("redis://127.0.0.1:6379").is_none(), "plain redis URIs are left alone");
+        let u = parse("redis+sentinel://172.18.0.5:26379,172.18.0.6:26380/kv").unwrap();
+        assert_eq!(u.sentinels, ["172.18.0.5:26379", "172.18.0.6:26380"]);
+        assert_eq!(u.master, "kv");
+        let u = parse("redis+sentinel://s1,s2:1/").unwrap();
+        assert_eq!(
+            (u.sentinels.as_slice(), u.master.as_str()),
+            (&["s1:26379".to_string(), "s2:1".into()][..], "mymaster")
+        );
+        assert_eq!(parse("redis+sentinel://[::1]:5,[::2]/m").unwrap().sentinels, ["[::1]:5", "[::2]:26379"]);
+        assert_eq!(parse("redis+sentinel://h").unwrap().master, "mymaster");
+        let u = SentinelUri { sentinels: vec!["a:1".into(), "b:2".into()], master: "kv".into() };
+        assert_eq!(parse(&format_uri(&u.sentinels, &u.master)).unwrap(), u, "round trip");
+
+        let err = |uri: &str| format!("{:#}", parse(uri).unwrap_err());
+        assert!(err("redis+sentinel://h:0/m").contains("bad port in `h:0`"), "{}", err("redis+sentinel://h:0/m"));
+        assert!(err("redis+sentinel://h:x/m").contains("bad port"));
+        assert!(err("redis+sentinel://a,,b/m").contains("empty"));
+        assert!(err("redis+sentinel:///m").contains("empty"));
+        assert!(err("redis+sentinel://h/m/0").contains("may not contain"));
+        assert!(err("redis+sentinel://u:p@h/m").contains("credentials"));
+        assert!(err("redis+sentinel://h:x/m").contains("invalid sentinel uri `redis+sentinel://h:x/m`"));
+    }
+
+    #[test]
+    fn reads_get_master_addr_by_name_replies() {
+        let ok = |s: &str| Some(Some(s.to_string()));
+        assert_eq!(parse_master_reply(b"*2\r\n$10\r\n172.18.0.2\r\n$4\r\n6379\r\n").unwrap(), ok("172.18.0.2:6379"));
+        assert_eq!(parse_master_reply(b"*2\r\n$3\r\n::1\r\n$4\r\n6379\r\n").unwrap(), ok("[::1]:6379"));
+        assert_eq!(parse_master_reply(b"*-1\r\n").unwrap(), Some(None));
+        assert_eq!(parse_master_reply(b"_\r\n").unwrap(), Some(None));
+        for partial in [&b""[..], b"*2\r", b"*2\r\n$10\r\n172.18", b"*2\r\n$10\r\n172.18.0.2\r\n$4\r\n63"] {
+            assert_eq!(parse_master_reply(partial).unwrap(), None, "{}", String::from_utf8_lossy(partial));
+        }
+        let err = parse_master_reply(b"-ERR unknown command\r\n").unwrap_err().to_string();
+        assert!(err.contains("ERR unknown command"), "{err}");
+        assert!(parse_master_reply(b"+OK\r\n").is_err());
+        assert!(parse_master_reply(b"*2\r\n$1\r\na\r\n$1\r\nx\r\n").unwrap_err().to_string().contains("bad port"));
+    }
+
+    /// Sentinels are asked in order; one that refuses the connection and one
+    /// that never answers are skipped, the next one's answer is used.
+    #[test]
+    fn asks_the_sentinels_in_order_and_skips_silent_ones() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let refused = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let refused_addr = refused.local_addr().unwrap().to_string();
+            drop(refused);
+            let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let answers = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let uri = format_uri(
+                &[refused_addr, silent.local_addr().unwrap().to_string(), answers.local_addr().unwrap().to_string()],
+                "kv",
+            );
+            let master = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let master_port = master.local_addr().unwrap().port();
+            let sentinel = tokio::spawn(async move {
+                let _silent = silent; // accepts (the kernel does) but never answers
+                let (mut s, _) = answers.accept().await.unwrap();
+                let mut request = vec![0u8; 256];
+                let n = s.read(&mut request).await.unwrap();
+                let port = master_port.to_string();
+                let reply = format!("*2\r\n$9\r\n127.0.0.1\r\n${}\r\n{port}\r\n", port.len());
+                s.write_all(reply.as_bytes()).await.unwrap();
+                String::from_utf8_lossy(&request[..n]).into_owned()
+            });
+            let server = tokio::spawn(async move {
+                let (mut s, _) = master.accept().await.unwrap();
+                let mut request = vec![0u8; 64];
+                let n = s.read(&mut request).await.unwrap();
+                s.write_all(b"*3\r\n$6\r\nmaster\r\n:42\r\n*1\r\n*3\r\n$8\r\n10.0.0.2\r\n$4\r\n6379\r\n$2\r\n42\r\n")
+                    .await
+                    .unwrap();
+                // The load would follow on the same connection.
+                let mut more = vec![0u8; 64];
+                let m = s.read(&mut more).await.unwrap();
+                (String::from_utf8_lossy(&request[..n]).into_owned(), String::from_utf8_lossy(&more[..m]).into_owned())
+            });
+            let started = tokio::time::Instant::now();
+            let (addr, mut stream) = SentinelUri::parse(&uri).unwrap().unwrap().connect_primary().await.unwrap();
+            assert_eq!(addr, format!("127.0.0.1:{master_port}"));
+            assert!(started.elapsed() < ASK_TIMEOUT * 2, "{:?}", started.elapsed());
+            let request = sentinel.await.unwrap();
+            assert_eq!(request, "*3\r\n$8\r\nSENTINEL\r\n$23\r\nget-master-addr-by-name\r\n$2\r\nkv\r\n");
+            stream.write_all(b"PING\r\n").await.unwrap();
+            assert_eq!(server.await.unwrap(), ("*1\r\n$4\r\nROLE\r\n".into(), "PING\r\n".into()));
+
+            let none = format_uri(&["127.0.0.1:1".into()], "kv");
+            let err = format!("{:#}", SentinelUri::parse(&none).unwrap().unwrap().connect_primary().await.unwrap_err());
+            assert!(err.contains("no Sentinel named a primary of `kv`: 127.0.0.1:1: cannot connect"), "{err}");
+        });
+    }
+
+    #[test]
+    fn reads_the_role_from_a_role_reply() {
+        assert_eq!(role_of(b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n"), Some(&b"master"[..]));
+        assert_eq!(role_of(b"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:6379\r\n"), Some(&b"slave"[..]));
+        assert_eq!(role_of(b"-ERR unknown command\r\n"), None);
+        assert_eq!(role_of(b"*1\r\n$9\r\nmas"), None);
+    }
+}
