@@ -85,8 +85,10 @@ impl FineTimeline {
                     .skip((after / BUCKET_US) as usize - from.min((after / BUCKET_US) as usize))
                     .find_map(|(j, b)| {
                         let bucket_start = (from + j) as u64 * BUCKET_US;
-                        (b.first_ok_end > 0 && (b.first_ok_end - 1 > after || bucket_start > after))
-                            .then(|| b.first_ok_end - 1)
+                        // After the last failure strictly; with none, from the fault on.
+                        let ok_end = b.first_ok_end.checked_sub(1)?;
+                        let counts = ok_end > after || (last_fail_end.is_none() && ok_end >= after);
+                        (counts || bucket_start > after).then_some(ok_end)
                     });
                 // Throughput before: the 10 s before the fault (or since the window began).
                 let before_from = to_bucket(at - 10.0);
