@@ -3,21 +3,10 @@
 //! test checks that `docker ps -a` and `docker network ls` are the same
 //! after the run as before, however the run ended.
 
-use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::*;
-
-/// Containers (all states) and networks on the machine, by id and name.
-fn docker_snapshot() -> (BTreeSet<String>, BTreeSet<String>) {
-    let lines = |args: &[&str]| -> BTreeSet<String> {
-        let out = Command::new("docker").args(args).output().expect("the docker CLI is installed");
-        assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
-    };
-    (lines(&["ps", "-a", "--format", "{{.ID}} {{.Names}}"]), lines(&["network", "ls", "--format", "{{.ID}} {{.Name}}"]))
-}
 
 /// Ids of running containers with the given faultline member name.
 fn containers_named(member: &str) -> Vec<String> {

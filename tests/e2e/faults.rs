@@ -1,8 +1,6 @@
 //! Scheduled faults against real servers: each applied, confirmed, healed,
 //! recorded with its times, and its cost measured.
 
-use std::process::Command;
-
 use crate::support::*;
 
 #[test]
@@ -26,13 +24,6 @@ fn a_frozen_process_is_confirmed_healed_and_its_denied_window_measured() {
     assert!(impact["failed"].as_u64().unwrap() >= 16, "{impact}");
     assert!(impact["first_success_s"].as_f64().unwrap() >= denied, "{impact}");
     assert!(run.report().contains("| cache | 1 | frozen (pause) |"), "{}", run.report());
-}
-
-fn docker_state() -> (String, String) {
-    let out = |args: &[&str]| {
-        String::from_utf8_lossy(&Command::new("docker").args(args).output().unwrap().stdout).into_owned()
-    };
-    (out(&["ps", "-a", "--format", "{{.ID}}"]), out(&["network", "ls", "--format", "{{.ID}}"]))
 }
 
 const DOCKER_FAULTS: &str = r#"name: docker-faults
@@ -69,7 +60,7 @@ gates:
 #[test]
 fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
     let _load = exclusive();
-    let before = docker_state();
+    let before = docker_snapshot();
     let (_d, spec) = spec_file(DOCKER_FAULTS);
     let run = run(&spec, &[]);
     assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
@@ -90,5 +81,5 @@ fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
     // Freezing the primary denied writes; pausing replicas did not.
     let impact = r["cells"][0]["stats"]["fault_impact"].as_array().unwrap();
     assert!(impact[3]["failed"].as_u64().unwrap() > 0, "{}", impact[3]);
-    assert_eq!(docker_state(), before, "containers or networks left behind");
+    assert_eq!(docker_snapshot(), before, "containers or networks left behind");
 }

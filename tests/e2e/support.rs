@@ -1,3 +1,4 @@
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -123,4 +124,14 @@ impl Drop for RedisServer {
 pub fn processes_matching(needle: &str) -> Vec<String> {
     let out = Command::new("pgrep").args(["-af", needle]).output().unwrap();
     String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.contains("pgrep")).map(str::to_string).collect()
+}
+
+/// Containers (all states) and networks on the machine, by id and name.
+pub fn docker_snapshot() -> (BTreeSet<String>, BTreeSet<String>) {
+    let lines = |args: &[&str]| -> BTreeSet<String> {
+        let out = Command::new("docker").args(args).output().expect("the docker CLI is installed");
+        assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+    };
+    (lines(&["ps", "-a", "--format", "{{.ID}} {{.Names}}"]), lines(&["network", "ls", "--format", "{{.ID}} {{.Name}}"]))
 }
