@@ -259,19 +259,31 @@ fn teardown_removes_what_a_killed_faultline_left() {
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to remove"));
 }
 
+/// The running container of `member` in the run whose directory is named
+/// `run` (container names are `fl-<run dir name>-<hash>-<member>`), so
+/// another run on the machine at the same time is not mistaken for this one.
+fn container_in(run: &str, member: &str) -> Option<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-q", "--filter", &format!("label=faultline.member={member}")])
+        .args(["--filter", &format!("name=fl-{run}-")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().next().map(str::to_string)
+}
+
 /// Each member's `ROLE` now, by member name (containers that answer).
-fn member_roles(members: &[&str]) -> Vec<(String, String)> {
+fn member_roles(run: &str, members: &[&str]) -> Vec<(String, String)> {
     members
         .iter()
-        .filter_map(|m| containers_named(m).into_iter().next().map(|id| (m, id)))
+        .filter_map(|m| container_in(run, m).map(|id| (m, id)))
         .map(|(m, id)| (m.to_string(), docker_exec(&id, "redis-cli role").lines().next().unwrap_or("").to_string()))
         .collect()
 }
 
 /// Load clients on a member: normal clients whose last command was the
 /// load's (a replica's link to its primary runs SETs too, with flag M).
-fn load_clients_on(member: &str) -> usize {
-    let Some(id) = containers_named(member).into_iter().next() else { return 0 };
+fn load_clients_on(run: &str, member: &str) -> usize {
+    let Some(id) = container_in(run, member) else { return 0 };
     docker_exec(&id, "redis-cli client list")
         .lines()
         .filter(|l| l.contains(" flags=N ") && (l.contains(" cmd=get ") || l.contains(" cmd=set ")))
@@ -297,9 +309,10 @@ fn after_a_sentinel_failover_mid_run_the_load_goes_on_on_the_new_primary() {
             assert!(Instant::now() < deadline, "the target did not come up");
             std::thread::sleep(Duration::from_millis(50));
         }
+        let run = run_dir(&out_path).unwrap().file_name().unwrap().to_string_lossy().into_owned();
         std::thread::sleep(Duration::from_secs(2));
-        assert_eq!(load_clients_on("kv-0"), 2, "the load starts on kv-0");
-        let sentinel = containers_named("kv-sentinels-0").remove(0);
+        assert_eq!(load_clients_on(&run, "kv-0"), 2, "the load starts on kv-0");
+        let sentinel = container_in(&run, "kv-sentinels-0").unwrap();
         let ask = "redis-cli -p 26379 sentinel get-master-addr-by-name kv";
         let first = docker_exec(&sentinel, ask);
         // A Sentinel that has not found the replicas yet says NOGOODSLAVE.
@@ -323,11 +336,11 @@ fn after_a_sentinel_failover_mid_run_the_load_goes_on_on_the_new_primary() {
         let mut primary = None;
         let mut roles = Vec::new();
         while failed_over.elapsed() < Duration::from_secs(21) {
-            roles = member_roles(&["kv-0", "kv-1", "kv-2"]);
+            roles = member_roles(&run, &["kv-0", "kv-1", "kv-2"]);
             let new = roles.iter().find(|(m, r)| m != "kv-0" && r == "master").map(|(m, _)| m.clone());
             let demoted = roles.iter().any(|(m, r)| m == "kv-0" && r == "slave");
             if let Some(new) = new.filter(|_| demoted) {
-                if load_clients_on(&new) == 2 && load_clients_on("kv-0") == 0 {
+                if load_clients_on(&run, &new) == 2 && load_clients_on(&run, "kv-0") == 0 {
                     primary = Some(new);
                     break;
                 }
