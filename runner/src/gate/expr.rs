@@ -15,6 +15,20 @@ pub enum Expr {
 }
 
 impl Expr {
+    /// The faults the expression names.
+    pub fn faults(&self) -> Vec<String> {
+        match self {
+            Expr::And(a, b) | Expr::Or(a, b) => [a.faults(), b.faults()].concat(),
+            Expr::Compare(l, _, r) => [l, r]
+                .into_iter()
+                .filter_map(|o| match o {
+                    Operand::Metric(MetricRef { fault: Some(f), .. }) => Some(f.clone()),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
     /// The checkers whose results the expression reads.
     pub fn checkers(&self) -> Vec<CheckerName> {
         match self {

@@ -40,6 +40,11 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
     for (name, gate) in &spec.gates {
         let at = format!("gates.{name}");
         let expr = crate::gate::expr::parse(&gate.expr).map_err(|e| (at.clone(), e))?;
+        if let Some(fault) =
+            expr.faults().into_iter().find(|f| !spec.scenarios.iter().any(|sc| sc.faults.iter().any(|x| &x.name == f)))
+        {
+            return Err((at.clone(), format!("no scenario has a fault named `{fault}`")));
+        }
         if let Some(missing) = expr.checkers().into_iter().find(|c| !spec.checkers.contains(c)) {
             return Err((at.clone(), format!("needs the `{}` checker: add it to `checkers:`", missing.as_str())));
         }
