@@ -17,15 +17,16 @@ pub fn compare(spec: &Spec, cells: &[CellResult]) -> Vec<Comparison> {
             .iter()
             .filter(|c| c.scenario == scenario && c.profile == profile && c.status == CellStatus::Completed)
             .collect();
-        // The baseline is the scenario's first target, as the spec lists them.
+        // The baseline is the scenario's first variant, as the spec lists them.
         let Some(scenario_spec) = spec.scenarios.iter().find(|s| s.name == scenario) else { continue };
-        let targets = scenario_spec.target.names();
-        let Some(baseline) = targets.first().map(String::as_str) else { continue };
-        if !group.iter().any(|c| c.target == baseline) {
+        let variants: Vec<String> =
+            scenario_spec.variants().iter().map(|(t, w)| scenario_spec.variant_name(t, w)).collect();
+        let Some(baseline) = variants.first().map(String::as_str) else { continue };
+        if !group.iter().any(|c| c.variant() == baseline) {
             continue;
         }
         let summary = |t: &str| {
-            let runs: Vec<&&CellResult> = group.iter().filter(|c| c.target == t).collect();
+            let runs: Vec<&&CellResult> = group.iter().filter(|c| c.variant() == t).collect();
             let n = runs.len() as f64;
             let throughput = runs.iter().filter_map(|c| c.stats.as_ref()).map(|s| s.throughput).sum::<f64>() / n;
             let p99 = runs
@@ -36,7 +37,7 @@ pub fn compare(spec: &Spec, cells: &[CellResult]) -> Vec<Comparison> {
             (throughput, p99, runs.len() as u32)
         };
         let (base_tp, base_p99, _) = summary(baseline);
-        for t in targets.iter().map(String::as_str).filter(|t| *t != baseline) {
+        for t in variants.iter().map(String::as_str).filter(|t| *t != baseline) {
             let (tp, p99, repeats) = summary(t);
             if repeats == 0 {
                 continue;

@@ -12,6 +12,7 @@ mod gate;
 mod history;
 mod metrics;
 mod plan;
+mod plugin;
 mod provider;
 mod report;
 mod results;
@@ -94,6 +95,11 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// WebAssembly plugins: check that a file is one.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
     /// Check a Jepsen-style EDN history for linearizability: exit 0
     /// linearizable, 1 not, 2 unknown (budget ran out), 3 unreadable input.
     Check {
@@ -104,6 +110,23 @@ enum Command {
         /// Give up (verdict unknown) after this long.
         #[arg(long, default_value = "60s", value_parser = spec::units::parse_duration)]
         budget: std::time::Duration,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Say which world and interface version a .wasm file implements, or why
+    /// it is not a faultline plugin: exit 0 valid, 1 not.
+    Check { file: PathBuf },
+    /// Time a workload plugin per generated op, next to the built-in
+    /// zipfian shape (both draw get 80 / set 15 / incr 3 / del 2 over 100k keys).
+    Bench {
+        file: PathBuf,
+        #[arg(long, default_value_t = 10_000_000)]
+        ops: u64,
+        /// The plugin's config, as JSON.
+        #[arg(long, default_value = "{}")]
+        config: String,
     },
 }
 
@@ -148,20 +171,22 @@ fn main() -> ExitCode {
         Command::Run { spec, set, quick, only, out, dry_run } => {
             run::run(run::RunArgs { spec, set, quick, only, out, dry_run })
         }
-        Command::Validate { spec, set } => match spec::load(&spec, &set) {
-            Ok(loaded) => {
-                let cells =
-                    plan::build(&loaded.spec, &plan::PlanOptions::default()).map(|p| p.cells.len()).unwrap_or(0);
-                let scenarios = loaded.spec.scenarios.len();
-                let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-                println!("{}: ok ({}, {})", spec.display(), plural(scenarios, "scenario"), plural(cells, "cell"));
-                0
+        Command::Validate { spec, set } => {
+            match spec::load(&spec, &set).and_then(|loaded| plugin::SpecPlugins::load(&spec, &loaded).map(|_| loaded)) {
+                Ok(loaded) => {
+                    let cells =
+                        plan::build(&loaded.spec, &plan::PlanOptions::default()).map(|p| p.cells.len()).unwrap_or(0);
+                    let scenarios = loaded.spec.scenarios.len();
+                    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+                    println!("{}: ok ({}, {})", spec.display(), plural(scenarios, "scenario"), plural(cells, "cell"));
+                    0
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    EXIT_USAGE
+                }
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                EXIT_USAGE
-            }
-        },
+        }
         Command::Report { run_dir, template } => match run::rerender(&run_dir, template.as_deref()) {
             Ok(path) => {
                 println!("report: {}", path.display());
@@ -194,6 +219,16 @@ fn main() -> ExitCode {
                 ModelArg::Kv => checker::linearizability::Model::Kv,
             };
             check::run(model, &file, budget)
+        }
+        Command::Plugin { command: PluginCommand::Check { file } } => plugin::check_command(&file),
+        Command::Plugin { command: PluginCommand::Bench { file, ops, config } } => {
+            match plugin::bench::run(&file, ops.max(1), &config) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    1
+                }
+            }
         }
         Command::Teardown { run, force, dry_run } => teardown::run(teardown::TeardownArgs { run, force, dry_run }),
         Command::Schema => {

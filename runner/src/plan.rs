@@ -29,6 +29,9 @@ pub struct Cell {
     /// The target for this variant (scenarios with several targets compare them).
     pub target: String,
     pub workload: String,
+    /// What tells this cell's variant from the scenario's others: its target,
+    /// or its workload in a scenario that compares workloads.
+    pub variant: String,
     /// 1-based.
     pub repeat: u32,
     pub timing: CellTiming,
@@ -45,7 +48,7 @@ pub struct CellTiming {
 
 impl Cell {
     pub fn label(&self) -> String {
-        format!("{}/{}/{}#{}", self.scenario, self.profile, self.target, self.repeat)
+        format!("{}/{}/{}#{}", self.scenario, self.profile, self.variant, self.repeat)
     }
 
     /// Seeds this cell's op streams. The target is left out, so the variants
@@ -98,20 +101,21 @@ pub fn build(spec: &Spec, options: &PlanOptions) -> Result<Plan, String> {
             hang_after: base.hang_after.0,
             over_deadline_after: base.over_deadline_after.0,
         };
-        let targets = scenario.target.names();
+        let variants = scenario.variants();
         for repeat in 1..=repeats {
             for profile in &scenario.profiles {
                 // Alternate the variants' order each repeat (A B, then B A) so a
                 // drifting host does not always favour the one that runs first.
-                let mut order = targets.clone();
+                let mut order = variants.clone();
                 let shift = (repeat as usize - 1) % order.len();
                 order.rotate_left(shift);
-                for target in order {
+                for (target, workload) in order {
                     cells.push(Cell {
                         scenario: scenario.name.clone(),
                         profile: profile.clone(),
+                        variant: scenario.variant_name(&target, &workload),
                         target,
-                        workload: scenario.workload.clone(),
+                        workload,
                         repeat,
                         timing,
                     });

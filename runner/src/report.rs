@@ -20,6 +20,15 @@ struct Table<'a> {
     shape: &'a str,
     rows: Vec<Row<'a>>,
     cells: Vec<&'a CellResult>,
+    /// Cells with a role timeline: each member's role, one letter a second.
+    roles: Vec<RoleTimeline<'a>>,
+}
+
+#[derive(Serialize)]
+struct RoleTimeline<'a> {
+    variant: &'a str,
+    repeat: u32,
+    members: Vec<(String, String)>,
 }
 
 #[derive(Serialize)]
@@ -45,16 +54,24 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
                     shape: &cell.shape,
                     rows: vec![],
                     cells: vec![],
+                    roles: vec![],
                 });
                 tables.len() - 1
             }
         };
         let table = &mut tables[index];
         table.cells.push(cell);
+        if !cell.roles.is_empty() {
+            table.roles.push(RoleTimeline {
+                variant: cell.variant(),
+                repeat: cell.repeat,
+                members: crate::metrics::roles::per_second(&cell.roles, cell.measured_s),
+            });
+        }
         if let Some(stats) = &cell.stats {
             for (op, s) in &stats.per_op {
                 table.rows.push(Row {
-                    target: &cell.target,
+                    target: cell.variant(),
                     repeat: cell.repeat,
                     op,
                     throughput: s.throughput,
@@ -67,7 +84,7 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
     }
     for t in &mut tables {
         t.rows.sort_by(|a, b| (a.target, a.repeat).cmp(&(b.target, b.repeat)));
-        t.cells.sort_by(|a, b| (&a.target, a.repeat).cmp(&(&b.target, b.repeat)));
+        t.cells.sort_by(|a, b| (a.variant(), a.repeat).cmp(&(b.variant(), b.repeat)));
     }
     tables
 }
@@ -91,6 +108,9 @@ fn environment(template_path: Option<&Path>) -> anyhow::Result<(Environment<'sta
     env.add_filter("ms", |v: f64| format!("{v:.2}"));
     env.add_filter("num", |v: f64| thousands(v.round() as u64));
     env.add_filter("sparkline", |v: Vec<f64>| sparkline(&v));
+    // Text from plugins goes into table cells: keep it on one line, and
+    // its pipes from ending the cell.
+    env.add_filter("cell", |v: String| v.replace('|', "\\|").replace(['\n', '\r'], " "));
     env.add_template_owned(name.clone(), source).with_context(|| format!("report template {name} does not parse"))?;
     Ok((env, name))
 }

@@ -112,6 +112,9 @@ pub struct CellResult {
     pub shape: String,
     pub target: String,
     pub workload: String,
+    /// The target, or the workload in a scenario that compares workloads.
+    #[serde(default)]
+    pub variant: String,
     pub repeat: u32,
     pub status: CellStatus,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -126,11 +129,24 @@ pub struct CellResult {
     /// The scenario's faults as they were applied and healed in this cell.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub faults: Vec<crate::fault::FaultRecord>,
+    /// Cells with faults on a target with members: each member's role
+    /// changes over the measured window.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub roles: Vec<crate::metrics::roles::RoleChange>,
 }
 
 impl CellResult {
     pub fn label(&self) -> String {
-        format!("{}/{}/{}#{}", self.scenario, self.profile, self.target, self.repeat)
+        format!("{}/{}/{}#{}", self.scenario, self.profile, self.variant(), self.repeat)
+    }
+
+    /// Results written before variants named themselves used the target.
+    pub fn variant(&self) -> &str {
+        if self.variant.is_empty() {
+            &self.target
+        } else {
+            &self.variant
+        }
     }
 }
 
@@ -146,10 +162,22 @@ pub enum GateOutcome {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GateResult {
     pub name: String,
+    /// The expression, or `plugin FILE` for a gate plugin.
     pub expr: String,
     pub result: GateOutcome,
     /// The measured values behind the result, e.g. the worst cell.
     pub evidence: String,
+    /// A gate plugin's criteria table, row by row.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub criteria: Vec<Criterion>,
+}
+
+/// One row of a gate plugin's criteria table.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Criterion {
+    pub name: String,
+    pub evidence: String,
+    pub result: GateOutcome,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

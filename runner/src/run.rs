@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::{progress::Progress, Engine};
 use crate::plan::{self, PlanOptions};
+use crate::plugin::SpecPlugins;
 use crate::results::{Results, RunInfo, SCHEMA_VERSION};
 use crate::{compare, gate, report, results, spec, verdict, EXIT_USAGE};
 
@@ -48,7 +49,14 @@ pub fn run(args: RunArgs) -> u8 {
         print!("{}", plan.describe(&loaded.spec));
         return 0;
     }
-    match execute(&args, &loaded, &plan, template.as_deref()) {
+    let plugins = match SpecPlugins::load(&args.spec, &loaded) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    match execute(&args, &loaded, &plan, template.as_deref(), &plugins) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -66,6 +74,7 @@ fn execute(
     loaded: &spec::LoadedSpec,
     plan: &plan::Plan,
     template: Option<&Path>,
+    plugins: &SpecPlugins,
 ) -> anyhow::Result<u8> {
     let spec = &loaded.spec;
     let started = now_text();
@@ -95,13 +104,19 @@ fn execute(
             run_tag: run_tag(),
             cancel: cancel.clone(),
             progress: progress.clone(),
+            plugins,
         };
         let outcome = engine.run().await;
         signals.abort();
         outcome
     });
 
-    let gates = gate::evaluate(&spec.gates, &outcome.cells);
+    let context = gate::RunContext {
+        run_name: &spec.name,
+        complete: plan.subset_reasons.is_empty() && !outcome.interrupted,
+        plugins,
+    };
+    let gates = gate::evaluate(&spec.gates, &outcome.cells, &context);
     let (verdict, verdict_reasons) =
         verdict::decide(&gates, &outcome.cells, &plan.subset_reasons, &outcome.errors, outcome.interrupted);
     let results = Results {

@@ -52,7 +52,13 @@ mod tests {
     use super::*;
 
     fn gate(result: GateOutcome) -> GateResult {
-        GateResult { name: "g".into(), expr: "errors == 0".into(), result, evidence: String::new() }
+        GateResult {
+            name: "g".into(),
+            expr: "errors == 0".into(),
+            result,
+            evidence: String::new(),
+            criteria: Vec::new(),
+        }
     }
 
     #[test]

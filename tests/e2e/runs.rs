@@ -52,7 +52,7 @@ fn quickstart_passes_and_reports_every_profile() {
         "## latency — serial (closed 1x1)",
         "## latency — realistic (closed 3x32)",
         "## latency — stress (closed 10x32)",
-        "| Target | Repeat | Op | Throughput/s | p50 | p95 | p99 | p99.9 | max |",
+        "| Variant | Repeat | Op | Throughput/s | p50 | p95 | p99 | p99.9 | max |",
         "| fast-gets | `p99(get) < 30ms` |",
         "schedule lag p99",
         "redis 7",

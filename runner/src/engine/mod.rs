@@ -17,13 +17,15 @@ use tokio_util::sync::CancellationToken;
 use crate::checker::{self, CheckResult};
 use crate::fault;
 use crate::history::{HistoryWriter, Scope};
-use crate::metrics::{CellMetrics, LiveCounters, Recorder};
+use crate::metrics::{roles, CellMetrics, LiveCounters, Recorder};
 use crate::plan::{Cell, Plan};
+use crate::plugin::shape::{Feed, Setup, Shape};
+use crate::plugin::{Limits, SpecPlugins};
 use crate::provider::{self, RunningTarget};
 use crate::results::{CellResult, CellStatus, TargetInfo};
 use crate::spec::{Load, OpKind, Spec};
 use crate::target::{self, Connection};
-use crate::workload::Workload;
+use crate::workload::{OpStream, Workload};
 use progress::Progress;
 
 /// How long the linearizability search may take per cell before it says `unknown`.
@@ -47,6 +49,7 @@ pub struct Engine<'a> {
     pub run_tag: u32,
     pub cancel: CancellationToken,
     pub progress: Progress,
+    pub plugins: &'a SpecPlugins,
 }
 
 impl Engine<'_> {
@@ -147,6 +150,7 @@ impl Engine<'_> {
             shape: self.shape(cell),
             target: cell.target.clone(),
             workload: cell.workload.clone(),
+            variant: cell.variant.clone(),
             repeat: cell.repeat,
             status: CellStatus::Skipped,
             error: None,
@@ -154,6 +158,7 @@ impl Engine<'_> {
             stats: None,
             checks: Vec::new(),
             faults: Vec::new(),
+            roles: Vec::new(),
         }
     }
 
@@ -192,6 +197,11 @@ impl Engine<'_> {
             _ = self.cancel.cancelled() => { result.status = CellStatus::Interrupted; return result; }
         };
 
+        let shape = match self.start_shape(cell, &workload, connections) {
+            Ok(s) => s,
+            Err(e) => return self.failed(result, e),
+        };
+
         let t = cell.timing;
         let t0 = Instant::now() + Duration::from_millis(5);
         let measure_from = t0 + t.warmup;
@@ -203,14 +213,22 @@ impl Engine<'_> {
             let counters = Arc::new(LiveCounters::default());
             live.push(Arc::clone(&counters));
             let with_faults = !self.scenario(cell).faults.is_empty();
-            let recorder =
-                Recorder::new(workload.kinds(), measure_from, counters, matches!(load, Load::Open(_)), with_faults);
+            let recorder = Recorder::new(
+                workload.kinds().into_iter(),
+                measure_from,
+                counters,
+                matches!(load, Load::Open(_)),
+                with_faults,
+            );
             let history = match self.open_history(position.0, i, t0) {
                 Ok(h) => h,
                 Err(e) => return self.failed(result, format!("{e:#}")),
             };
             let tag = history.as_ref().map(|h| (h.scope.cell, i as u16));
-            let ops = workload.stream(i as u64, connections as u64, salt, tag);
+            let ops = match &shape {
+                Some(s) => OpStream::from_plugin(Feed::new(s, i as u32, in_flight), tag),
+                None => workload.stream(i as u64, connections as u64, salt, tag),
+            };
             let dialer =
                 pipeline::Dialer { driver: Arc::clone(&driver), uri: uri.to_string(), workload: Arc::clone(&workload) };
             let pacing = match load {
@@ -248,7 +266,16 @@ impl Engine<'_> {
                 }
             }
         };
-        let fault_records = schedule.await;
+        // Who is primary, sampled through the window, for targets with members.
+        let roles = async {
+            match (faults.is_empty(), running.topology()) {
+                (false, Some(t)) if t.members.len() > 1 => {
+                    roles::watch(Arc::clone(t), measure_from, stop_at, self.cancel.clone()).await
+                }
+                _ => Vec::new(),
+            }
+        };
+        let (fault_records, role_changes) = tokio::join!(schedule, roles);
         let mut metrics = CellMetrics::new();
         let mut panicked = None;
         let mut history_error = None;
@@ -276,12 +303,18 @@ impl Engine<'_> {
         if let Some(e) = panicked {
             return self.failed(result, e);
         }
+        // A shape plugin that failed took the load down with it: what was
+        // measured is not the workload the spec asked for.
+        if let Some(e) = shape.as_ref().and_then(|s| s.lock().expect("shape lock").stopped().cloned()) {
+            return self.failed(result, e.to_string());
+        }
         result.measured_s = window.as_secs_f64();
         let mut stats = metrics.summarize(window);
         let requested: Vec<(String, f64)> = fault_records.iter().map(|f| (f.name.clone(), f.requested_s)).collect();
         stats.fault_impact = metrics.fault_impacts(&requested, window);
         result.stats = Some(stats);
         result.faults = fault_records;
+        result.roles = role_changes;
         if !self.spec.checkers.is_empty() && self.cancel.is_cancelled() {
             let why = "not checked: the run was interrupted".to_string();
             result.checks = self.spec.checkers.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect();
@@ -296,6 +329,32 @@ impl Engine<'_> {
             };
         }
         result
+    }
+
+    /// A cell's own instance of its workload's shape plugin, if it has one,
+    /// seeded from the run's seed and the cell.
+    fn start_shape(
+        &self,
+        cell: &Cell,
+        workload: &Workload,
+        connections: u32,
+    ) -> Result<Option<Arc<std::sync::Mutex<Shape>>>, String> {
+        let (Some(spec), Some(plugin), Some(host)) =
+            (&workload.shape, self.plugins.shapes.get(&cell.workload), &self.plugins.host)
+        else {
+            return Ok(None);
+        };
+        let setup = Setup {
+            kinds: workload.declared.clone(),
+            key_count: workload.key_count(),
+            value_size: workload.value_size(),
+            workers: connections,
+            recording: !self.spec.checkers.is_empty(),
+        };
+        let limits = Limits::of(spec, crate::plugin::shape::DEFAULT_DEADLINE);
+        let seed = self.spec.seed ^ cell.stream_salt().wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let shape = Shape::start(host, plugin, limits, &spec.config, seed, setup).map_err(|e| e.to_string())?;
+        Ok(Some(Arc::new(std::sync::Mutex::new(shape))))
     }
 
     fn scenario(&self, cell: &Cell) -> &crate::spec::ScenarioSpec {

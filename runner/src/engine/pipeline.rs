@@ -139,6 +139,9 @@ struct Lane {
     next_reconnect: Instant,
     timing: CellTiming,
     history: Option<HistoryLog>,
+    /// Ops that ended and whether they succeeded, for a shape plugin that
+    /// observes outcomes; handed over before the next op is drawn.
+    completions: Option<Vec<(Op, bool)>>,
 }
 
 impl Lane {
@@ -167,6 +170,9 @@ impl Lane {
             self.live -= 1;
             if let Some(h) = &mut self.history {
                 h.record(&p, now, Err(ErrorClass::Connection), Observed::Nothing);
+            }
+            if let Some(c) = &mut self.completions {
+                c.push((p.op.clone(), false));
             }
             recorder.record(&Completion {
                 kind: p.op.kind,
@@ -235,6 +241,9 @@ impl Lane {
                             };
                             h.record(&p, end, reply.outcome, observed);
                         }
+                        if let Some(c) = &mut self.completions {
+                            c.push((p.op.clone(), reply.outcome.is_ok()));
+                        }
                         recorder.record(&Completion {
                             kind: p.op.kind,
                             issued: p.issued,
@@ -268,6 +277,9 @@ impl Lane {
             let class = if cancel_at_deadline || !p.sent { ErrorClass::Deadline } else { ErrorClass::Hang };
             if let Some(h) = &mut self.history {
                 h.record(p, now, Err(class), Observed::Nothing);
+            }
+            if let Some(c) = &mut self.completions {
+                c.push((p.op.clone(), false));
             }
             // A hang is counted as a hang only; over-deadline is for ops that
             // did end, late.
@@ -320,19 +332,25 @@ pub async fn run(
         next_reconnect: Instant::now(),
         timing: settings.timing,
         history,
+        completions: ops.observes().then(Vec::new),
     };
     lane.connected(connection);
     let pacing = &settings.pacing;
     let mut next_due = pacing.as_ref().map(|p| p.first);
+    // A shape plugin ran out of ops for this connection (or failed).
+    let mut exhausted = false;
 
     loop {
         let now = Instant::now();
-        if cancel.is_cancelled() || (now >= settings.stop_at && lane.live == 0) {
+        if cancel.is_cancelled() || ((now >= settings.stop_at || exhausted) && lane.live == 0) {
             break;
+        }
+        if let Some(c) = &mut lane.completions {
+            c.drain(..).for_each(|(op, ok)| ops.completed(&op, ok));
         }
 
         // Issue ops into free slots.
-        while lane.live < settings.in_flight && now < settings.stop_at {
+        while lane.live < settings.in_flight && now < settings.stop_at && !exhausted {
             let (issued, start) = match (pacing, next_due) {
                 (Some(p), Some(i)) => {
                     let due = p.due(i);
@@ -345,7 +363,10 @@ pub async fn run(
                 }
                 _ => (now, now),
             };
-            lane.issue(ops.next_op(), issued, start, now);
+            match ops.next_op() {
+                Some(op) => lane.issue(op, issued, start, now),
+                None => exhausted = true,
+            }
         }
 
         // Send what was encoded.
@@ -359,7 +380,7 @@ pub async fn run(
 
         // Wait for replies, a deadline, the next due op or a reconnect.
         let due_at = match (pacing, next_due) {
-            (Some(p), Some(i)) if lane.live < settings.in_flight => {
+            (Some(p), Some(i)) if lane.live < settings.in_flight && !exhausted => {
                 Some(p.due(i)).filter(|d| *d < settings.stop_at).map(|d| d.checked_sub(EARLY_ISSUE).unwrap_or(d))
             }
             _ => None,

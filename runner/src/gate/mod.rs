@@ -7,34 +7,49 @@ pub mod expr;
 
 use indexmap::IndexMap;
 
+use crate::plugin::{self, Limits, SpecPlugins};
 use crate::results::{CellResult, GateOutcome, GateResult};
-use crate::spec::GateSpec;
+use crate::spec::{GateRule, GateSpec, PluginRef};
 use expr::{CmpOp, Expr, Metric, MetricRef, Operand};
 
-pub fn evaluate(gates: &IndexMap<String, GateSpec>, cells: &[CellResult]) -> Vec<GateResult> {
-    gates.iter().map(|(name, gate)| evaluate_one(name, gate, cells)).collect()
+/// What gates see besides the cells.
+pub struct RunContext<'a> {
+    pub run_name: &'a str,
+    /// The whole plan ran (no `--quick`, `--only` or interruption).
+    pub complete: bool,
+    pub plugins: &'a SpecPlugins,
 }
 
-fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult]) -> GateResult {
+pub fn evaluate(gates: &IndexMap<String, GateSpec>, cells: &[CellResult], run: &RunContext) -> Vec<GateResult> {
+    gates.iter().map(|(name, gate)| evaluate_one(name, gate, cells, run)).collect()
+}
+
+fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunContext) -> GateResult {
     let mut result = GateResult {
         name: name.to_string(),
-        expr: gate.expr.clone(),
+        expr: gate.describe(),
         result: GateOutcome::Incomplete,
         evidence: String::new(),
+        criteria: Vec::new(),
     };
-    let expr = match expr::parse(&gate.expr) {
+    let in_scope = |c: &&CellResult| {
+        gate.scenario.as_ref().is_none_or(|s| &c.scenario == s) && gate.profile.as_ref().is_none_or(|p| &c.profile == p)
+    };
+    let text = match &gate.rule {
+        GateRule::Expr(text) => text,
+        GateRule::Plugin(p) => {
+            let scoped: Vec<&CellResult> = cells.iter().filter(in_scope).collect();
+            return plugin_gate(result, name, p, &scoped, run);
+        }
+    };
+    let expr = match expr::parse(text) {
         Ok(e) => e,
         Err(e) => {
             result.evidence = format!("cannot parse: {e}");
             return result;
         }
     };
-    let covered: Vec<&CellResult> = cells
-        .iter()
-        .filter(|c| gate.scenario.as_ref().is_none_or(|s| &c.scenario == s))
-        .filter(|c| gate.profile.as_ref().is_none_or(|p| &c.profile == p))
-        .filter(|c| c.stats.is_some())
-        .collect();
+    let covered: Vec<&CellResult> = cells.iter().filter(in_scope).filter(|c| c.stats.is_some()).collect();
     if covered.is_empty() {
         result.evidence = "no measured cell to evaluate it on".into();
         return result;
@@ -250,11 +265,49 @@ fn trim(v: f64) -> String {
     }
 }
 
+/// A gate plugin's verdict. A plugin that fails in any way leaves the gate
+/// incomplete, with the plugin's error as the evidence: never a pass.
+fn plugin_gate(
+    mut result: GateResult,
+    name: &str,
+    p: &PluginRef,
+    cells: &[&CellResult],
+    run: &RunContext,
+) -> GateResult {
+    let (Some(host), Some(loaded)) = (&run.plugins.host, run.plugins.gates.get(name)) else {
+        result.evidence = format!("plugin {} was not loaded", p.plugin);
+        return result;
+    };
+    let limits = Limits::of(p, plugin::gate::DEFAULT_DEADLINE);
+    match plugin::gate::evaluate(host, loaded, limits, &p.config, run.run_name, run.complete, cells) {
+        Ok(decision) => {
+            let count = |o: GateOutcome| decision.criteria.iter().filter(|c| c.result == o).count();
+            result.evidence = format!(
+                "{} criteria: {} pass, {} fail, {} incomplete",
+                decision.criteria.len(),
+                count(GateOutcome::Pass),
+                count(GateOutcome::Fail),
+                count(GateOutcome::Incomplete)
+            );
+            result.result = decision.outcome;
+            result.criteria = decision.criteria;
+        }
+        Err(e) => result.evidence = e.to_string(),
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::metrics::{CellStats, ErrorCounts, LatencyStats, OpStats};
     use crate::results::CellStatus;
+
+    /// Built-in gates need no plugins and no run context.
+    fn evaluate(gates: &IndexMap<String, GateSpec>, cells: &[CellResult]) -> Vec<GateResult> {
+        let plugins = SpecPlugins::none();
+        super::evaluate(gates, cells, &RunContext { run_name: "test", complete: true, plugins: &plugins })
+    }
 
     fn cell(profile: &str, get_p99: Option<f64>, errors: u64) -> CellResult {
         let get = OpStats {
@@ -279,6 +332,7 @@ mod tests {
             shape: "closed 1x1".into(),
             target: "t".into(),
             workload: "w".into(),
+            variant: "t".into(),
             repeat: 1,
             status: CellStatus::Completed,
             error: None,
@@ -296,11 +350,12 @@ mod tests {
             }),
             checks: vec![],
             faults: vec![],
+            roles: vec![],
         }
     }
 
     fn gate(expr: &str) -> IndexMap<String, GateSpec> {
-        [("g".to_string(), GateSpec { expr: expr.into(), scenario: None, profile: None })].into_iter().collect()
+        [("g".to_string(), GateSpec::expr(expr))].into_iter().collect()
     }
 
     #[test]

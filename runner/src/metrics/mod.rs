@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use crate::spec::OpKind;
 
 pub mod fault_impact;
+pub mod roles;
 use fault_impact::{FaultImpact, FineTimeline};
 
 /// Latencies are recorded in microseconds, up to an hour, 3 significant digits.

@@ -150,6 +150,17 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
         err_at(line, column, Some(field), message)
     })?;
 
+    // Pass 5: plugin files, relative to the spec.
+    let base = path.parent().unwrap_or(Path::new("."));
+    for (field, plugin) in spec.plugins() {
+        let file = base.join(&plugin.plugin);
+        if !file.is_file() {
+            let (line, column) = locate::locate(&resolved_text, &locate::parse_path(&field)).unzip();
+            let message = format!("no such file: {} (paths are relative to the spec's folder)", file.display());
+            return Err(err_at(line, column, Some(field), message));
+        }
+    }
+
     Ok(LoadedSpec { spec, resolved_text })
 }
 

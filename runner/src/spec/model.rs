@@ -41,6 +41,19 @@ pub struct Spec {
     pub report: ReportSpec,
 }
 
+impl Spec {
+    /// Every plugin the spec names, with the dotted path of its `plugin` field.
+    pub fn plugins(&self) -> Vec<(String, &PluginRef)> {
+        let shapes =
+            self.workloads.iter().filter_map(|(n, w)| Some((format!("workloads.{n}.shape.plugin"), w.shape.as_ref()?)));
+        let gates = self.gates.iter().filter_map(|(n, g)| match &g.rule {
+            GateRule::Plugin(p) => Some((format!("gates.{n}.plugin"), p)),
+            GateRule::Expr(_) => None,
+        });
+        shapes.chain(gates).collect()
+    }
+}
+
 fn default_seed() -> u64 {
     1
 }
@@ -143,6 +156,29 @@ pub struct WorkloadSpec {
     /// A fixed size (`64B`) or a range (`{min: 16B, max: 1KiB}`), uniform.
     #[serde(default = "default_value_size")]
     pub value_size: ValueSizeSpec,
+    /// A WebAssembly workload plugin that decides the ops instead of the
+    /// built-in mix and key distribution; `ops` then declares the op kinds
+    /// it may send (with weights it can use).
+    #[serde(default)]
+    pub shape: Option<PluginRef>,
+}
+
+/// A WebAssembly plugin and what it is given.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PluginRef {
+    /// Path to the component (`.wasm`), relative to the spec file.
+    pub plugin: String,
+    /// Handed to the plugin as JSON text.
+    #[serde(default)]
+    pub config: serde_json::Value,
+    /// How long one call may run before the plugin is stopped (default: 50ms
+    /// per workload batch, 1s per gate evaluation; `init` gets 1s).
+    #[serde(default)]
+    pub deadline: Option<Dur>,
+    /// The most linear memory the plugin may use (default 64MiB).
+    #[serde(default)]
+    pub memory: Option<Size>,
 }
 
 fn default_value_size() -> ValueSizeSpec {
@@ -431,15 +467,18 @@ fn default_quick_duration() -> Dur {
 }
 
 /// One experiment: a workload against a target under some profiles. With
-/// several targets, each is a variant and their repeats alternate
-/// (A B, B A, …) so drift on the host does not favour one side.
+/// several targets (or several workloads on one target), each is a variant
+/// and their repeats alternate (A B, B A, …) so drift on the host does not
+/// favour one side.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioSpec {
     pub name: String,
     /// One target name, or a list of targets to compare (the first is the baseline).
     pub target: OneOrMany,
-    pub workload: String,
+    /// One workload, or a list to compare on one target (the first is the
+    /// baseline), e.g. a shape plugin against the built-in shape.
+    pub workload: OneOrMany,
     pub profiles: Vec<String>,
     /// Overrides of the campaign's `timing` for this scenario.
     #[serde(default)]
@@ -498,6 +537,28 @@ pub enum OneOrMany {
     Many(Vec<String>),
 }
 
+impl ScenarioSpec {
+    /// The (target, workload) pairs it compares, baseline first: its
+    /// targets, or its workloads when it lists several.
+    pub fn variants(&self) -> Vec<(String, String)> {
+        let (targets, workloads) = (self.target.names(), self.workload.names());
+        if workloads.len() > 1 {
+            workloads.into_iter().map(|w| (targets[0].clone(), w)).collect()
+        } else {
+            targets.into_iter().map(|t| (t, workloads[0].clone())).collect()
+        }
+    }
+
+    /// What names a variant in labels and comparisons: the workload when it
+    /// compares workloads, else the target.
+    pub fn variant_name(&self, target: &str, workload: &str) -> String {
+        match self.workload.names().len() > 1 {
+            true => workload.to_string(),
+            false => target.to_string(),
+        }
+    }
+}
+
 impl OneOrMany {
     pub fn names(&self) -> Vec<String> {
         match self {
@@ -516,13 +577,33 @@ pub struct TimingOverride {
     pub deadline: Option<Dur>,
 }
 
-/// A gate: a built-in expression (`p99(get) < 30ms`), optionally limited to
-/// one scenario or profile.
+/// A gate: a built-in expression (`p99(get) < 30ms`) or a WebAssembly gate
+/// plugin, optionally limited to one scenario or profile.
 #[derive(Debug, Clone, Serialize)]
 pub struct GateSpec {
-    pub expr: String,
+    pub rule: GateRule,
     pub scenario: Option<String>,
     pub profile: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub enum GateRule {
+    Expr(String),
+    Plugin(PluginRef),
+}
+
+impl GateSpec {
+    pub fn expr(expr: &str) -> GateSpec {
+        GateSpec { rule: GateRule::Expr(expr.into()), scenario: None, profile: None }
+    }
+
+    /// What the report shows in the gate's "rule" column.
+    pub fn describe(&self) -> String {
+        match &self.rule {
+            GateRule::Expr(e) => e.clone(),
+            GateRule::Plugin(p) => format!("plugin {}", p.plugin),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
@@ -587,7 +668,7 @@ impl JsonSchema for GateSpec {
     }
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
-            "description": "A gate expression such as `p99(get) < 30ms`, or a map with the expression and filters",
+            "description": "A gate expression such as `p99(get) < 30ms`, or a map with the expression (or a WebAssembly gate plugin) and filters",
             "anyOf": [
                 {"type": "string"},
                 {
@@ -596,6 +677,19 @@ impl JsonSchema for GateSpec {
                     "required": ["expr"],
                     "properties": {
                         "expr": {"type": "string"},
+                        "scenario": {"type": "string"},
+                        "profile": {"type": "string"}
+                    }
+                },
+                {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["plugin"],
+                    "properties": {
+                        "plugin": {"type": "string", "description": "path to the gate component (.wasm), relative to the spec file"},
+                        "config": {"description": "handed to the plugin as JSON text"},
+                        "deadline": {"type": "string", "description": "how long one evaluation may run (default 1s)"},
+                        "memory": {"type": "string", "description": "the most linear memory the plugin may use (default 64MiB)"},
                         "scenario": {"type": "string"},
                         "profile": {"type": "string"}
                     }
@@ -611,7 +705,16 @@ impl<'de> Deserialize<'de> for GateSpec {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Full {
-            expr: String,
+            #[serde(default)]
+            expr: Option<String>,
+            #[serde(default)]
+            plugin: Option<String>,
+            #[serde(default)]
+            config: Option<serde_json::Value>,
+            #[serde(default)]
+            deadline: Option<Dur>,
+            #[serde(default)]
+            memory: Option<Size>,
             #[serde(default)]
             scenario: Option<String>,
             #[serde(default)]
@@ -621,14 +724,36 @@ impl<'de> Deserialize<'de> for GateSpec {
         impl<'de> serde::de::Visitor<'de> for GateVisitor {
             type Value = GateSpec;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an expression such as `p99(get) < 30ms`, or a map with `expr`, `scenario`, `profile`")
+                f.write_str(
+                    "an expression such as `p99(get) < 30ms`, or a map with `expr` or `plugin`, and `scenario`, `profile`",
+                )
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<GateSpec, E> {
-                Ok(GateSpec { expr: v.to_string(), scenario: None, profile: None })
+                Ok(GateSpec::expr(v))
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<GateSpec, A::Error> {
+                use serde::de::Error;
                 let full = Full::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                Ok(GateSpec { expr: full.expr, scenario: full.scenario, profile: full.profile })
+                let plugin_fields = full.config.is_some() || full.deadline.is_some() || full.memory.is_some();
+                let rule = match (full.expr, full.plugin) {
+                    (Some(_), Some(_)) => return Err(A::Error::custom("a gate has `expr` or `plugin`, not both")),
+                    (None, None) => {
+                        return Err(A::Error::custom(
+                            "a gate needs `expr` (e.g. `p99(get) < 30ms`) or `plugin: FILE.wasm`",
+                        ))
+                    }
+                    (Some(_), None) if plugin_fields => {
+                        return Err(A::Error::custom("`config`, `deadline` and `memory` apply only to a gate `plugin`"))
+                    }
+                    (Some(expr), None) => GateRule::Expr(expr),
+                    (None, Some(plugin)) => GateRule::Plugin(PluginRef {
+                        plugin,
+                        config: full.config.unwrap_or(serde_json::Value::Null),
+                        deadline: full.deadline,
+                        memory: full.memory,
+                    }),
+                };
+                Ok(GateSpec { rule, scenario: full.scenario, profile: full.profile })
             }
         }
         d.deserialize_any(GateVisitor)

@@ -39,14 +39,24 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
     validate_checkers(spec)?;
     for (name, gate) in &spec.gates {
         let at = format!("gates.{name}");
-        let expr = crate::gate::expr::parse(&gate.expr).map_err(|e| (at.clone(), e))?;
-        if let Some(fault) =
-            expr.faults().into_iter().find(|f| !spec.scenarios.iter().any(|sc| sc.faults.iter().any(|x| &x.name == f)))
-        {
-            return Err((at.clone(), format!("no scenario has a fault named `{fault}`")));
-        }
-        if let Some(missing) = expr.checkers().into_iter().find(|c| !spec.checkers.contains(c)) {
-            return Err((at.clone(), format!("needs the `{}` checker: add it to `checkers:`", missing.as_str())));
+        match &gate.rule {
+            GateRule::Expr(text) => {
+                let expr = crate::gate::expr::parse(text).map_err(|e| (at.clone(), e))?;
+                if let Some(fault) = expr
+                    .faults()
+                    .into_iter()
+                    .find(|f| !spec.scenarios.iter().any(|sc| sc.faults.iter().any(|x| &x.name == f)))
+                {
+                    return Err((at.clone(), format!("no scenario has a fault named `{fault}`")));
+                }
+                if let Some(missing) = expr.checkers().into_iter().find(|c| !spec.checkers.contains(c)) {
+                    return Err((
+                        at.clone(),
+                        format!("needs the `{}` checker: add it to `checkers:`", missing.as_str()),
+                    ));
+                }
+            }
+            GateRule::Plugin(p) => validate_plugin(&at, p)?,
         }
         if let Some(s) = &gate.scenario {
             if !spec.scenarios.iter().any(|sc| &sc.name == s) {
@@ -97,7 +107,29 @@ fn validate_target(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> 
     Ok(())
 }
 
+fn validate_plugin(at: &str, p: &PluginRef) -> Result<(), Problem> {
+    if !p.plugin.ends_with(".wasm") {
+        return Err((format!("{at}.plugin"), "names a WebAssembly component, a `.wasm` file".into()));
+    }
+    if p.deadline.is_some_and(|d| d.0.is_zero()) {
+        return Err((format!("{at}.deadline"), "must be above 0".into()));
+    }
+    if p.memory.is_some_and(|m| m.0 < 1 << 20 || m.0 > 4 << 30) {
+        return Err((format!("{at}.memory"), "must be between 1MiB and 4GiB".into()));
+    }
+    Ok(())
+}
+
 fn validate_workload(at: &str, w: &WorkloadSpec) -> Result<(), Problem> {
+    if let Some(shape) = &w.shape {
+        validate_plugin(&format!("{at}.shape"), shape)?;
+        if w.keys.distribution != KeyDistribution::Uniform {
+            return Err((
+                format!("{at}.keys.distribution"),
+                "the shape plugin picks the keys: drop `distribution`".into(),
+            ));
+        }
+    }
     if w.ops.is_empty() {
         return Err((format!("{at}.ops"), "needs at least one op kind with a weight, e.g. {get: 80, set: 20}".into()));
     }
@@ -170,9 +202,9 @@ fn validate_checkers(spec: &Spec) -> Result<(), Problem> {
             return Err((format!("checkers[{i}]"), format!("`{}` is listed twice", c.as_str())));
         }
     }
-    for s in &spec.scenarios {
-        let w = &spec.workloads[&s.workload];
-        let at = format!("workloads.{}", s.workload);
+    for name in spec.scenarios.iter().flat_map(|s| s.workload.names()) {
+        let w = &spec.workloads[&name];
+        let at = format!("workloads.{name}");
         let sent = w.ops.iter().filter(|(_, weight)| **weight > 0.0).map(|(op, _)| op);
         if let Some(op) = sent.into_iter().find(|op| !matches!(op, OpKind::Get | OpKind::Set)) {
             return Err((
@@ -245,21 +277,33 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
                 return Err((field, undefined("target", t, spec.targets.keys())));
             }
         }
-        let Some(workload) = spec.workloads.get(&s.workload) else {
-            return Err((format!("{at}.workload"), undefined("workload", &s.workload, spec.workloads.keys())));
-        };
-        for t in &targets {
-            let kind = spec.targets[t].kind;
-            let driver = crate::target::driver(kind);
-            if let Some(op) = workload.ops.keys().find(|op| !driver.supports(**op)) {
-                return Err((
-                    format!("{at}.workload"),
-                    format!(
-                        "workload `{}` uses `{}`, which target `{t}` ({kind:?}) does not support",
-                        s.workload,
-                        op.as_str()
-                    ),
-                ));
+        let workloads = s.workload.names();
+        if workloads.len() > 1 && targets.len() > 1 {
+            return Err((
+                format!("{at}.workload"),
+                "a scenario compares several targets or several workloads, not both".into(),
+            ));
+        }
+        for (j, name) in workloads.iter().enumerate() {
+            let field = match s.workload {
+                OneOrMany::One(_) => format!("{at}.workload"),
+                OneOrMany::Many(_) => format!("{at}.workload[{j}]"),
+            };
+            let Some(workload) = spec.workloads.get(name) else {
+                return Err((field, undefined("workload", name, spec.workloads.keys())));
+            };
+            for t in &targets {
+                let kind = spec.targets[t].kind;
+                let driver = crate::target::driver(kind);
+                if let Some(op) = workload.ops.keys().find(|op| !driver.supports(**op)) {
+                    return Err((
+                        field,
+                        format!(
+                            "workload `{name}` uses `{}`, which target `{t}` ({kind:?}) does not support",
+                            op.as_str()
+                        ),
+                    ));
+                }
             }
         }
         if s.profiles.is_empty() {

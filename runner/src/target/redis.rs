@@ -281,11 +281,11 @@ mod tests {
     fn encodes_commands_as_resp_arrays() {
         let mut out = Vec::new();
         let mut r = resp();
-        r.encode(&Op { kind: OpKind::Get, key: 42, value_len: 3, write_id: None }, &mut out);
-        r.encode(&Op { kind: OpKind::Incr, key: 7, value_len: 3, write_id: None }, &mut out);
+        r.encode(&Op { kind: OpKind::Get, key: 42, value_len: 3, write_id: None, value: None }, &mut out);
+        r.encode(&Op { kind: OpKind::Incr, key: 7, value_len: 3, write_id: None, value: None }, &mut out);
         assert_eq!(out, b"*2\r\n$3\r\nGET\r\n$4\r\nk:42\r\n*2\r\n$4\r\nINCR\r\n$5\r\nk:n:7\r\n");
         out.clear();
-        r.encode(&Op { kind: OpKind::Set, key: 1, value_len: 3, write_id: None }, &mut out);
+        r.encode(&Op { kind: OpKind::Set, key: 1, value_len: 3, write_id: None, value: None }, &mut out);
         assert!(out.starts_with(b"*3\r\n$3\r\nSET\r\n$3\r\nk:1\r\n$3\r\n"), "{}", String::from_utf8_lossy(&out));
     }
 

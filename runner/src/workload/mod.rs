@@ -8,10 +8,11 @@ use rand_distr::{Distribution, Zipf};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::history::{write_value, ValueId};
-use crate::spec::{KeyDistribution, OpKind, ValueSizeSpec, WorkloadSpec};
+use crate::plugin::shape::Feed;
+use crate::spec::{KeyDistribution, OpKind, PluginRef, ValueSizeSpec, WorkloadSpec};
 
 /// One operation for a target to execute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Op {
     pub kind: OpKind,
     /// Key number in `0..keys.count`; the target adds the prefix.
@@ -21,6 +22,8 @@ pub struct Op {
     /// When the history is recorded: which write this is, written into the
     /// value so reads tell which write they saw.
     pub write_id: Option<ValueId>,
+    /// The exact value to write, when a shape plugin chose it.
+    pub value: Option<Arc<str>>,
 }
 
 /// The immutable part of a workload shared by every client of a cell.
@@ -41,6 +44,10 @@ pub struct Workload {
     seed: u64,
     /// The run's tag, written into recorded values.
     run_tag: u32,
+    /// Every op kind the spec declares, with its weight, in spec order.
+    pub declared: Vec<(OpKind, f64)>,
+    /// A plugin decides the ops instead of the built-in generator.
+    pub shape: Option<PluginRef>,
 }
 
 impl Workload {
@@ -79,19 +86,36 @@ impl Workload {
             value_bytes,
             seed,
             run_tag,
+            declared: spec.ops.iter().map(|(k, w)| (*k, *w)).collect(),
+            shape: spec.shape.clone(),
         }
     }
 
-    pub fn kinds(&self) -> impl Iterator<Item = OpKind> + '_ {
-        self.mix.iter().map(|(k, _)| *k)
+    /// The kinds a cell's ops may have: a shape plugin may send any the spec
+    /// declares, the built-in mix only those with a weight.
+    pub fn kinds(&self) -> Vec<OpKind> {
+        match self.shape {
+            Some(_) => self.declared.iter().map(|(k, _)| *k).collect(),
+            None => self.mix.iter().map(|(k, _)| *k).collect(),
+        }
+    }
+
+    pub fn value_size(&self) -> (u32, u32) {
+        self.value_size
+    }
+
+    pub fn key_count(&self) -> u64 {
+        self.key_count
     }
 
     /// Appends the value an op writes: its own tagged value when the history
-    /// is recorded, else a slice of the shared random bytes.
+    /// is recorded, the value a shape plugin chose, else a slice of the
+    /// shared random bytes.
     pub fn put_value(&self, op: &Op, out: &mut Vec<u8>) {
-        match op.write_id {
-            Some(id) => write_value(self.run_tag, id, op.value_len as usize, out),
-            None => {
+        match (op.write_id, &op.value) {
+            (Some(id), _) => write_value(self.run_tag, id, op.value_len as usize, out),
+            (None, Some(value)) => out.extend_from_slice(value.as_bytes()),
+            (None, None) => {
                 let offset = (op.key % 64) as usize;
                 out.extend_from_slice(&self.value_bytes[offset..offset + op.value_len as usize]);
             }
@@ -119,30 +143,70 @@ impl Workload {
             .wrapping_add(stream);
         let zipf = (self.distribution == KeyDistribution::Zipfian)
             .then(|| Zipf::new(self.key_count as f64, self.zipf_exponent).expect("validated exponent"));
-        OpStream {
+        let builtin = BuiltinStream {
             workload: Arc::clone(self),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             zipf,
             next_sequential: stream % self.key_count,
             stride: streams.max(1),
-            tag,
-            next_seq: 0,
+        };
+        OpStream { source: Source::Builtin(builtin), tag, next_seq: 0 }
+    }
+}
+
+/// One client's ops, from the built-in generator or a shape plugin; writes
+/// get their ids here when a history is recorded.
+pub struct OpStream {
+    source: Source,
+    tag: Option<(u16, u16)>,
+    next_seq: u32,
+}
+
+enum Source {
+    Builtin(BuiltinStream),
+    Plugin(Feed),
+}
+
+impl OpStream {
+    pub fn from_plugin(feed: Feed, tag: Option<(u16, u16)>) -> OpStream {
+        OpStream { source: Source::Plugin(feed), tag, next_seq: 0 }
+    }
+
+    /// The next op; `None` when a shape plugin has no more (or failed).
+    pub fn next_op(&mut self) -> Option<Op> {
+        let mut op = match &mut self.source {
+            Source::Builtin(b) => b.next_op(),
+            Source::Plugin(f) => f.next_op()?,
+        };
+        if let (Some((cell, writer)), OpKind::Set) = (self.tag, op.kind) {
+            self.next_seq += 1;
+            op.write_id = Some(ValueId { cell, writer, seq: self.next_seq - 1 });
+        }
+        Some(op)
+    }
+
+    /// Whether the source wants to hear how its ops ended.
+    pub fn observes(&self) -> bool {
+        matches!(&self.source, Source::Plugin(f) if f.observes())
+    }
+
+    pub fn completed(&mut self, op: &Op, ok: bool) {
+        if let Source::Plugin(f) = &mut self.source {
+            f.completed(op, ok);
         }
     }
 }
 
-pub struct OpStream {
+struct BuiltinStream {
     workload: Arc<Workload>,
     rng: Xoshiro256PlusPlus,
     zipf: Option<Zipf<f64>>,
     next_sequential: u64,
     stride: u64,
-    tag: Option<(u16, u16)>,
-    next_seq: u32,
 }
 
-impl OpStream {
-    pub fn next_op(&mut self) -> Op {
+impl BuiltinStream {
+    fn next_op(&mut self) -> Op {
         let w = &*self.workload;
         let kind = if w.mix.len() == 1 {
             w.mix[0].0
@@ -176,14 +240,7 @@ impl OpStream {
         } else {
             self.rng.random_range(w.value_size.0..=w.value_size.1)
         };
-        let write_id = match (self.tag, kind) {
-            (Some((cell, writer)), OpKind::Set) => {
-                self.next_seq += 1;
-                Some(ValueId { cell, writer, seq: self.next_seq - 1 })
-            }
-            _ => None,
-        };
-        Op { kind, key, value_len, write_id }
+        Op { kind, key, value_len, write_id: None, value: None }
     }
 }
 
@@ -201,15 +258,15 @@ mod tests {
         let w = workload("ops: {get: 1, set: 1}\nkeys: {count: 100}\n");
         let a: Vec<Op> = {
             let mut s = w.stream(0, 1, 0, None);
-            (0..100).map(|_| s.next_op()).collect()
+            (0..100).map(|_| s.next_op().unwrap()).collect()
         };
         let b: Vec<Op> = {
             let mut s = w.stream(0, 1, 0, None);
-            (0..100).map(|_| s.next_op()).collect()
+            (0..100).map(|_| s.next_op().unwrap()).collect()
         };
         let c: Vec<Op> = {
             let mut s = w.stream(1, 2, 0, None);
-            (0..100).map(|_| s.next_op()).collect()
+            (0..100).map(|_| s.next_op().unwrap()).collect()
         };
         assert_eq!(a, b);
         assert_ne!(a, c);
@@ -219,7 +276,7 @@ mod tests {
     fn mix_follows_weights() {
         let w = workload("ops: {get: 80, set: 20}\n");
         let mut s = w.stream(0, 1, 0, None);
-        let gets = (0..100_000).filter(|_| s.next_op().kind == OpKind::Get).count();
+        let gets = (0..100_000).filter(|_| s.next_op().unwrap().kind == OpKind::Get).count();
         assert!((78_000..82_000).contains(&gets), "{gets} gets of 100000");
     }
 
@@ -227,14 +284,14 @@ mod tests {
     fn zipfian_concentrates_on_low_ranks_and_hotset_on_hot_keys() {
         let w = workload("ops: {get: 1}\nkeys: {count: 10000, distribution: zipfian, exponent: 0.99}\n");
         let mut s = w.stream(0, 1, 0, None);
-        let top = (0..100_000).filter(|_| s.next_op().key < 100).count();
+        let top = (0..100_000).filter(|_| s.next_op().unwrap().key < 100).count();
         assert!(top > 40_000, "top 1% of keys got {top} of 100000");
 
         let w = workload(
             "ops: {get: 1}\nkeys: {count: 1000, distribution: hotset, hot_fraction: 0.01, hot_op_fraction: 0.9}\n",
         );
         let mut s = w.stream(0, 1, 0, None);
-        let hot = (0..100_000).filter(|_| s.next_op().key < 10).count();
+        let hot = (0..100_000).filter(|_| s.next_op().unwrap().key < 10).count();
         assert!((88_000..92_000).contains(&hot), "{hot}");
     }
 
@@ -242,11 +299,11 @@ mod tests {
     fn recorded_writes_are_numbered_per_writer() {
         let w = workload("ops: {get: 1, set: 1}\n");
         let mut s = w.stream(0, 1, 0, Some((3, 5)));
-        let ids: Vec<ValueId> = (0..100).map(|_| s.next_op()).filter_map(|op| op.write_id).collect();
+        let ids: Vec<ValueId> = (0..100).map(|_| s.next_op().unwrap()).filter_map(|op| op.write_id).collect();
         assert!(ids.len() > 30);
         assert!(ids.iter().enumerate().all(|(i, id)| *id == ValueId { cell: 3, writer: 5, seq: i as u32 }));
         let mut value = Vec::new();
-        let op = Op { kind: OpKind::Set, key: 1, value_len: 40, write_id: Some(ids[0]) };
+        let op = Op { kind: OpKind::Set, key: 1, value_len: 40, write_id: Some(ids[0]), value: None };
         w.put_value(&op, &mut value);
         let scope = crate::history::Scope { run: 0xabc, cell: 3 };
         assert_eq!(crate::history::parse_value(&value, scope), crate::history::Observed::Write(ids[0]));
@@ -258,8 +315,8 @@ mod tests {
             workload("ops: {set: 1}\nkeys: {count: 10, distribution: sequential}\nvalue_size: {min: 1B, max: 3B}\n");
         let mut a = w.stream(0, 2, 0, None);
         let mut b = w.stream(1, 2, 0, None);
-        let keys: Vec<u64> = (0..3).flat_map(|_| [a.next_op().key, b.next_op().key]).collect();
+        let keys: Vec<u64> = (0..3).flat_map(|_| [a.next_op().unwrap().key, b.next_op().unwrap().key]).collect();
         assert_eq!(keys, vec![0, 1, 2, 3, 4, 5]);
-        assert!((0..100).all(|_| (1..=3).contains(&a.next_op().value_len)));
+        assert!((0..100).all(|_| (1..=3).contains(&a.next_op().unwrap().value_len)));
     }
 }
