@@ -7,4 +7,12 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 scripts/install-deps.sh
 scripts/docker-images.sh
+# The tests run the committed plugins in fixtures/plugins/. Where the guest
+# toolchains are installed (plugins/install-toolchain.sh), first check that
+# those are what plugins/build.sh makes from the sources.
+if [ -x /usr/bin/rustc ] && command -v wasm-tools >/dev/null && command -v componentize-py >/dev/null; then
+  plugins/build.sh --check
+else
+  echo "test: no wasm guest toolchain here; testing the committed fixtures/plugins (plugins/install-toolchain.sh installs one)"
+fi
 cargo test --release "$@"

@@ -90,7 +90,7 @@ fn a_misbehaving_shape_is_stopped_with_its_reason_and_the_run_is_incomplete() {
         ("loop", "`next-ops` ran past its 50ms deadline"),
         ("memory", "`next-ops` exceeded its memory cap of 16MiB"),
         ("trap", "`next-ops` trapped"),
-        ("malformed", "kind `flushall` is not one of the workload's ops (get, set)"),
+        ("malformed", "kind 200 is not one of the workload's op kinds (0 get, 1 set)"),
     ] {
         let shape =
             format!("{{plugin: {}, config: {{mode: {mode}}}, memory: 16MiB}}", plugin("bad/misbehave-shape.wasm"));

@@ -123,9 +123,10 @@ impl Shape {
     /// Checks an op against what the spec declared.
     fn convert(&self, op: wit::Op) -> Result<Op, String> {
         let s = &self.setup;
-        let kind = s.kinds.iter().map(|(k, _)| *k).find(|k| k.as_str() == op.kind).ok_or_else(|| {
-            let declared: Vec<&str> = s.kinds.iter().map(|(k, _)| k.as_str()).collect();
-            format!("kind `{}` is not one of the workload's ops ({})", op.kind, declared.join(", "))
+        let kind = s.kinds.get(op.kind as usize).map(|(k, _)| *k).ok_or_else(|| {
+            let declared: Vec<String> =
+                s.kinds.iter().enumerate().map(|(i, (k, _))| format!("{i} {}", k.as_str())).collect();
+            format!("kind {} is not one of the workload's op kinds ({})", op.kind, declared.join(", "))
         })?;
         if op.key >= s.key_count {
             return Err(format!("key {} is outside the key space 0..{}", op.key, s.key_count));
@@ -153,6 +154,8 @@ impl Shape {
 /// yet sent, and the outcomes it has not yet reported.
 pub struct Feed {
     shape: Arc<Mutex<Shape>>,
+    /// The declared kinds, in the order `kind` indexes them.
+    kinds: Vec<OpKind>,
     worker: u32,
     batch: u32,
     ready: VecDeque<Op>,
@@ -165,9 +168,13 @@ pub struct Feed {
 impl Feed {
     /// `in_flight` bounds how far ahead of the outcomes an observing shape is asked.
     pub fn new(shape: &Arc<Mutex<Shape>>, worker: u32, in_flight: u32) -> Feed {
-        let observes = shape.lock().expect("shape lock").observes();
+        let (observes, kinds) = {
+            let shape = shape.lock().expect("shape lock");
+            (shape.observes(), shape.setup.kinds.iter().map(|(k, _)| *k).collect())
+        };
         Feed {
             shape: Arc::clone(shape),
+            kinds,
             worker,
             batch: if observes { in_flight.max(1) } else { BATCH },
             ready: VecDeque::new(),
@@ -194,7 +201,8 @@ impl Feed {
 
     pub fn completed(&mut self, op: &Op, ok: bool) {
         let args = op.value.as_ref().map(|v| vec![v.to_string()]).unwrap_or_default();
-        let op = wit::Op { kind: op.kind.as_str().to_string(), key: op.key, value_size: op.value_len, args };
+        let kind = self.kinds.iter().position(|k| *k == op.kind).expect("ops come from the declared kinds") as u8;
+        let op = wit::Op { kind, key: op.key, value_size: op.value_len, args };
         self.completed.push(wit::Completed { worker: self.worker, op, ok });
     }
 }

@@ -1,6 +1,8 @@
 //! Turns a workload spec into a deterministic stream of ops: the op mix, the
 //! key chosen by the distribution, and the value size, all from the seed.
 
+mod zipf;
+
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
@@ -10,6 +12,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use crate::history::{write_value, ValueId};
 use crate::plugin::shape::Feed;
 use crate::spec::{KeyDistribution, OpKind, PluginRef, ValueSizeSpec, WorkloadSpec};
+use zipf::ZipfTable;
 
 /// One operation for a target to execute.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +38,8 @@ pub struct Workload {
     distribution: KeyDistribution,
     key_count: u64,
     zipf_exponent: f64,
+    /// Zipfian key spaces up to `zipf::TABLE_MAX_KEYS`: the alias table.
+    zipf_table: Option<ZipfTable>,
     hot_keys: u64,
     hot_op_fraction: f64,
     value_size: (u32, u32),
@@ -79,6 +84,8 @@ impl Workload {
             distribution: keys.distribution,
             key_count: keys.count,
             zipf_exponent: keys.exponent.unwrap_or(0.99),
+            zipf_table: (keys.distribution == KeyDistribution::Zipfian && keys.count <= zipf::TABLE_MAX_KEYS)
+                .then(|| ZipfTable::new(keys.count, keys.exponent.unwrap_or(0.99))),
             hot_keys: hot_keys.clamp(1, keys.count),
             hot_op_fraction: keys.hot_op_fraction.unwrap_or(0.9),
             value_size,
@@ -141,7 +148,7 @@ impl Workload {
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             .wrapping_add(salt.wrapping_mul(0xD1B5_4A32_D192_ED03))
             .wrapping_add(stream);
-        let zipf = (self.distribution == KeyDistribution::Zipfian)
+        let zipf = (self.distribution == KeyDistribution::Zipfian && self.zipf_table.is_none())
             .then(|| Zipf::new(self.key_count as f64, self.zipf_exponent).expect("validated exponent"));
         let builtin = BuiltinStream {
             workload: Arc::clone(self),
@@ -216,11 +223,14 @@ impl BuiltinStream {
         };
         let key = match w.distribution {
             KeyDistribution::Uniform => self.rng.random_range(0..w.key_count),
-            KeyDistribution::Zipfian => {
-                // Zipf yields ranks 1..=n; rank 1 is the hottest key.
-                let rank = self.zipf.as_ref().expect("zipf set for zipfian").sample(&mut self.rng);
-                (rank as u64).saturating_sub(1).min(w.key_count - 1)
-            }
+            KeyDistribution::Zipfian => match &w.zipf_table {
+                Some(table) => table.sample(&mut self.rng),
+                None => {
+                    // Zipf yields ranks 1..=n; rank 1 is the hottest key.
+                    let rank = self.zipf.as_ref().expect("zipf set without a table").sample(&mut self.rng);
+                    (rank as u64).saturating_sub(1).min(w.key_count - 1)
+                }
+            },
             KeyDistribution::Hotset => {
                 if self.rng.random::<f64>() < w.hot_op_fraction || w.hot_keys == w.key_count {
                     self.rng.random_range(0..w.hot_keys)
