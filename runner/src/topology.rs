@@ -11,6 +11,7 @@
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use indexmap::IndexMap;
@@ -218,10 +219,16 @@ impl Topology {
     /// Every member's role, asked now. A member that cannot be asked (paused,
     /// stopped, cut off) has an error instead.
     pub async fn roles(&self) -> Vec<(Member, anyhow::Result<Role>)> {
+        self.roles_within(Duration::from_secs(2)).await
+    }
+
+    /// As [`Self::roles`], with an error for a member that does not answer
+    /// within `limit`.
+    pub async fn roles_within(&self, limit: Duration) -> Vec<(Member, anyhow::Result<Role>)> {
         let uris = futures::future::join_all(self.members.iter().map(|m| self.uri(m))).await;
         let reachable: Vec<(usize, String)> =
             uris.iter().enumerate().filter_map(|(i, u)| u.as_ref().ok().map(|u| (i, u.clone()))).collect();
-        let asked = self.kind.roles(&reachable.iter().map(|(_, u)| u.clone()).collect::<Vec<_>>()).await;
+        let asked = self.kind.roles(&reachable.iter().map(|(_, u)| u.clone()).collect::<Vec<_>>(), limit).await;
         let mut answers: Vec<Option<anyhow::Result<Role>>> = (0..self.members.len()).map(|_| None).collect();
         for ((i, _), role) in reachable.into_iter().zip(asked) {
             answers[i] = Some(role);

@@ -81,5 +81,21 @@ fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
     // Freezing the primary denied writes; pausing replicas did not.
     let impact = r["cells"][0]["stats"]["fault_impact"].as_array().unwrap();
     assert!(impact[3]["failed"].as_u64().unwrap() > 0, "{}", impact[3]);
+    // The role timeline: everyone's role at the start, and the primary
+    // unreachable while frozen (3.5 s to 4.5 s), then primary again.
+    let roles = r["cells"][0]["roles"].as_array().unwrap();
+    let at = |c: &serde_json::Value| c["at_s"].as_f64().unwrap();
+    let start: Vec<(&str, &str)> = roles
+        .iter()
+        .filter(|c| at(c) < 0.5)
+        .map(|c| (c["member"].as_str().unwrap(), c["role"].as_str().unwrap()))
+        .collect();
+    assert_eq!(start, [("kv-0", "primary"), ("kv-1", "replica"), ("kv-2", "replica")], "{roles:?}");
+    let kv0: Vec<(f64, &str)> =
+        roles.iter().filter(|c| c["member"] == "kv-0").map(|c| (at(c), c["role"].as_str().unwrap())).collect();
+    let frozen = kv0.iter().find(|(_, role)| *role == "unreachable").unwrap_or_else(|| panic!("{kv0:?}"));
+    assert!((3.4..4.6).contains(&frozen.0), "{kv0:?}");
+    assert!(kv0.iter().any(|(t, role)| *t > frozen.0 && *role == "primary"), "{kv0:?}");
+    assert!(run.report().contains("Roles per second"), "{}", run.report());
     assert_eq!(docker_snapshot(), before, "containers or networks left behind");
 }

@@ -46,8 +46,10 @@ pub async fn watch(
         if asked_at >= stop_at {
             break;
         }
-        // A member that hangs (paused, cut off) must not stall the others' samples.
-        let roles = match tokio::time::timeout(EVERY * 4, topology.roles()).await {
+        // A member that does not answer within two sampling periods (paused,
+        // cut off, stalled) reads as unreachable for this sample; the outer
+        // bound covers the docker lookups around the asks.
+        let roles = match tokio::time::timeout(EVERY * 10, topology.roles_within(EVERY * 2)).await {
             Ok(r) => r,
             Err(_) => continue,
         };

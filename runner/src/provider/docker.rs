@@ -387,7 +387,7 @@ impl Build<'_> {
             uris.push(self.driver.uri(&ip.to_string(), m.port.unwrap_or(0)));
         }
         loop {
-            let roles = self.kind.roles(&uris).await;
+            let roles = self.kind.roles(&uris, Duration::from_secs(2)).await;
             let healthy = roles.iter().enumerate().all(|(i, r)| match (i, r) {
                 (0, Ok(Role::Primary)) => true,
                 (i, Ok(Role::Replica { linked: true })) if i > 0 => true,

@@ -51,8 +51,16 @@ pub trait TopologyKind: Send + Sync {
     async fn role(&self, uri: &str) -> anyhow::Result<Role>;
     /// Every member's role now (`uris[i]` is member i). Kinds whose members
     /// know the whole set (MongoDB) may ask one of them instead.
-    async fn roles(&self, uris: &[String]) -> Vec<anyhow::Result<Role>> {
-        futures::future::join_all(uris.iter().map(|u| self.role(u))).await
+    /// A member that does not answer within `limit` gets an error: a frozen
+    /// one accepts the connection and answers only once thawed.
+    async fn roles(&self, uris: &[String], limit: std::time::Duration) -> Vec<anyhow::Result<Role>> {
+        let asks = uris.iter().map(|u| async move {
+            match tokio::time::timeout(limit, self.role(u)).await {
+                Ok(role) => role,
+                Err(_) => Err(anyhow::anyhow!("no answer within {limit:?}")),
+            }
+        });
+        futures::future::join_all(asks).await
     }
 }
 
