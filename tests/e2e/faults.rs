@@ -99,3 +99,52 @@ fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
     assert!(run.report().contains("Roles per second"), "{}", run.report());
     assert_eq!(docker_snapshot(), before, "containers or networks left behind");
 }
+
+#[test]
+fn the_kv_failover_campaign_runs_every_fault_and_counts_what_was_lost() {
+    let _load = exclusive();
+    let before = docker_snapshot();
+    let run = run(&repo().join("specs/kv-failover.yaml"), &["--quick"]);
+    // --quick is never PASS; lost or stale data FAILs it, honestly.
+    assert!(matches!(run.code(), 1 | 2), "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    let cells = r["cells"].as_array().unwrap();
+    let scenarios: Vec<&str> = cells.iter().map(|c| c["scenario"].as_str().unwrap()).collect();
+    assert_eq!(scenarios, ["graceful-failover", "primary-killed", "primary-isolated", "replicas-paused"]);
+    for cell in cells {
+        let label = cell["scenario"].as_str().unwrap();
+        assert_eq!(cell["status"], "completed", "{label}: {cell}");
+        let fault = &cell["faults"][0];
+        assert!(fault.get("error").is_none(), "{label}: {fault}");
+        assert!(fault["confirmed_s"].as_f64().is_some(), "{label}: {fault}");
+        if matches!(fault["action"].as_str(), Some("isolate" | "pause")) {
+            assert!(fault["healed_s"].as_f64().is_some(), "{label}: healed by the ledger at the latest: {fault}");
+        }
+        // Every checker decided (a count of lost writes, maybe 0), none unknown.
+        let checks = cell["checks"].as_array().unwrap();
+        assert_eq!(checks.len(), 3, "{label}");
+        for check in checks {
+            assert_ne!(check["status"], "unknown", "{label}: {check}");
+            assert!(check["checked"].as_u64().unwrap() > 0, "{label}: {check}");
+        }
+        assert!(!cell["roles"].as_array().unwrap().is_empty(), "{label}: the role timeline was sampled");
+    }
+    // The graceful failover shows in the role timeline: another member
+    // becomes primary.
+    let graceful = cells[0]["roles"].as_array().unwrap();
+    assert!(graceful.iter().any(|c| c["member"] != "kv-0" && c["role"] == "primary"), "no new primary in {graceful:?}");
+    // The report counts lost writes per scenario, and the gate on them
+    // fails exactly when some were lost.
+    let lost: u64 = cells
+        .iter()
+        .flat_map(|c| c["checks"].as_array().unwrap())
+        .filter(|k| k["checker"] == "lost-acknowledged-write")
+        .map(|k| k["violations"].as_u64().unwrap())
+        .sum();
+    let gate = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == "no-lost-writes").unwrap().clone();
+    assert_eq!(gate["result"], if lost > 0 { "fail" } else { "pass" }, "{gate}");
+    let report = run.report();
+    assert!(report.contains("lost-acknowledged-write"), "{report}");
+    assert!(report.contains("Roles per second"), "{report}");
+    assert_eq!(docker_snapshot(), before, "containers or networks left behind");
+}
