@@ -24,6 +24,15 @@ fn a_frozen_process_is_confirmed_healed_and_its_denied_window_measured() {
     assert!(impact["failed"].as_u64().unwrap() >= 16, "{impact}");
     assert!(impact["first_success_s"].as_f64().unwrap() >= denied, "{impact}");
     assert!(run.report().contains("| cache | 1 | frozen (pause) |"), "{}", run.report());
+    // Latency before, during and after the freeze, and gates on it.
+    let windows = cell["stats"]["window_latency"].as_array().unwrap();
+    let sides: Vec<&str> = windows.iter().map(|w| w["window"].as_str().unwrap()).collect();
+    assert_eq!(sides, ["before", "during", "after"]);
+    assert!((windows[2]["from_s"].as_f64().unwrap() - healed).abs() < 1e-9, "{}", windows[2]);
+    for gate in ["calm-before", "calm-after"] {
+        let g = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == gate).unwrap();
+        assert_eq!(g["result"], "pass", "{g}");
+    }
 }
 
 const DOCKER_FAULTS: &str = r#"name: docker-faults

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::checker::{self, CheckResult};
 use crate::fault;
 use crate::history::{HistoryWriter, Scope};
+use crate::metrics::windows::FaultSpan;
 use crate::metrics::{roles, CellMetrics, LiveCounters, Recorder};
 use crate::plan::{Cell, Plan};
 use crate::plugin::shape::{Feed, Setup, Shape};
@@ -312,6 +313,11 @@ impl Engine<'_> {
         let mut stats = metrics.summarize(window);
         let requested: Vec<(String, f64)> = fault_records.iter().map(|f| (f.name.clone(), f.requested_s)).collect();
         stats.fault_impact = metrics.fault_impacts(&requested, window);
+        let spans: Vec<FaultSpan> = fault_records
+            .iter()
+            .map(|f| FaultSpan { fault: f.name.clone(), requested_s: f.requested_s, healed_s: f.healed_s })
+            .collect();
+        stats.window_latency = metrics.window_latency(&spans, window);
         result.stats = Some(stats);
         result.faults = fault_records;
         result.roles = role_changes;

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::checker::CheckerName;
+use crate::metrics::windows::Side;
 use crate::spec::units::parse_duration;
 use crate::spec::OpKind;
 
@@ -95,8 +96,11 @@ pub struct MetricRef {
     pub metric: Metric,
     /// Restricts the metric to one op kind, e.g. `p99(get)`.
     pub op: Option<OpKind>,
-    /// The fault a fault metric is about, e.g. `denied_window(primary-killed)`.
+    /// The fault a fault metric is about, e.g. `denied_window(primary-killed)`,
+    /// or the fault a latency window is taken around.
     pub fault: Option<String>,
+    /// A latency metric over a window around `fault`, e.g. `p99(get, after: primary-killed)`.
+    pub window: Option<Side>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -148,6 +152,11 @@ impl Metric {
         !matches!(self, Metric::ScheduleLag | Metric::Violations(_))
     }
 
+    /// Latency metrics can be taken over a window around a fault.
+    fn takes_window(self) -> bool {
+        matches!(self, Metric::Percentile(_) | Metric::MaxLatency | Metric::MeanLatency)
+    }
+
     fn from_name(name: &str) -> Option<Metric> {
         Some(match name {
             "p50" => Metric::Percentile(50.0),
@@ -179,7 +188,7 @@ impl Metric {
     }
 }
 
-pub const METRIC_NAMES: &str = "p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, stale_reads, lost_acked_writes, torn_values, linearizability_violations, denied_window(FAULT), first_success(FAULT), recovered(FAULT), failed_after(FAULT)";
+pub const METRIC_NAMES: &str = "p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, stale_reads, lost_acked_writes, torn_values, linearizability_violations, denied_window(FAULT), first_success(FAULT), recovered(FAULT), failed_after(FAULT); latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
@@ -188,6 +197,8 @@ enum Token {
     Op(CmpOp),
     LParen,
     RParen,
+    Comma,
+    Colon,
     And,
     Or,
 }
@@ -200,6 +211,8 @@ impl fmt::Display for Token {
             Token::Op(op) => write!(f, "`{op}`"),
             Token::LParen => f.write_str("`(`"),
             Token::RParen => f.write_str("`)`"),
+            Token::Comma => f.write_str("`,`"),
+            Token::Colon => f.write_str("`:`"),
             Token::And => f.write_str("`and`"),
             Token::Or => f.write_str("`or`"),
         }
@@ -218,8 +231,13 @@ fn tokenize(src: &str) -> Result<Vec<Token>, String> {
         let c = chars[i];
         if c.is_whitespace() {
             i += 1;
-        } else if c == '(' || c == ')' {
-            out.push(if c == '(' { Token::LParen } else { Token::RParen });
+        } else if "(),:".contains(c) {
+            out.push(match c {
+                '(' => Token::LParen,
+                ')' => Token::RParen,
+                ',' => Token::Comma,
+                _ => Token::Colon,
+            });
             i += 1;
         } else if "<>=!".contains(c) {
             let two = chars.get(i + 1) == Some(&'=');
@@ -356,10 +374,10 @@ impl Parser {
             Some(Token::Ident(name)) => {
                 let metric = Metric::from_name(&name)
                     .ok_or_else(|| format!("unknown metric `{name}` (known: {METRIC_NAMES})"))?;
-                let (mut op, mut fault) = (None, None);
+                let (mut op, mut fault, mut window) = (None, None, None);
                 if self.peek() == Some(&Token::LParen) {
                     self.pos += 1;
-                    let arg = match self.next() {
+                    let mut arg = match self.next() {
                         Some(Token::Ident(a)) => a,
                         _ if metric.takes_fault() => {
                             return Err(format!("`{name}(` must name a fault, e.g. {name}(primary-killed)"))
@@ -370,11 +388,38 @@ impl Parser {
                         fault = Some(arg.clone());
                     } else if !metric.takes_op() {
                         return Err(format!("`{name}` takes no op kind"));
-                    } else {
+                    } else if self.peek() != Some(&Token::Colon) {
                         op = Some(
                             OpKind::from_name(&arg)
                                 .ok_or_else(|| format!("`{arg}` is not an op kind (known: get, set, incr, del)"))?,
                         );
+                        if self.peek() == Some(&Token::Comma) {
+                            self.pos += 1;
+                            arg = match self.next() {
+                                Some(Token::Ident(a)) => a,
+                                other => {
+                                    return Err(format!(
+                                        "expected a window such as `after: FAULT` after `,`, found {}",
+                                        describe_token(other.as_ref())
+                                    ))
+                                }
+                            };
+                        }
+                    }
+                    // `before: FAULT`, `during: FAULT` or `after: FAULT`.
+                    if self.peek() == Some(&Token::Colon) {
+                        self.pos += 1;
+                        let side = Side::from_name(&arg).ok_or_else(|| {
+                            format!("`{arg}:` is not a window: use before:, during: or after: and a fault's name")
+                        })?;
+                        if !metric.takes_window() {
+                            return Err(format!("`{name}` takes no window: only p50, p95, p99, p999, max and mean do"));
+                        }
+                        match self.next() {
+                            Some(Token::Ident(f)) => fault = Some(f),
+                            _ => return Err(format!("`{arg}:` must name a fault, e.g. {arg}: primary-killed")),
+                        }
+                        window = Some(side);
                     }
                     if self.next() != Some(Token::RParen) {
                         return Err(format!("missing `)` after `{name}({arg}`"));
@@ -383,7 +428,7 @@ impl Parser {
                 if metric.takes_fault() && fault.is_none() {
                     return Err(format!("`{name}` needs the fault it is about, e.g. {name}(primary-killed)"));
                 }
-                Ok(Operand::Metric(MetricRef { metric, op, fault }))
+                Ok(Operand::Metric(MetricRef { metric, op, fault, window }))
             }
             other => Err(format!("expected a metric or a number, found {}", describe_token(other.as_ref()))),
         }
@@ -408,6 +453,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn latency_takes_a_window_around_a_fault() {
+        let Expr::Compare(Operand::Metric(m), _, _) = parse("p99(get, after: primary-killed) < 50ms").unwrap() else {
+            panic!("a comparison")
+        };
+        assert_eq!(
+            (m.op, m.fault.as_deref(), m.window),
+            (Some(OpKind::Get), Some("primary-killed"), Some(Side::After))
+        );
+        let Expr::Compare(Operand::Metric(m), _, _) = parse("max(before: f) < 1s").unwrap() else { panic!() };
+        assert_eq!((m.op, m.fault.as_deref(), m.window), (None, Some("f"), Some(Side::Before)));
+        assert_eq!(parse("p99(during: f) < 1s and errors == 0").unwrap().faults(), ["f"]);
+        for (bad, why) in [
+            ("errors(after: f) == 0", "takes no window"),
+            ("p99(get, later: f) < 1s", "is not a window"),
+            ("p99(get, after:) < 1s", "must name a fault"),
+            ("p99(get, ) < 1s", "expected a window"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn parses_the_documented_forms() {
         for ok in [
             "denied_window(primary-killed) <= 15s",
@@ -426,7 +494,12 @@ mod tests {
         assert_eq!(
             e,
             Expr::Compare(
-                Operand::Metric(MetricRef { metric: Metric::Percentile(99.0), op: Some(OpKind::Get), fault: None }),
+                Operand::Metric(MetricRef {
+                    metric: Metric::Percentile(99.0),
+                    op: Some(OpKind::Get),
+                    fault: None,
+                    window: None
+                }),
                 CmpOp::Lt,
                 Operand::Number { value: 30.0, is_duration: true }
             )

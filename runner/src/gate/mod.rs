@@ -7,6 +7,8 @@ pub mod expr;
 
 use indexmap::IndexMap;
 
+use crate::metrics::windows::Side;
+use crate::metrics::{CellStats, LatencyStats};
 use crate::plugin::{self, Limits, SpecPlugins};
 use crate::results::{CellResult, GateOutcome, GateResult};
 use crate::spec::{GateRule, GateSpec, PluginRef};
@@ -145,6 +147,9 @@ fn operand_value(o: &Operand, cell: &CellResult) -> Result<(f64, String), String
 /// `Ok(None)`: the cell has no such measurement (e.g. no successful op of the kind).
 fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String> {
     let stats = cell.stats.as_ref().ok_or("the cell has no measurements")?;
+    if let (Some(side), Some(fault)) = (m.window, &m.fault) {
+        return window_value(m, side, fault, stats);
+    }
     let ops: Vec<&crate::metrics::OpStats> = match m.op {
         Some(kind) => vec![stats
             .per_op
@@ -211,6 +216,33 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
     })
 }
 
+/// A latency metric over a window around a fault. A window in which an op
+/// kind had no success leaves the value unmeasured.
+fn window_value(m: &MetricRef, side: Side, fault: &str, stats: &CellStats) -> Result<Option<f64>, String> {
+    let window = stats
+        .window_latency
+        .iter()
+        .find(|w| w.fault == fault && w.window == side)
+        .ok_or_else(|| format!("no fault named `{fault}` was applied in this cell"))?;
+    let latencies: Vec<Option<&LatencyStats>> = match m.op {
+        Some(kind) => vec![window
+            .per_op
+            .get(kind.as_str())
+            .ok_or_else(|| format!("the workload has no {} ops", kind.as_str()))?
+            .as_ref()],
+        None => window.per_op.values().map(Option::as_ref).collect(),
+    };
+    let pick = |l: &LatencyStats| match m.metric {
+        Metric::Percentile(50.0) => l.p50,
+        Metric::Percentile(95.0) => l.p95,
+        Metric::Percentile(99.0) => l.p99,
+        Metric::Percentile(_) => l.p999,
+        Metric::MaxLatency => l.max,
+        _ => l.mean,
+    };
+    Ok(latencies.into_iter().try_fold(f64::MIN, |acc, l| l.map(|l| acc.max(pick(l)))))
+}
+
 fn describe(m: &MetricRef) -> String {
     let name = match m.metric {
         Metric::Percentile(99.9) => "p999".to_string(),
@@ -238,10 +270,12 @@ fn describe(m: &MetricRef) -> String {
             crate::checker::CheckerName::Linearizability => "linearizability_violations".into(),
         },
     };
-    match (m.op, &m.fault) {
-        (Some(op), _) => format!("{name}({})", op.as_str()),
-        (None, Some(fault)) => format!("{name}({fault})"),
-        (None, None) => name,
+    match (m.op, &m.fault, m.window) {
+        (Some(op), Some(fault), Some(side)) => format!("{name}({}, {}: {fault})", op.as_str(), side.as_str()),
+        (None, Some(fault), Some(side)) => format!("{name}({}: {fault})", side.as_str()),
+        (Some(op), _, _) => format!("{name}({})", op.as_str()),
+        (None, Some(fault), None) => format!("{name}({fault})"),
+        (None, None, _) => name,
     }
 }
 
@@ -347,6 +381,7 @@ mod tests {
                 timeline: vec![],
                 schedule_lag_ms: None,
                 fault_impact: vec![],
+                window_latency: vec![],
             }),
             checks: vec![],
             faults: vec![],

@@ -16,7 +16,9 @@ use crate::spec::OpKind;
 
 pub mod fault_impact;
 pub mod roles;
+pub mod windows;
 use fault_impact::{FaultImpact, FineTimeline};
+use windows::{FaultSpan, WindowLatency, WindowSamples};
 
 /// Latencies are recorded in microseconds, up to an hour, 3 significant digits.
 const HIST_MAX_US: u64 = 3_600_000_000;
@@ -141,6 +143,8 @@ pub struct Recorder {
     schedule_lag: Option<Histogram<u64>>,
     /// Cells with faults: the 10 ms timeline their impact is measured on.
     fine: Option<FineTimeline>,
+    /// Cells with faults: every success, for latency before/during/after.
+    windows: Option<WindowSamples>,
     measure_from: Instant,
     live: Arc<LiveCounters>,
 }
@@ -162,6 +166,7 @@ impl Recorder {
             timeline: Vec::new(),
             schedule_lag: open_loop.then(new_histogram),
             fine: with_faults.then(FineTimeline::default),
+            windows: with_faults.then(WindowSamples::default),
             measure_from,
             live,
         }
@@ -185,8 +190,12 @@ impl Recorder {
         if self.timeline.len() <= second {
             self.timeline.resize(second + 1, Second::default());
         }
+        let end_us = c.end.saturating_duration_since(self.measure_from).as_micros() as u64;
         if let Some(fine) = &mut self.fine {
-            fine.record(c.end.saturating_duration_since(self.measure_from).as_micros() as u64, us, c.result.is_ok());
+            fine.record(end_us, us, c.result.is_ok());
+        }
+        if let (Some(w), Ok(())) = (&mut self.windows, c.result) {
+            w.record(end_us, us, c.kind);
         }
         let bucket = &mut self.timeline[second];
         bucket.max_us = bucket.max_us.max(us);
@@ -221,6 +230,7 @@ pub struct CellMetrics {
     timeline: Vec<Second>,
     schedule_lag: Option<Histogram<u64>>,
     fine: Option<FineTimeline>,
+    windows: Option<WindowSamples>,
 }
 
 impl CellMetrics {
@@ -230,6 +240,7 @@ impl CellMetrics {
             timeline: Vec::new(),
             schedule_lag: None,
             fine: None,
+            windows: None,
         }
     }
 
@@ -252,6 +263,9 @@ impl CellMetrics {
         if let Some(fine) = &r.fine {
             self.fine.get_or_insert_with(FineTimeline::default).merge(fine);
         }
+        if let Some(w) = r.windows {
+            self.windows.get_or_insert_with(WindowSamples::default).merge(w);
+        }
         if let Some(lag) = r.schedule_lag {
             self.schedule_lag.get_or_insert_with(new_histogram).add(&lag).expect("same histogram bounds");
         }
@@ -262,6 +276,12 @@ impl CellMetrics {
     /// Each fault's cost, given when (seconds into the window) it was requested.
     pub fn fault_impacts(&self, faults: &[(String, f64)], window: Duration) -> Vec<FaultImpact> {
         self.fine.as_ref().map(|f| f.impacts(faults, window.as_secs_f64())).unwrap_or_default()
+    }
+
+    /// Latency before, during and after each fault.
+    pub fn window_latency(&self, faults: &[FaultSpan], window: Duration) -> Vec<WindowLatency> {
+        let kinds: Vec<OpKind> = OpKind::ALL.into_iter().filter(|k| self.kinds[k.index()].is_some()).collect();
+        self.windows.as_ref().map(|w| w.latencies(faults, &kinds, window.as_secs_f64())).unwrap_or_default()
     }
 
     pub fn summarize(&self, window: Duration) -> CellStats {
@@ -321,6 +341,7 @@ impl CellMetrics {
             timeline,
             schedule_lag_ms: self.schedule_lag.as_ref().and_then(LatencyStats::from_histogram),
             fault_impact: Vec::new(),
+            window_latency: Vec::new(),
         }
     }
 }
@@ -342,6 +363,9 @@ pub struct CellStats {
     /// Cells with faults: what each fault cost.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub fault_impact: Vec<FaultImpact>,
+    /// Cells with faults: latency before, during and after each fault.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub window_latency: Vec<WindowLatency>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

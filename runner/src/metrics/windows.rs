@@ -1,0 +1,141 @@
+//! Latency before, during and after each fault: gates such as
+//! `p99(get, after: primary-killed) < 50ms`. Cells with faults keep every
+//! successful op's end time, latency and kind (12 bytes an op), since when
+//! the faults happen is known only once the cell has run.
+
+use serde::{Deserialize, Serialize};
+
+use super::{new_histogram, LatencyStats, HIST_MAX_US};
+use crate::spec::OpKind;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// From the start of the measured window to the fault's request.
+    Before,
+    /// From the request to the heal (to the end, for a fault never healed).
+    During,
+    /// From the heal (the request, for a fault never healed) to the end.
+    After,
+}
+
+impl Side {
+    pub const ALL: [Side; 3] = [Side::Before, Side::During, Side::After];
+
+    pub fn from_name(name: &str) -> Option<Side> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Before => "before",
+            Side::During => "during",
+            Side::After => "after",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    end_ms: u32,
+    latency_us: u32,
+    kind: u8,
+}
+
+#[derive(Debug, Default)]
+pub struct WindowSamples {
+    samples: Vec<Sample>,
+}
+
+/// When a fault was requested and healed, seconds into the measured window.
+pub struct FaultSpan {
+    pub fault: String,
+    pub requested_s: f64,
+    pub healed_s: Option<f64>,
+}
+
+/// Latency of the successful ops that ended in one window around a fault.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WindowLatency {
+    pub fault: String,
+    pub window: Side,
+    pub from_s: f64,
+    pub to_s: f64,
+    /// Per op kind; `null` when none of that kind succeeded in the window.
+    pub per_op: indexmap::IndexMap<String, Option<LatencyStats>>,
+}
+
+impl WindowSamples {
+    /// A successful op that ended `end_us` into the measured window.
+    pub fn record(&mut self, end_us: u64, latency_us: u64, kind: OpKind) {
+        self.samples.push(Sample {
+            end_ms: (end_us / 1000).min(u32::MAX as u64) as u32,
+            latency_us: latency_us.min(u32::MAX as u64) as u32,
+            kind: kind.index() as u8,
+        });
+    }
+
+    pub fn merge(&mut self, other: WindowSamples) {
+        self.samples.extend(other.samples);
+    }
+
+    /// Before, during and after each fault, for the kinds the cell sent.
+    pub fn latencies(&self, faults: &[FaultSpan], kinds: &[OpKind], window_s: f64) -> Vec<WindowLatency> {
+        let mut out = Vec::new();
+        for f in faults {
+            let heal = f.healed_s.unwrap_or(f.requested_s).min(window_s);
+            let spans = [
+                (Side::Before, 0.0, f.requested_s),
+                (Side::During, f.requested_s, if f.healed_s.is_some() { heal } else { window_s }),
+                (Side::After, heal, window_s),
+            ];
+            for (side, from_s, to_s) in spans {
+                let (from_ms, to_ms) = ((from_s * 1e3) as u32, (to_s * 1e3).ceil() as u32);
+                let mut hists: Vec<_> = kinds.iter().map(|_| new_histogram()).collect();
+                for s in self.samples.iter().filter(|s| s.end_ms >= from_ms && s.end_ms < to_ms) {
+                    if let Some(i) = kinds.iter().position(|k| k.index() == s.kind as usize) {
+                        hists[i].saturating_record((s.latency_us as u64).clamp(1, HIST_MAX_US));
+                    }
+                }
+                let per_op = kinds
+                    .iter()
+                    .zip(&hists)
+                    .map(|(k, h)| (k.as_str().to_string(), LatencyStats::from_histogram(h)))
+                    .collect();
+                out.push(WindowLatency { fault: f.fault.clone(), window: side, from_s, to_s, per_op });
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_fall_in_the_window_their_end_is_in() {
+        let mut w = WindowSamples::default();
+        // 1 ms gets before the fault at 2 s, 100 ms gets while it lasts, 5 ms after the heal at 4 s.
+        for t in 0..2000 {
+            w.record(t * 1000, 1000, OpKind::Get);
+        }
+        for t in 2000..4000 {
+            w.record(t * 1000, 100_000, OpKind::Get);
+        }
+        for t in 4000..6000 {
+            w.record(t * 1000, 5000, OpKind::Get);
+        }
+        let span = FaultSpan { fault: "f".into(), requested_s: 2.0, healed_s: Some(4.0) };
+        let l = w.latencies(&[span], &[OpKind::Get, OpKind::Set], 6.0);
+        let p99 = |side: Side| l.iter().find(|x| x.window == side).unwrap().per_op["get"].unwrap().p99;
+        assert!((p99(Side::Before) - 1.0).abs() < 0.01);
+        assert!((p99(Side::During) - 100.0).abs() < 0.5);
+        assert!((p99(Side::After) - 5.0).abs() < 0.01);
+        assert!(l[0].per_op["set"].is_none());
+        // Never healed: during and after both run from the request to the end.
+        let span = FaultSpan { fault: "k".into(), requested_s: 2.0, healed_s: None };
+        let l = w.latencies(&[span], &[OpKind::Get], 6.0);
+        assert_eq!((l[1].from_s, l[1].to_s, l[2].from_s, l[2].to_s), (2.0, 6.0, 2.0, 6.0));
+    }
+}
