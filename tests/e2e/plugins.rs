@@ -151,6 +151,9 @@ fn gate_plugins_fail_the_run_or_leave_their_gate_incomplete_never_pass() {
 
 #[test]
 fn plugin_check_names_the_world_or_what_is_wrong() {
+    // The first check of the Python component compiles it (seconds of both
+    // cores): not beside a load test.
+    let _load = exclusive();
     let check = |file: &str| faultline().args(["plugin", "check", &plugin(file)]).output().unwrap();
     for (file, world) in [
         ("zipf-mix.wasm", "workload"),
