@@ -214,12 +214,14 @@ impl Engine<'_> {
             let counters = Arc::new(LiveCounters::default());
             live.push(Arc::clone(&counters));
             let with_faults = !self.scenario(cell).faults.is_empty();
+            let keep_windows = with_faults && self.gates_use_windows();
             let recorder = Recorder::new(
                 workload.kinds().into_iter(),
                 measure_from,
                 counters,
                 matches!(load, Load::Open(_)),
                 with_faults,
+                keep_windows,
             );
             let history = match self.open_history(position.0, i, t0) {
                 Ok(h) => h,
@@ -350,17 +352,19 @@ impl Engine<'_> {
         else {
             return Ok(None);
         };
-        let setup = Setup {
-            kinds: workload.declared.clone(),
-            key_count: workload.key_count(),
-            value_size: workload.value_size(),
-            workers: connections,
-            recording: !self.spec.checkers.is_empty(),
-        };
+        let setup = Setup::of(workload, connections, !self.spec.checkers.is_empty());
         let limits = Limits::of(spec, crate::plugin::shape::DEFAULT_DEADLINE);
         let seed = self.spec.seed ^ cell.stream_salt().wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let shape = Shape::start(host, plugin, limits, &spec.config, seed, setup).map_err(|e| e.to_string())?;
         Ok(Some(Arc::new(std::sync::Mutex::new(shape))))
+    }
+
+    /// Some gate takes a latency over a window around a fault.
+    fn gates_use_windows(&self) -> bool {
+        self.spec.gates.values().any(|g| match &g.rule {
+            crate::spec::GateRule::Expr(e) => crate::gate::expr::parse(e).is_ok_and(|e| e.uses_windows()),
+            crate::spec::GateRule::Plugin(_) => false,
+        })
     }
 
     fn scenario(&self, cell: &Cell) -> &crate::spec::ScenarioSpec {

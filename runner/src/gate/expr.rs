@@ -30,6 +30,17 @@ impl Expr {
         }
     }
 
+    /// Whether it takes a latency over a window around a fault, which
+    /// needs every success of a fault cell kept.
+    pub fn uses_windows(&self) -> bool {
+        match self {
+            Expr::And(a, b) | Expr::Or(a, b) => a.uses_windows() || b.uses_windows(),
+            Expr::Compare(l, _, r) => {
+                [l, r].into_iter().any(|o| matches!(o, Operand::Metric(MetricRef { window: Some(_), .. })))
+            }
+        }
+    }
+
     /// The checkers whose results the expression reads.
     pub fn checkers(&self) -> Vec<CheckerName> {
         match self {

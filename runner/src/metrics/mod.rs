@@ -143,7 +143,8 @@ pub struct Recorder {
     schedule_lag: Option<Histogram<u64>>,
     /// Cells with faults: the 10 ms timeline their impact is measured on.
     fine: Option<FineTimeline>,
-    /// Cells with faults: every success, for latency before/during/after.
+    /// Cells with faults, when a gate asks for latency before/during/after
+    /// one: every success (12 bytes an op).
     windows: Option<WindowSamples>,
     measure_from: Instant,
     live: Arc<LiveCounters>,
@@ -156,6 +157,7 @@ impl Recorder {
         live: Arc<LiveCounters>,
         open_loop: bool,
         with_faults: bool,
+        keep_windows: bool,
     ) -> Self {
         let mut slots: Vec<Option<KindRecorder>> = (0..OpKind::ALL.len()).map(|_| None).collect();
         for k in kinds {
@@ -166,7 +168,7 @@ impl Recorder {
             timeline: Vec::new(),
             schedule_lag: open_loop.then(new_histogram),
             fine: with_faults.then(FineTimeline::default),
-            windows: with_faults.then(WindowSamples::default),
+            windows: keep_windows.then(WindowSamples::default),
             measure_from,
             live,
         }
@@ -427,7 +429,7 @@ mod tests {
         let t0 = Instant::now();
         let measure_from = t0 + Duration::from_secs(1);
         let live = Arc::new(LiveCounters::default());
-        let mut r = Recorder::new([OpKind::Get].into_iter(), measure_from, live.clone(), false, false);
+        let mut r = Recorder::new([OpKind::Get].into_iter(), measure_from, live.clone(), false, false, false);
         let done = |start: Instant, ms: u64, result| Completion {
             kind: OpKind::Get,
             issued: start,

@@ -29,13 +29,7 @@ pub fn run(file: &std::path::Path, ops: u64, config: &str) -> anyhow::Result<()>
 
     let host = PluginHost::new()?;
     let plugin = host.load(file, World::Workload)?;
-    let setup = Setup {
-        kinds: workload.declared.clone(),
-        key_count: workload.key_count(),
-        value_size: workload.value_size(),
-        workers: 1,
-        recording: false,
-    };
+    let setup = Setup::of(&workload, 1, false);
     let limits = Limits { deadline: DEFAULT_DEADLINE, memory: super::DEFAULT_MEMORY };
     let shape = Arc::new(Mutex::new(Shape::start(&host, &plugin, limits, &config, 1, setup)?));
     let mut feed = Feed::new(&shape, 0, 32);

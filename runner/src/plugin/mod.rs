@@ -224,7 +224,21 @@ impl SpecPlugins {
         let mut shapes = HashMap::new();
         for (name, w) in &spec.workloads {
             if let Some(p) = &w.shape {
-                shapes.insert(name.clone(), load(&format!("workloads.{name}.shape.plugin"), p, World::Workload)?);
+                let field = format!("workloads.{name}.shape.plugin");
+                let plugin = load(&field, p, World::Workload)?;
+                // Its init now, so a config it refuses is a spec error, not a failed cell.
+                let workload = crate::workload::Workload::new(w, spec.seed, 0);
+                let setup = shape::Setup::of(&workload, 1, !spec.checkers.is_empty());
+                let limits = Limits::of(p, shape::DEFAULT_DEADLINE);
+                if let Err(e) = shape::Shape::start(&host, &plugin, limits, &p.config, spec.seed, setup) {
+                    let at = if e.export == "init" && !p.config.is_null() {
+                        format!("workloads.{name}.shape.config")
+                    } else {
+                        field
+                    };
+                    return Err(located(&at, e.to_string()));
+                }
+                shapes.insert(name.clone(), plugin);
             }
         }
         let mut gates = HashMap::new();

@@ -39,6 +39,18 @@ pub struct Setup {
     pub recording: bool,
 }
 
+impl Setup {
+    pub fn of(workload: &crate::workload::Workload, workers: u32, recording: bool) -> Setup {
+        Setup {
+            kinds: workload.declared.clone(),
+            key_count: workload.key_count(),
+            value_size: workload.value_size(),
+            workers,
+            recording,
+        }
+    }
+}
+
 /// One cell's instance of a shape plugin, shared by the cell's connections.
 pub struct Shape {
     sandbox: Sandbox,
