@@ -25,7 +25,7 @@ fn spec(port: u16, shape: Option<&str>, gates: &str) -> String {
 #[test]
 fn the_demo_campaign_runs_every_example_and_prints_the_criteria() {
     let _load = exclusive();
-    let run = run(&repo().join("specs/plugins-demo.yaml"), &["--set", "duration=4s"]);
+    let run = run(&repo().join("specs/plugins-demo.yaml"), &[]);
     assert_eq!(run.code(), 0, "stdout:\n{}\nstderr:\n{}", run.stdout(), run.stderr());
     let r = run.results();
     for cell in r["cells"].as_array().unwrap() {
@@ -37,7 +37,7 @@ fn the_demo_campaign_runs_every_example_and_prints_the_criteria() {
     }
     // The freeze was seen, and handed to the p3 gate as a window it judged.
     let impact = &r["cells"][0]["stats"]["fault_impact"][0];
-    assert!(impact["denied_window_s"].as_f64().unwrap() > 0.5, "{impact}");
+    assert!(impact["denied_window_s"].as_f64().unwrap() > 0.4, "{impact}");
     let report = run.report();
     for gate in ["p3", "slo", "error-budget"] {
         let g = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == gate).unwrap();
@@ -49,7 +49,10 @@ fn the_demo_campaign_runs_every_example_and_prints_the_criteria() {
     }
     let p3 = &r["gates"].as_array().unwrap().iter().find(|g| g["name"] == "p3").unwrap()["criteria"];
     let denied = p3.as_array().unwrap().iter().find(|c| c["name"].as_str().unwrap().starts_with("Denied")).unwrap();
-    assert!(denied["evidence"].as_str().unwrap().contains("1.0"), "the p3 gate saw the ~1 s denial: {denied}");
+    // The gate judged the host's measurement: 0.5 or 1 s, as the freeze
+    // ended before or after the second round of deadlines.
+    let measured = format!("longest {:.2} s", impact["denied_window_s"].as_f64().unwrap());
+    assert!(denied["evidence"].as_str().unwrap().contains(&measured), "the p3 gate saw {measured}: {denied}");
 }
 
 #[test]
