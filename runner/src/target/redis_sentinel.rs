@@ -260,53 +260,76 @@ mod tests {
         assert!(parse_master_reply(b"*2\r\n$1\r\na\r\n$1\r\nx\r\n").unwrap_err().to_string().contains("bad port"));
     }
 
+    /// A real redis-server (a Sentinel with `--sentinel`), killed on drop.
+    struct Server {
+        child: std::process::Child,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Server {
+        fn start(port: u16, conf: &str, sentinel: bool) -> Server {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("redis.conf");
+            std::fs::write(
+                &path,
+                format!("port {port}\nbind 127.0.0.1\nsave \"\"\ndir {}\n{conf}", dir.path().display()),
+            )
+            .unwrap();
+            let mut cmd = std::process::Command::new("redis-server");
+            cmd.arg(&path).stdout(std::process::Stdio::null());
+            if sentinel {
+                cmd.arg("--sentinel");
+            }
+            let server = Server { child: cmd.spawn().expect("redis-server is installed"), _dir: dir };
+            let up = std::time::Instant::now();
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(up.elapsed() < Duration::from_secs(10), "redis-server on {port} did not come up");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            server
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    }
+
     /// Sentinels are asked in order; one that refuses the connection and one
-    /// that never answers are skipped, the next one's answer is used.
+    /// that never answers are skipped, and the real Sentinel after them names
+    /// the real primary, whose connection is handed over ready for the load.
     #[test]
     fn asks_the_sentinels_in_order_and_skips_silent_ones() {
+        let primary_port = free_port();
+        let _primary = Server::start(primary_port, "", false);
+        let sentinel_port = free_port();
+        let _sentinel =
+            Server::start(sentinel_port, &format!("sentinel monitor kv 127.0.0.1 {primary_port} 1\n"), true);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let refused = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let refused_addr = refused.local_addr().unwrap().to_string();
             drop(refused);
+            // The kernel accepts its connections, but nothing ever answers.
             let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let answers = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let uri = format_uri(
-                &[refused_addr, silent.local_addr().unwrap().to_string(), answers.local_addr().unwrap().to_string()],
+                &[refused_addr, silent.local_addr().unwrap().to_string(), format!("127.0.0.1:{sentinel_port}")],
                 "kv",
             );
-            let master = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let master_port = master.local_addr().unwrap().port();
-            let sentinel = tokio::spawn(async move {
-                let _silent = silent; // accepts (the kernel does) but never answers
-                let (mut s, _) = answers.accept().await.unwrap();
-                let mut request = vec![0u8; 256];
-                let n = s.read(&mut request).await.unwrap();
-                let port = master_port.to_string();
-                let reply = format!("*2\r\n$9\r\n127.0.0.1\r\n${}\r\n{port}\r\n", port.len());
-                s.write_all(reply.as_bytes()).await.unwrap();
-                String::from_utf8_lossy(&request[..n]).into_owned()
-            });
-            let server = tokio::spawn(async move {
-                let (mut s, _) = master.accept().await.unwrap();
-                let mut request = vec![0u8; 64];
-                let n = s.read(&mut request).await.unwrap();
-                s.write_all(b"*3\r\n$6\r\nmaster\r\n:42\r\n*1\r\n*3\r\n$8\r\n10.0.0.2\r\n$4\r\n6379\r\n$2\r\n42\r\n")
-                    .await
-                    .unwrap();
-                // The load would follow on the same connection.
-                let mut more = vec![0u8; 64];
-                let m = s.read(&mut more).await.unwrap();
-                (String::from_utf8_lossy(&request[..n]).into_owned(), String::from_utf8_lossy(&more[..m]).into_owned())
-            });
             let started = tokio::time::Instant::now();
             let (addr, mut stream) = SentinelUri::parse(&uri).unwrap().unwrap().connect_primary().await.unwrap();
-            assert_eq!(addr, format!("127.0.0.1:{master_port}"));
+            assert_eq!(addr, format!("127.0.0.1:{primary_port}"));
             assert!(started.elapsed() < ASK_TIMEOUT * 2, "{:?}", started.elapsed());
-            let request = sentinel.await.unwrap();
-            assert_eq!(request, "*3\r\n$8\r\nSENTINEL\r\n$23\r\nget-master-addr-by-name\r\n$2\r\nkv\r\n");
             stream.write_all(b"PING\r\n").await.unwrap();
-            assert_eq!(server.await.unwrap(), ("*1\r\n$4\r\nROLE\r\n".into(), "PING\r\n".into()));
+            let mut reply = [0u8; 7];
+            stream.read_exact(&mut reply).await.unwrap();
+            assert_eq!(&reply, b"+PONG\r\n");
 
             let none = format_uri(&["127.0.0.1:1".into()], "kv");
             let err = format!("{:#}", SentinelUri::parse(&none).unwrap().unwrap().connect_primary().await.unwrap_err());
