@@ -28,8 +28,15 @@ fn every_bad_spec_gets_a_located_clear_error() {
         if out.status.code() != Some(3) {
             problems.push(format!("exit {:?}, not 3", out.status.code()));
         }
-        if !stderr.contains(&located) {
-            problems.push(format!("does not name line {line}"));
+        // file:line:column:, the column a number from 1.
+        let column = stderr.split(&located).nth(1).and_then(|rest| rest.split(':').next()).map(str::to_string);
+        match (column.as_deref().map(str::parse::<u32>), expect("column")) {
+            (None, _) => problems.push(format!("does not name line {line}")),
+            (Some(Ok(c)), Some(want)) if c.to_string() != want => {
+                problems.push(format!("names column {c}, not {want}"))
+            }
+            (Some(Ok(c)), _) if c >= 1 => {}
+            (Some(_), _) => problems.push(format!("names no column after line {line}")),
         }
         if !stderr.contains(&message) {
             problems.push(format!("lacks {message:?}"));

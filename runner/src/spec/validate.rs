@@ -375,6 +375,13 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Proble
             {
                 return Err((format!("{at}.action"), "process targets take kill, stop and pause".into()))
             }
+            // The process provider starts its server once; nothing restarts a killed one.
+            ProviderKind::Process if f.action == FaultAction::Kill && f.heal_after.is_some() => {
+                return Err((
+                    format!("{at}.heal_after"),
+                    "a killed process target is not started again: drop heal_after, or run the target with provider: docker".into(),
+                ))
+            }
             _ if docker && spec.targets.contains_key(f.target.as_str()) => {
                 return Err((
                     field,
