@@ -168,3 +168,14 @@ fn schema_describes_the_spec() {
     }
     assert_eq!(schema["required"].as_array().unwrap().len(), 5, "{}", schema["required"]);
 }
+
+#[test]
+fn the_readme_example_is_a_valid_fifteen_line_spec() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let example = readme.split("```yaml\n").nth(1).and_then(|rest| rest.split("```").next()).expect("a yaml block");
+    assert_eq!(example.lines().count(), 15, "{example}");
+    let (_dir, path) = spec_file(example);
+    let out = faultline().arg("validate").arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok (1 scenario, 4 cells)"));
+}
