@@ -174,7 +174,7 @@ if want bad; then
     rust_component misbehave-gate bad/misbehave-gate.wasm ""
     # Built against a copy of the WIT whose package is faultline:plugin@1.0.0.
     vm_wit="$here/tests/version-mismatch/wit/faultline.wit"
-    sed 's/^package faultline:plugin@0\.1\.0;$/package faultline:plugin@1.0.0;/' "$here/wit/faultline.wit" >"$vm_wit.tmp"
+    sed -E "s/^package faultline:plugin@[0-9.]+;$/package faultline:plugin@1.0.0;/" "$here/wit/faultline.wit" >"$vm_wit.tmp"
     grep -q '^package faultline:plugin@1.0.0;$' "$vm_wit.tmp" || die "cannot make the 1.0.0 WIT copy"
     if cmp -s "$vm_wit.tmp" "$vm_wit"; then rm "$vm_wit.tmp"; else mv "$vm_wit.tmp" "$vm_wit"; fi
     rust_component version-mismatch bad/version-mismatch.wasm ""

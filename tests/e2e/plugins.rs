@@ -173,7 +173,7 @@ fn plugin_check_names_the_world_or_what_is_wrong() {
     for (file, why) in [
         (
             "bad/version-mismatch.wasm",
-            "was built for faultline:plugin@1.0.0; this faultline speaks faultline:plugin@0.1.0",
+            "was built for faultline:plugin@1.0.0; this faultline speaks faultline:plugin@0.2.0",
         ),
         ("bad/not-a-component.wasm", "a core WebAssembly module, not a component"),
         ("bad/not-wasm.wasm", "not a WebAssembly file"),

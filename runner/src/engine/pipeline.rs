@@ -377,6 +377,10 @@ pub async fn run(
                 lane.disconnected(&mut recorder);
             }
         }
+        // The server is busy with what was sent: the time to make the next ops.
+        if !exhausted {
+            ops.prepare(settings.in_flight as usize);
+        }
 
         // Wait for replies, a deadline, the next due op or a reconnect.
         let due_at = match (pacing, next_due) {

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use crate::spec::{self, GateRule, LoadedSpec, PluginRef, SpecError};
 
 /// The WIT package version this host speaks.
-pub const INTERFACE_VERSION: &str = "0.1.0";
+pub const INTERFACE_VERSION: &str = "0.2.0";
 const PACKAGE: &str = "faultline:plugin";
 
 /// The epoch ticks this often; per-call deadlines are counted in ticks.
@@ -286,7 +286,7 @@ fn check_header(bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `faultline:plugin/shape@0.1.0` → (Workload, "0.1.0").
+/// `faultline:plugin/shape@0.2.0` → (Workload, "0.2.0").
 fn world_of(export: &str) -> Option<(World, String)> {
     let rest = export.strip_prefix(PACKAGE)?.strip_prefix('/')?;
     let (interface, version) = rest.split_once('@')?;
@@ -332,6 +332,12 @@ mod tests {
         assert!(!compatible("1.0.0", "0.1.0"));
         assert!(compatible("1.4.0", "1.0.0"));
         assert!(!compatible("garbage", "0.1.0"));
+    }
+
+    #[test]
+    fn the_version_is_the_wit_packages() {
+        let wit = include_str!("../../../plugins/wit/faultline.wit");
+        assert!(wit.contains(&format!("\npackage {PACKAGE}@{INTERFACE_VERSION};\n")), "plugins/wit/faultline.wit");
     }
 
     #[test]

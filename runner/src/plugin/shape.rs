@@ -55,7 +55,7 @@ impl Setup {
 pub struct Shape {
     sandbox: Sandbox,
     bindings: bindings::Workload,
-    setup: Setup,
+    setup: Arc<Setup>,
     observes: bool,
 }
 
@@ -90,7 +90,7 @@ impl Shape {
             shape.call_init(store, &config, seed, &wit_setup)
         })?;
         let info = info.map_err(|reason| sandbox.reject("init", format!("refused its config: {reason}")))?;
-        Ok(Shape { sandbox, bindings, setup, observes: info.observe })
+        Ok(Shape { sandbox, bindings, setup: Arc::new(setup), observes: info.observe })
     }
 
     pub fn observes(&self) -> bool {
@@ -102,63 +102,80 @@ impl Shape {
         self.sandbox.stopped.as_ref()
     }
 
-    /// Hands over what completed, then appends up to `n` ops for `worker`.
-    fn refill(
+    /// Hands over what completed, then asks for up to `n` ops for `worker`.
+    fn next_batch(
         &mut self,
         worker: u32,
         n: u32,
         completed: &mut Vec<wit::Completed>,
-        out: &mut VecDeque<Op>,
-    ) -> Result<(), PluginError> {
+    ) -> Result<wit::Batch, PluginError> {
         let deadline = self.sandbox.limits.deadline;
         let shape = self.bindings.faultline_plugin_shape();
         if !completed.is_empty() {
             self.sandbox.call("observe", deadline, |store| shape.call_observe(store, completed))?;
             completed.clear();
         }
-        let ops = self.sandbox.call("next-ops", deadline, |store| shape.call_next_ops(store, worker, n))?;
-        if ops.len() > n as usize {
-            let reason = format!("returned {} ops when asked for {n}", ops.len());
-            return Err(self.sandbox.reject("next-ops", reason));
-        }
-        for (i, op) in ops.into_iter().enumerate() {
-            match self.convert(op) {
-                Ok(op) => out.push_back(op),
-                Err(why) => {
-                    return Err(self.sandbox.reject("next-ops", format!("returned a malformed op #{i}: {why}")))
-                }
-            }
-        }
-        Ok(())
+        self.sandbox.call("next-ops", deadline, |store| shape.call_next_ops(store, worker, n))
     }
+}
 
-    /// Checks an op against what the spec declared.
-    fn convert(&self, op: wit::Op) -> Result<Op, String> {
-        let s = &self.setup;
-        let kind = s.kinds.get(op.kind as usize).map(|(k, _)| *k).ok_or_else(|| {
-            let declared: Vec<String> =
-                s.kinds.iter().enumerate().map(|(i, (k, _))| format!("{i} {}", k.as_str())).collect();
-            format!("kind {} is not one of the workload's op kinds ({})", op.kind, declared.join(", "))
-        })?;
-        if op.key >= s.key_count {
-            return Err(format!("key {} is outside the key space 0..{}", op.key, s.key_count));
-        }
-        if op.value_size > s.value_size.1 {
-            return Err(format!("value-size {} is above the workload's value_size {}B", op.value_size, s.value_size.1));
-        }
-        let value = match (kind, op.args.len()) {
-            (_, 0) => None,
-            (OpKind::Set, 1) if s.recording => {
-                return Err(
-                    "`set` carries its own value, but the spec's checkers need values that name their write".into()
-                )
-            }
-            (OpKind::Set, 1) => Some(Arc::from(op.args.into_iter().next().expect("one arg"))),
-            (OpKind::Set, n) => return Err(format!("`set` takes at most one argument (the value), got {n}")),
-            (k, n) => return Err(format!("`{}` takes no arguments, got {n}", k.as_str())),
+/// Checks a batch against what the spec declared and appends its ops.
+fn unpack(setup: &Setup, batch: wit::Batch, n: u32, out: &mut VecDeque<Op>) -> Result<(), String> {
+    let len = batch.kinds.len();
+    if batch.keys.len() != len || batch.value_sizes.len() != len {
+        return Err(format!(
+            "returned a batch whose columns differ in length: {len} kinds, {} keys, {} value-sizes",
+            batch.keys.len(),
+            batch.value_sizes.len()
+        ));
+    }
+    if len > n as usize {
+        return Err(format!("returned {len} ops when asked for {n}"));
+    }
+    // Whole columns first, in loops the compiler vectorizes; the message
+    // names the first bad op.
+    let malformed = |i: usize, why: String| format!("returned a malformed op #{i}: {why}");
+    if let Some(i) = batch.kinds.iter().position(|k| *k as usize >= setup.kinds.len()) {
+        let declared: Vec<String> =
+            setup.kinds.iter().enumerate().map(|(i, (k, _))| format!("{i} {}", k.as_str())).collect();
+        let why = format!("kind {} is not one of the workload's op kinds ({})", batch.kinds[i], declared.join(", "));
+        return Err(malformed(i, why));
+    }
+    if let Some(i) = batch.keys.iter().position(|k| *k >= setup.key_count) {
+        return Err(malformed(i, format!("key {} is outside the key space 0..{}", batch.keys[i], setup.key_count)));
+    }
+    let max = setup.value_size.1;
+    if let Some(i) = batch.value_sizes.iter().position(|v| *v > max) {
+        let why = format!("value-size {} is above the workload's value_size {max}B", batch.value_sizes[i]);
+        return Err(malformed(i, why));
+    }
+    out.reserve(len);
+    let mut args = batch.args.into_iter().peekable();
+    for i in 0..len {
+        let kind = setup.kinds[batch.kinds[i] as usize].0;
+        let value = match args.next_if(|(at, _)| *at as usize == i) {
+            None => None,
+            Some((_, args)) => value_of(setup, kind, args).map_err(|why| malformed(i, why))?,
         };
-        let value_len = value.as_ref().map(|v: &Arc<str>| v.len() as u32).unwrap_or(op.value_size);
-        Ok(Op { kind, key: op.key, value_len, write_id: None, value })
+        let value_len = value.as_ref().map_or(batch.value_sizes[i], |v: &Arc<str>| v.len() as u32);
+        out.push_back(Op { kind, key: batch.keys[i], value_len, write_id: None, value });
+    }
+    match args.next() {
+        Some((at, _)) => Err(format!("returned args for op #{at}, which is out of order or not in the batch of {len}")),
+        None => Ok(()),
+    }
+}
+
+/// The value an op's args give: `set` may carry the exact value to write.
+fn value_of(s: &Setup, kind: OpKind, args: Vec<String>) -> Result<Option<Arc<str>>, String> {
+    match (kind, args.len()) {
+        (_, 0) => Ok(None),
+        (OpKind::Set, 1) if s.recording => {
+            Err("`set` carries its own value, but the spec's checkers need values that name their write".into())
+        }
+        (OpKind::Set, 1) => Ok(Some(Arc::from(args.into_iter().next().expect("one arg")))),
+        (OpKind::Set, n) => Err(format!("`set` takes at most one argument (the value), got {n}")),
+        (k, n) => Err(format!("`{}` takes no arguments, got {n}", k.as_str())),
     }
 }
 
@@ -166,8 +183,7 @@ impl Shape {
 /// yet sent, and the outcomes it has not yet reported.
 pub struct Feed {
     shape: Arc<Mutex<Shape>>,
-    /// The declared kinds, in the order `kind` indexes them.
-    kinds: Vec<OpKind>,
+    setup: Arc<Setup>,
     worker: u32,
     batch: u32,
     ready: VecDeque<Op>,
@@ -180,13 +196,13 @@ pub struct Feed {
 impl Feed {
     /// `in_flight` bounds how far ahead of the outcomes an observing shape is asked.
     pub fn new(shape: &Arc<Mutex<Shape>>, worker: u32, in_flight: u32) -> Feed {
-        let (observes, kinds) = {
+        let (observes, setup) = {
             let shape = shape.lock().expect("shape lock");
-            (shape.observes(), shape.setup.kinds.iter().map(|(k, _)| *k).collect())
+            (shape.observes(), Arc::clone(&shape.setup))
         };
         Feed {
             shape: Arc::clone(shape),
-            kinds,
+            setup,
             worker,
             batch: if observes { in_flight.max(1) } else { BATCH },
             ready: VecDeque::new(),
@@ -203,18 +219,110 @@ impl Feed {
     /// The next op, or `None` once the shape has no more for this worker
     /// or has failed (the cell then reads the error from the shape).
     pub fn next_op(&mut self) -> Option<Op> {
-        if self.ready.is_empty() && !self.done {
-            let mut shape = self.shape.lock().expect("shape lock");
-            let refilled = shape.refill(self.worker, self.batch, &mut self.completed, &mut self.ready);
-            self.done = refilled.is_err() || self.ready.is_empty();
+        if self.ready.is_empty() {
+            self.refill();
         }
         self.ready.pop_front()
     }
 
+    /// Tops the queue up to at least `need` ops while the connection waits
+    /// for replies, so the plugin call does not sit between a reply and the
+    /// next request. A shape that observes is asked only when its queue is
+    /// empty, after the outcomes: its next ops depend on them.
+    pub fn prepare(&mut self, need: usize) {
+        if !self.observes && self.ready.len() < need {
+            self.refill();
+        }
+    }
+
+    fn refill(&mut self) {
+        if self.done {
+            return;
+        }
+        // The lock is held for the plugin call only: the checks run while
+        // other connections use the shape.
+        let batch = self.shape.lock().expect("shape lock").next_batch(self.worker, self.batch, &mut self.completed);
+        let Ok(batch) = batch else {
+            self.done = true;
+            return;
+        };
+        let before = self.ready.len();
+        match unpack(&self.setup, batch, self.batch, &mut self.ready) {
+            Ok(()) => self.done = self.ready.len() == before,
+            Err(why) => {
+                self.ready.truncate(before);
+                self.shape.lock().expect("shape lock").sandbox.reject("next-ops", why);
+                self.done = true;
+            }
+        }
+    }
+
     pub fn completed(&mut self, op: &Op, ok: bool) {
         let args = op.value.as_ref().map(|v| vec![v.to_string()]).unwrap_or_default();
-        let kind = self.kinds.iter().position(|k| *k == op.kind).expect("ops come from the declared kinds") as u8;
+        let kind =
+            self.setup.kinds.iter().position(|(k, _)| *k == op.kind).expect("ops come from the declared kinds") as u8;
         let op = wit::Op { kind, key: op.key, value_size: op.value_len, args };
         self.completed.push(wit::Completed { worker: self.worker, op, ok });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> Setup {
+        Setup {
+            kinds: vec![(OpKind::Get, 1.0), (OpKind::Set, 1.0)],
+            key_count: 100,
+            value_size: (8, 64),
+            workers: 1,
+            recording: false,
+        }
+    }
+
+    fn batch(kinds: &[u8], args: Vec<(u32, Vec<String>)>) -> wit::Batch {
+        let n = kinds.len();
+        wit::Batch { kinds: kinds.to_vec(), keys: (0..n as u64).collect(), value_sizes: vec![16; n], args }
+    }
+
+    fn unpacked(b: wit::Batch, n: u32) -> Result<Vec<Op>, String> {
+        let mut out = VecDeque::new();
+        unpack(&setup(), b, n, &mut out).map(|()| out.into())
+    }
+
+    #[test]
+    fn a_batch_unpacks_in_order_with_its_args() {
+        let ops = unpacked(batch(&[0, 1, 1], vec![(2, vec!["grant:1".into()])]), 3).unwrap();
+        let seen: Vec<_> = ops.iter().map(|o| (o.kind, o.key, o.value_len, o.value.as_deref())).collect();
+        assert_eq!(
+            seen,
+            vec![(OpKind::Get, 0, 16, None), (OpKind::Set, 1, 16, None), (OpKind::Set, 2, 7, Some("grant:1"))]
+        );
+    }
+
+    #[test]
+    fn malformed_batches_are_named() {
+        let mut ragged = batch(&[0, 0], vec![]);
+        ragged.keys.pop();
+        let cases = [
+            (ragged, 2, "columns differ in length: 2 kinds, 1 keys, 2 value-sizes"),
+            (batch(&[0, 0, 0], vec![]), 2, "returned 3 ops when asked for 2"),
+            (batch(&[0, 7], vec![]), 2, "malformed op #1: kind 7 is not one of the workload's op kinds (0 get, 1 set)"),
+            (
+                batch(&[1, 1], vec![(1, vec!["a".into()]), (0, vec!["b".into()])]),
+                2,
+                "args for op #0, which is out of order",
+            ),
+            (
+                batch(&[1], vec![(5, vec!["a".into()])]),
+                1,
+                "args for op #5, which is out of order or not in the batch of 1",
+            ),
+            (batch(&[0], vec![(0, vec!["a".into()])]), 1, "`get` takes no arguments, got 1"),
+        ];
+        for (b, n, want) in cases {
+            let err = unpacked(b, n).unwrap_err();
+            assert!(err.contains(want), "{err}");
+        }
     }
 }

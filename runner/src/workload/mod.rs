@@ -192,6 +192,15 @@ impl OpStream {
         Some(op)
     }
 
+    /// Called while the connection waits for replies: a shape plugin
+    /// generates the next `need` ops now, off the path from a reply to the
+    /// next request. The built-in generator is cheap enough per op.
+    pub fn prepare(&mut self, need: usize) {
+        if let Source::Plugin(f) = &mut self.source {
+            f.prepare(need);
+        }
+    }
+
     /// Whether the source wants to hear how its ops ended.
     pub fn observes(&self) -> bool {
         matches!(&self.source, Source::Plugin(f) if f.observes())

@@ -67,7 +67,7 @@ impl Shape for HotToggle {
         true
     }
 
-    fn next_ops(&mut self, worker: u32, n: u32, out: &mut Vec<Op>) {
+    fn next_ops(&mut self, worker: u32, n: u32, out: &mut Ops) {
         let w = worker as usize;
         if w >= self.workers.len() {
             self.workers.resize(w + 1, None);
@@ -128,8 +128,9 @@ mod tests {
     fn one_write_per_doc_and_revisions_follow_acks() {
         let config = Config::parse(r#"{"hot": 2, "read_fraction": 0.0}"#).unwrap();
         let mut s = HotToggle::init(&config, 1, &setup()).unwrap();
-        let mut out = Vec::new();
+        let mut out = Ops::new();
         s.next_ops(0, 4, &mut out);
+        let out = out.into_vec();
         // Two docs: two writes, then reads since both are in flight.
         let writes: Vec<&Op> = out.iter().filter(|o| o.kind == 1).collect();
         assert_eq!(writes.len(), 2);
@@ -142,8 +143,9 @@ mod tests {
             .map(|o| Completed { worker: 0, op: o.clone(), ok: o.key == 0 })
             .collect();
         s.observe(done);
-        let mut out = Vec::new();
+        let mut out = Ops::new();
         s.next_ops(1, 2, &mut out);
+        let out = out.into_vec();
         let mut values: Vec<(u64, String)> = out.iter().map(|o| (o.key, o.args[0].clone())).collect();
         values.sort();
         assert_eq!(values, vec![(0, "revoke:2".to_string()), (1, "grant:1".to_string())]);
@@ -153,8 +155,9 @@ mod tests {
     fn reads_hit_hot_docs_only() {
         let config = Config::parse(r#"{"hot": 64}"#).unwrap();
         let mut s = HotToggle::init(&config, 1, &setup()).unwrap();
-        let mut out = Vec::new();
+        let mut out = Ops::new();
         s.next_ops(0, 1000, &mut out);
+        let out = out.into_vec();
         assert!(out.iter().all(|o| o.key < 64));
         let writes = out.iter().filter(|o| o.kind == 1).count();
         assert_eq!(writes, 64, "every doc written once, then all in flight");

@@ -25,7 +25,7 @@ impl Shape for ZipfMix {
         Ok(ZipfMix { mix, zipf, setup: setup.clone(), seed, workers })
     }
 
-    fn next_ops(&mut self, worker: u32, n: u32, out: &mut Vec<Op>) {
+    fn next_ops(&mut self, worker: u32, n: u32, out: &mut Ops) {
         let w = worker as usize;
         if w >= self.workers.len() {
             self.workers.resize(w + 1, None);
@@ -124,12 +124,12 @@ mod tests {
         let config = Config::parse(r#"{"exponent": 0.99}"#).unwrap();
         let mut shape = ZipfMix::init(&config, 42, &setup).unwrap();
         for worker in 0..3u32 {
-            let mut ops = Vec::new();
+            let mut ops = Ops::new();
             // In batches, as the host asks.
             for _ in 0..50 {
                 shape.next_ops(worker, 100, &mut ops);
             }
-            let ours: Vec<(u8, u64, u32)> = ops.into_iter().map(|o| (o.kind, o.key, o.value_size)).collect();
+            let ours: Vec<(u8, u64, u32)> = ops.into_vec().into_iter().map(|o| (o.kind, o.key, o.value_size)).collect();
             assert_eq!(ours, builtin(42, worker as u64, &setup, 0.99, 5000), "worker {worker}");
         }
     }

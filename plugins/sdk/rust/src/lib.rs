@@ -16,7 +16,7 @@ pub use rng::{Rng, SplitMix64};
 pub use zipf::Zipf;
 
 /// The WIT package version this SDK speaks.
-pub const INTERFACE_VERSION: &str = "0.1.0";
+pub const INTERFACE_VERSION: &str = "0.2.0";
 
 #[cfg(feature = "shape")]
 pub mod shape;

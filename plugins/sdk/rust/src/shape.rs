@@ -2,6 +2,7 @@
 //!
 //! `use faultline_plugin::shape::*;` brings in everything a shape needs.
 
+use crate::workload_bindings::exports::faultline::plugin::shape::Batch;
 pub use crate::workload_bindings::exports::faultline::plugin::shape::{Completed, Info, Op, Setup};
 pub use crate::{Config, Mix, Rng, SplitMix64, Zipf};
 
@@ -22,7 +23,7 @@ pub trait Shape: Sized + 'static {
 
     /// Appends up to `n` ops for `worker` to `out` (which starts empty, with
     /// room for `n`). Fewer is allowed; none means the worker is done.
-    fn next_ops(&mut self, worker: u32, n: u32, out: &mut Vec<Op>);
+    fn next_ops(&mut self, worker: u32, n: u32, out: &mut Ops);
 
     /// Ops that completed since the last call (only if [`Shape::observes`]).
     fn observe(&mut self, completed: Vec<Completed>) {
@@ -42,6 +43,64 @@ impl Op {
     pub fn with_value(kind: u8, key: u64, value: impl Into<String>) -> Op {
         let value = value.into();
         Op { kind, key, value_size: value.len() as u32, args: vec![value] }
+    }
+}
+
+/// The ops one [`Shape::next_ops`] call hands the host. Push [`Op`]s as into
+/// a `Vec`; they are kept the way the interface sends them, in columns (the
+/// WIT's `batch`), which the host reads far faster than a list of records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ops(Batch);
+
+impl Ops {
+    pub fn new() -> Ops {
+        Ops::with_capacity(0)
+    }
+
+    pub fn with_capacity(n: usize) -> Ops {
+        Ops(Batch {
+            kinds: Vec::with_capacity(n),
+            keys: Vec::with_capacity(n),
+            value_sizes: Vec::with_capacity(n),
+            args: Vec::new(),
+        })
+    }
+
+    #[inline]
+    pub fn push(&mut self, op: Op) {
+        let b = &mut self.0;
+        if !op.args.is_empty() {
+            b.args.push((b.kinds.len() as u32, op.args));
+        }
+        b.kinds.push(op.kind);
+        b.keys.push(op.key);
+        b.value_sizes.push(op.value_size);
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.kinds.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.kinds.is_empty()
+    }
+
+    /// The ops as records again, in order (for tests).
+    pub fn into_vec(self) -> Vec<Op> {
+        let Batch { kinds, keys, value_sizes, args } = self.0;
+        let mut args = args.into_iter().peekable();
+        (0..kinds.len())
+            .map(|i| {
+                let own = args.next_if(|(at, _)| *at as usize == i).map(|(_, a)| a).unwrap_or_default();
+                Op { kind: kinds[i], key: keys[i], value_size: value_sizes[i], args: own }
+            })
+            .collect()
+    }
+}
+
+impl Default for Ops {
+    fn default() -> Ops {
+        Ops::new()
     }
 }
 
@@ -156,7 +215,7 @@ pub mod __glue {
     use super::*;
     use crate::__rt::State;
 
-    pub use crate::workload_bindings::exports::faultline::plugin::shape::Guest;
+    pub use crate::workload_bindings::exports::faultline::plugin::shape::{Batch, Guest};
 
     pub fn init<T: Shape>(state: &State<T>, config: String, seed: u64, setup: Setup) -> Result<Info, String> {
         let config = Config::parse(&config)?;
@@ -166,12 +225,12 @@ pub mod __glue {
         Ok(info)
     }
 
-    pub fn next_ops<T: Shape>(state: &State<T>, worker: u32, n: u32) -> Vec<Op> {
+    pub fn next_ops<T: Shape>(state: &State<T>, worker: u32, n: u32) -> Batch {
         // Cap the up-front reservation: a host asking for a huge batch should
         // not make every call allocate it.
-        let mut out = Vec::with_capacity(n.min(4096) as usize);
+        let mut out = Ops::with_capacity(n.min(4096) as usize);
         state.with(|s| s.next_ops(worker, n, &mut out));
-        out
+        out.0
     }
 
     pub fn observe<T: Shape>(state: &State<T>, completed: Vec<Completed>) {
@@ -201,7 +260,7 @@ macro_rules! export_shape {
                     $crate::shape::__glue::init::<$ty>(&__FAULTLINE_SHAPE, config, seed, setup)
                 }
 
-                fn next_ops(worker: u32, n: u32) -> ::std::vec::Vec<$crate::shape::Op> {
+                fn next_ops(worker: u32, n: u32) -> $crate::shape::__glue::Batch {
                     $crate::shape::__glue::next_ops::<$ty>(&__FAULTLINE_SHAPE, worker, n)
                 }
 

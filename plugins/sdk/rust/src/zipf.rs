@@ -106,8 +106,7 @@ impl Table {
 
     #[inline]
     fn sample_key(&self, rng: &mut Rng) -> u64 {
-        let n = self.keep.len() as u128;
-        let column = ((rng.next_u64() as u128 * n) >> 64) as usize;
+        let column = scale(rng.next_u64(), self.keep.len() as u64) as usize;
         let coin = rng.f64();
         if coin < self.keep[column] {
             column as u64
@@ -115,6 +114,16 @@ impl Table {
             self.alias[column] as u64
         }
     }
+}
+
+/// `(x * n) >> 64`, as the host computes it with a u128 product, but in u64
+/// halves: a u128 multiply is a software routine in wasm32 (`__multi3`).
+/// Exact for `n < 2^32`; tables hold at most [`TABLE_MAX_KEYS`].
+#[inline]
+fn scale(x: u64, n: u64) -> u64 {
+    let low = (x & 0xffff_ffff) * n;
+    let high = (x >> 32) * n;
+    (high + (low >> 32)) >> 32
 }
 
 /// Key spaces up to this many keys get the alias table (12 bytes a key);
@@ -164,6 +173,18 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
     use rand_distr::Distribution;
+
+    #[test]
+    fn scale_is_the_u128_product() {
+        let mut rng = Rng::seed_from_u64(5);
+        for n in [1u64, 2, 3, 1000, 100_000, TABLE_MAX_KEYS, u32::MAX as u64] {
+            for _ in 0..10_000 {
+                let x = rng.next_u64();
+                assert_eq!(scale(x, n), ((x as u128 * n as u128) >> 64) as u64, "x={x} n={n}");
+            }
+            assert_eq!(scale(u64::MAX, n), ((u64::MAX as u128 * n as u128) >> 64) as u64);
+        }
+    }
 
     #[test]
     fn same_ranks_as_rand_distr() {

@@ -35,7 +35,7 @@ impl Shape for Misbehave {
         Ok(Misbehave { mode, hoard: Vec::new() })
     }
 
-    fn next_ops(&mut self, _worker: u32, n: u32, out: &mut Vec<Op>) {
+    fn next_ops(&mut self, _worker: u32, n: u32, out: &mut Ops) {
         match self.mode {
             Mode::Loop => {
                 let mut x = 0u64;
