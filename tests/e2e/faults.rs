@@ -29,10 +29,18 @@ fn a_frozen_process_is_confirmed_healed_and_its_denied_window_measured() {
     let sides: Vec<&str> = windows.iter().map(|w| w["window"].as_str().unwrap()).collect();
     assert_eq!(sides, ["before", "during", "after"]);
     assert!((windows[2]["from_s"].as_f64().unwrap() - healed).abs() < 1e-9, "{}", windows[2]);
-    for gate in ["calm-before", "calm-after"] {
+    for gate in ["calm-before", "calm-after", "back-quickly"] {
         let g = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == gate).unwrap();
         assert_eq!(g["result"], "pass", "{g}");
     }
+    // At a fixed rate, the offered load is served again as soon as the
+    // server thaws: recovery is the 2 s freeze, give or take the heal.
+    let paced = &r["cells"][1];
+    assert_eq!(paced["scenario"], "freeze-paced");
+    let impact = &paced["stats"]["fault_impact"][0];
+    assert!((impact["throughput_before"].as_f64().unwrap() - 20_000.0).abs() < 500.0, "{impact}");
+    let recovered = impact["recovered_s"].as_f64().unwrap();
+    assert!((1.8..=2.5).contains(&recovered), "{impact}");
 }
 
 const DOCKER_FAULTS: &str = r#"name: docker-faults
