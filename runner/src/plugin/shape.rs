@@ -225,9 +225,9 @@ impl Feed {
         self.ready.pop_front()
     }
 
-    /// Tops the queue up to at least `need` ops while the connection waits
-    /// for replies, so the plugin call does not sit between a reply and the
-    /// next request. A shape that observes is asked only when its queue is
+    /// Asks for another batch when fewer than `need` ops are queued, while
+    /// the connection waits for replies, so the plugin call does not sit
+    /// between a reply and the next request. A shape that observes is asked only when its queue is
     /// empty, after the outcomes: its next ops depend on them.
     pub fn prepare(&mut self, need: usize) {
         if !self.observes && self.ready.len() < need {
