@@ -25,8 +25,7 @@ pub struct HotToggle {
     pending: Vec<u64>,
     /// Documents with no write in flight, in no particular order.
     free: Vec<u32>,
-    seed: u64,
-    workers: Vec<Option<Rng>>,
+    streams: Streams,
 }
 
 impl HotToggle {
@@ -58,8 +57,7 @@ impl Shape for HotToggle {
             acked: vec![0; hot as usize],
             pending: vec![0; hot as usize],
             free: (0..hot as u32).rev().collect(),
-            seed,
-            workers: (0..setup.workers).map(|_| None).collect(),
+            streams: Streams::new(seed),
         })
     }
 
@@ -68,12 +66,7 @@ impl Shape for HotToggle {
     }
 
     fn next_ops(&mut self, worker: u32, n: u32, out: &mut Ops) {
-        let w = worker as usize;
-        if w >= self.workers.len() {
-            self.workers.resize(w + 1, None);
-        }
-        let seed = self.seed;
-        let rng = self.workers[w].get_or_insert_with(|| Rng::for_stream(seed, worker as u64));
+        let rng = self.streams.get(worker);
         for _ in 0..n {
             // A write when the draw says so and some document is free;
             // otherwise a read, so the worker always has work.

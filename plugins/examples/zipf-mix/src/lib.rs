@@ -8,9 +8,7 @@ pub struct ZipfMix {
     mix: Mix,
     zipf: Zipf,
     setup: Setup,
-    seed: u64,
-    /// One stream per worker, made on first use.
-    workers: Vec<Option<Rng>>,
+    streams: Streams,
 }
 
 impl Shape for ZipfMix {
@@ -21,17 +19,11 @@ impl Shape for ZipfMix {
             return Err("the workload declares no op with a weight above 0".into());
         }
         let zipf = Zipf::new(setup.key_count as f64, config.f64("exponent", 0.99)?)?;
-        let workers = (0..setup.workers).map(|_| None).collect();
-        Ok(ZipfMix { mix, zipf, setup: setup.clone(), seed, workers })
+        Ok(ZipfMix { mix, zipf, setup: setup.clone(), streams: Streams::new(seed) })
     }
 
     fn next_ops(&mut self, worker: u32, n: u32, out: &mut Ops) {
-        let w = worker as usize;
-        if w >= self.workers.len() {
-            self.workers.resize(w + 1, None);
-        }
-        let seed = self.seed;
-        let rng = self.workers[w].get_or_insert_with(|| Rng::for_stream(seed, worker as u64));
+        let rng = self.streams.get(worker);
         for _ in 0..n {
             // Same draw order as the built-in shape: kind, key, value size.
             let kind = self.mix.pick(rng);

@@ -12,7 +12,7 @@ mod zipf;
 
 pub use config::Config;
 pub use mix::Mix;
-pub use rng::{Rng, SplitMix64};
+pub use rng::{Rng, SplitMix64, Streams};
 pub use zipf::Zipf;
 
 /// The WIT package version this SDK speaks.

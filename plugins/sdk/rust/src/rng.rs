@@ -165,6 +165,32 @@ fn wmul32(a: u32, b: u32) -> (u32, u32) {
     ((t >> 32) as u32, t as u32)
 }
 
+/// One [`Rng`] per worker, `Rng::for_stream(seed, worker)`, made on first
+/// use. Each worker then draws the same ops whatever order the host asks the
+/// workers in, so runs repeat.
+#[derive(Debug, Clone)]
+pub struct Streams {
+    seed: u64,
+    rngs: Vec<Option<Rng>>,
+}
+
+impl Streams {
+    pub fn new(seed: u64) -> Streams {
+        Streams { seed, rngs: Vec::new() }
+    }
+
+    /// Worker `worker`'s stream.
+    #[inline]
+    pub fn get(&mut self, worker: u32) -> &mut Rng {
+        let w = worker as usize;
+        if w >= self.rngs.len() {
+            self.rngs.resize(w + 1, None);
+        }
+        let seed = self.seed;
+        self.rngs[w].get_or_insert_with(|| Rng::for_stream(seed, worker as u64))
+    }
+}
+
 #[cfg(all(test, not(target_family = "wasm")))]
 mod tests {
     use super::*;

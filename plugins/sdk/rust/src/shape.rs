@@ -4,7 +4,7 @@
 
 use crate::workload_bindings::exports::faultline::plugin::shape::Batch;
 pub use crate::workload_bindings::exports::faultline::plugin::shape::{Completed, Info, Op, Setup};
-pub use crate::{Config, Mix, Rng, SplitMix64, Zipf};
+pub use crate::{Config, Mix, Rng, SplitMix64, Streams, Zipf};
 
 /// A workload shape. The host creates one per cell with [`Shape::init`],
 /// then asks it for ops worker by worker.
