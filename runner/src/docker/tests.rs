@@ -151,6 +151,14 @@ fn every_container_operation_is_confirmed() {
             d.restart(&a, Duration::from_secs(1)).await?;
             let after = d.state(&a).await?;
             assert!(after.running && after.started_at != before);
+            // As PID 1, redis-server ignores SIGTERM until it has installed
+            // its handler: signal it once it answers.
+            let ip = d.ip_on(&a, &net.name).await?.expect("an address after the restart");
+            let restarted = std::time::Instant::now();
+            while host_ping(ip).await.is_err() {
+                assert!(restarted.elapsed() < Duration::from_secs(10), "not answering after the restart");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
             let c = d.kill(&a, "SIGTERM").await?;
             assert!(!d.state(&a).await?.running, "{c:?}");
             // Operations on a stopped container fail and say so.
