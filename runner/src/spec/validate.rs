@@ -277,7 +277,16 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
                 return Err((field, undefined("target", t, spec.targets.keys())));
             }
         }
+        if let Some(j) = (1..targets.len()).find(|&j| targets[..j].contains(&targets[j])) {
+            return Err((format!("{at}.target[{j}]"), format!("`{}` is listed twice", targets[j])));
+        }
         let workloads = s.workload.names();
+        if workloads.is_empty() {
+            return Err((format!("{at}.workload"), "names no workload".into()));
+        }
+        if let Some(j) = (1..workloads.len()).find(|&j| workloads[..j].contains(&workloads[j])) {
+            return Err((format!("{at}.workload[{j}]"), format!("`{}` is listed twice", workloads[j])));
+        }
         if workloads.len() > 1 && targets.len() > 1 {
             return Err((
                 format!("{at}.workload"),
