@@ -43,6 +43,32 @@ fn a_frozen_process_is_confirmed_healed_and_its_denied_window_measured() {
     assert!((1.8..=2.5).contains(&recovered), "{impact}");
 }
 
+/// A fault that could not be applied (process targets take KILL, TERM and
+/// INT only) has no cost to measure: gates on it are unmeasured, never a
+/// pass with "no denial".
+#[test]
+fn gates_on_a_fault_that_never_took_effect_are_incomplete() {
+    let (_d, spec) = spec_file(
+        "name: unapplied\ntargets:\n  cache: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\n\
+         profiles:\n  p: {closed: 1x4}\ntiming: {warmup: 0s, duration: 2s, deadline: 300ms}\nscenarios:\n\
+         \x20 - {name: s, target: cache, workload: w, profiles: [p],\n\
+         \x20    faults: [{name: hup, at: 500ms, action: kill, signal: SIGHUP, target: cache}]}\n\
+         gates:\n  denial: denied_window(hup) <= 1s\n  calm: \"p99(after: hup) < 50ms\"\n",
+    );
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 2, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    let fault = &r["cells"][0]["faults"][0];
+    assert!(fault["error"].as_str().unwrap().contains("HUP"), "{fault}");
+    assert!(fault["confirmed_s"].is_null(), "{fault}");
+    for g in r["gates"].as_array().unwrap() {
+        assert_eq!(g["result"], "incomplete", "{g}");
+        assert!(g["evidence"].as_str().unwrap().contains("no fault named `hup` was applied"), "{g}");
+    }
+    let impact = &r["cells"][0]["stats"]["fault_impact"];
+    assert!(impact.as_array().is_none_or(|a| a.is_empty()), "no cost measured for it: {impact}");
+}
+
 const DOCKER_FAULTS: &str = r#"name: docker-faults
 targets:
   kv:

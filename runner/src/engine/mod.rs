@@ -210,11 +210,11 @@ impl Engine<'_> {
         let salt = cell.stream_salt();
         let mut live = Vec::new();
         let mut tasks = Vec::new();
+        let with_faults = !self.scenario(cell).faults.is_empty();
+        let keep_windows = with_faults && self.gates_use_windows(cell);
         for (i, connection) in clients.into_iter().enumerate() {
             let counters = Arc::new(LiveCounters::default());
             live.push(Arc::clone(&counters));
-            let with_faults = !self.scenario(cell).faults.is_empty();
-            let keep_windows = with_faults && self.gates_use_windows();
             let recorder = Recorder::new(
                 workload.kinds().into_iter(),
                 measure_from,
@@ -313,10 +313,15 @@ impl Engine<'_> {
         }
         result.measured_s = window.as_secs_f64();
         let mut stats = metrics.summarize(window);
-        let requested: Vec<(String, f64)> = fault_records.iter().map(|f| (f.name.clone(), f.requested_s)).collect();
+        // Only what a fault really did is measured around it: one that was
+        // never confirmed has no cost to show (a gate on it is unmeasured, not
+        // a pass with no denial), and one whose heal failed has no "after".
+        let requested: Vec<(String, f64)> =
+            fault_records.iter().filter(|f| f.confirmed_s.is_some()).map(|f| (f.name.clone(), f.requested_s)).collect();
         stats.fault_impact = metrics.fault_impacts(&requested, window);
         let spans: Vec<FaultSpan> = fault_records
             .iter()
+            .filter(|f| f.confirmed_s.is_some() && f.error.is_none())
             .map(|f| FaultSpan { fault: f.name.clone(), requested_s: f.requested_s, healed_s: f.healed_s })
             .collect();
         stats.window_latency = metrics.window_latency(&spans, window);
@@ -360,10 +365,16 @@ impl Engine<'_> {
     }
 
     /// Some gate takes a latency over a window around a fault.
-    fn gates_use_windows(&self) -> bool {
-        self.spec.gates.values().any(|g| match &g.rule {
-            crate::spec::GateRule::Expr(e) => crate::gate::expr::parse(e).is_ok_and(|e| e.uses_windows()),
-            crate::spec::GateRule::Plugin(_) => false,
+    /// Whether a gate that covers this cell takes a latency over a window
+    /// around a fault: only then are the cell's successes kept.
+    fn gates_use_windows(&self, cell: &Cell) -> bool {
+        self.spec.gates.values().any(|g| {
+            let covers = g.scenario.as_ref().is_none_or(|s| *s == cell.scenario)
+                && g.profile.as_ref().is_none_or(|p| *p == cell.profile);
+            match &g.rule {
+                crate::spec::GateRule::Expr(e) => covers && crate::gate::expr::parse(e).is_ok_and(|e| e.uses_windows()),
+                crate::spec::GateRule::Plugin(_) => false,
+            }
         })
     }
 

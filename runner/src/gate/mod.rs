@@ -37,10 +37,17 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
     let in_scope = |c: &&CellResult| {
         gate.scenario.as_ref().is_none_or(|s| &c.scenario == s) && gate.profile.as_ref().is_none_or(|p| &c.profile == p)
     };
+    const NOTHING_MEASURED: &str = "no measured cell to evaluate it on";
     let text = match &gate.rule {
         GateRule::Expr(text) => text,
         GateRule::Plugin(p) => {
+            // The plugin sees failed cells too (it may judge the plan), but
+            // with nothing measured it is not asked: no gate passes on nothing.
             let scoped: Vec<&CellResult> = cells.iter().filter(in_scope).collect();
+            if !scoped.iter().any(|c| c.stats.is_some()) {
+                result.evidence = NOTHING_MEASURED.into();
+                return result;
+            }
             return plugin_gate(result, name, p, &scoped, run);
         }
     };
@@ -53,7 +60,7 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
     };
     let covered: Vec<&CellResult> = cells.iter().filter(in_scope).filter(|c| c.stats.is_some()).collect();
     if covered.is_empty() {
-        result.evidence = "no measured cell to evaluate it on".into();
+        result.evidence = NOTHING_MEASURED.into();
         return result;
     }
     let mut failures = Vec::new();
@@ -157,21 +164,11 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
             .ok_or_else(|| format!("the workload `{}` has no {} ops", cell.workload, kind.as_str()))?],
         None => stats.per_op.values().collect(),
     };
-    let latency = |pick: fn(&crate::metrics::LatencyStats) -> f64| -> Option<f64> {
-        // Without an op kind, the worst op kind counts; any kind with no
-        // successful op leaves the value unmeasured.
-        ops.iter().map(|o| o.latency_ms.as_ref().map(pick)).try_fold(f64::MIN, |acc, v| v.map(|v| acc.max(v)))
-    };
     let sum = |f: fn(&crate::metrics::OpStats) -> u64| ops.iter().map(|o| f(o)).sum::<u64>() as f64;
     Ok(match m.metric {
-        Metric::Percentile(q) => latency(match q {
-            50.0 => |l| l.p50,
-            95.0 => |l| l.p95,
-            99.0 => |l| l.p99,
-            _ => |l| l.p999,
-        }),
-        Metric::MaxLatency => latency(|l| l.max),
-        Metric::MeanLatency => latency(|l| l.mean),
+        Metric::Percentile(_) | Metric::MaxLatency | Metric::MeanLatency => {
+            worst_latency(m.metric, ops.iter().map(|o| o.latency_ms.as_ref()))
+        }
         Metric::Throughput => Some(ops.iter().map(|o| o.throughput).sum()),
         Metric::Ops => Some(sum(|o| o.ok + o.failed)),
         Metric::Errors => Some(sum(|o| o.failed)),
@@ -193,7 +190,7 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
                 .fault_impact
                 .iter()
                 .find(|f| f.fault == name)
-                .ok_or_else(|| format!("no fault named `{name}` was applied in this cell"))?;
+                .ok_or_else(|| format!("no fault named `{name}` was applied and confirmed in this cell"))?;
             match m.metric {
                 // Nothing failed: no window at all.
                 Metric::DeniedWindow => Some(impact.denied_window_s.unwrap_or(0.0) * 1e3),
@@ -219,11 +216,9 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
 /// A latency metric over a window around a fault. A window in which an op
 /// kind had no success leaves the value unmeasured.
 fn window_value(m: &MetricRef, side: Side, fault: &str, stats: &CellStats) -> Result<Option<f64>, String> {
-    let window = stats
-        .window_latency
-        .iter()
-        .find(|w| w.fault == fault && w.window == side)
-        .ok_or_else(|| format!("no fault named `{fault}` was applied in this cell"))?;
+    let window = stats.window_latency.iter().find(|w| w.fault == fault && w.window == side).ok_or_else(|| {
+        format!("no fault named `{fault}` was applied, confirmed and (where it heals) healed in this cell")
+    })?;
     let latencies: Vec<Option<&LatencyStats>> = match m.op {
         Some(kind) => vec![window
             .per_op
@@ -232,7 +227,13 @@ fn window_value(m: &MetricRef, side: Side, fault: &str, stats: &CellStats) -> Re
             .as_ref()],
         None => window.per_op.values().map(Option::as_ref).collect(),
     };
-    let pick = |l: &LatencyStats| match m.metric {
+    Ok(worst_latency(m.metric, latencies.into_iter()))
+}
+
+/// A latency metric over op kinds: the worst kind counts, and a kind with no
+/// successful op leaves the value unmeasured.
+fn worst_latency<'a>(metric: Metric, kinds: impl Iterator<Item = Option<&'a LatencyStats>>) -> Option<f64> {
+    let pick = |l: &LatencyStats| match metric {
         Metric::Percentile(50.0) => l.p50,
         Metric::Percentile(95.0) => l.p95,
         Metric::Percentile(99.0) => l.p99,
@@ -240,7 +241,7 @@ fn window_value(m: &MetricRef, side: Side, fault: &str, stats: &CellStats) -> Re
         Metric::MaxLatency => l.max,
         _ => l.mean,
     };
-    Ok(latencies.into_iter().try_fold(f64::MIN, |acc, l| l.map(|l| acc.max(pick(l)))))
+    kinds.into_iter().try_fold(f64::MIN, |acc, l| l.map(|l| acc.max(pick(l))))
 }
 
 fn describe(m: &MetricRef) -> String {
