@@ -48,10 +48,16 @@ pub async fn watch(
         }
         // A member that does not answer within two sampling periods (paused,
         // cut off, stalled) reads as unreachable for this sample; the outer
-        // bound covers the docker lookups around the asks.
-        let roles = match tokio::time::timeout(EVERY * 10, topology.roles_within(EVERY * 2)).await {
-            Ok(r) => r,
-            Err(_) => continue,
+        // bound covers the docker lookups around the asks. Ctrl-C and the end
+        // of the window do not wait for an ask in progress.
+        let ask = tokio::time::timeout(EVERY * 10, topology.roles_within(EVERY * 2));
+        let roles = tokio::select! {
+            r = ask => match r {
+                Ok(r) => r,
+                Err(_) => continue,
+            },
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep_until(stop_at) => break,
         };
         let at_s = asked_at.saturating_duration_since(measure_from).as_secs_f64();
         for (i, (member, role)) in roles.into_iter().enumerate() {

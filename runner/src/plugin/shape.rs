@@ -3,7 +3,7 @@
 //! when the shape asks for it — tells it which ops completed.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::sandbox::{PluginError, Sandbox};
@@ -220,7 +220,9 @@ impl Feed {
     /// or has failed (the cell then reads the error from the shape).
     pub fn next_op(&mut self) -> Option<Op> {
         if self.ready.is_empty() {
-            self.refill();
+            let shape = Arc::clone(&self.shape);
+            let locked = shape.lock().expect("shape lock");
+            self.refill(locked);
         }
         self.ready.pop_front()
     }
@@ -228,20 +230,27 @@ impl Feed {
     /// Asks for another batch when fewer than `need` ops are queued, while
     /// the connection waits for replies, so the plugin call does not sit
     /// between a reply and the next request. A shape that observes is asked only when its queue is
-    /// empty, after the outcomes: its next ops depend on them.
+    /// empty, after the outcomes: its next ops depend on them. Another
+    /// connection using the shape is not waited for (this runs on the
+    /// runtime's threads): the queue is topped up next time, or by `next_op`.
     pub fn prepare(&mut self, need: usize) {
         if !self.observes && self.ready.len() < need {
-            self.refill();
+            let shape = Arc::clone(&self.shape);
+            let locked = shape.try_lock().ok();
+            if let Some(locked) = locked {
+                self.refill(locked);
+            }
         }
     }
 
-    fn refill(&mut self) {
+    fn refill(&mut self, mut shape: MutexGuard<'_, Shape>) {
         if self.done {
             return;
         }
         // The lock is held for the plugin call only: the checks run while
         // other connections use the shape.
-        let batch = self.shape.lock().expect("shape lock").next_batch(self.worker, self.batch, &mut self.completed);
+        let batch = shape.next_batch(self.worker, self.batch, &mut self.completed);
+        drop(shape);
         let Ok(batch) = batch else {
             self.done = true;
             return;
