@@ -35,8 +35,8 @@ pub fn compile(engine: &Engine, bytes: &[u8]) -> anyhow::Result<Component> {
 fn store(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = file.parent().expect("cache files live in a directory");
     std::fs::create_dir_all(dir)?;
-    let tmp = tempfile::NamedTempFile::new_in(dir)?;
-    std::fs::write(tmp.path(), bytes)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(tmp.as_file_mut(), bytes)?;
     tmp.persist(file).map_err(|e| e.error)?;
     Ok(())
 }
