@@ -168,4 +168,271 @@ mod tests {
         assert_eq!(sparkline(&[0.0, 5.0, 10.0]), "▁▅█");
         assert_eq!(sparkline(&[0.0, 0.0]), "▁▁");
     }
+
+    /// Every shipped spec's report, rendered from results that fill every
+    /// section (faults, an unrecovered target, roles, checks with witnesses,
+    /// error examples, an under-sent open loop, plugin criteria) and no
+    /// description, is valid Markdown: each table parses as one, with as
+    /// many cells in each row as in its header, and each bullet is its own
+    /// list item.
+    #[test]
+    fn every_shipped_spec_renders_valid_markdown() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
+        let mut specs: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+        specs.sort();
+        assert!(specs.len() >= 5, "{specs:?}");
+        for path in specs {
+            let spec = crate::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}")).spec;
+            let options = crate::plan::PlanOptions { quick: false, only: vec![] };
+            let plan = crate::plan::build(&spec, &options).unwrap();
+            let results = synthetic::results(&spec, &plan);
+            let text = render(&results, None, None).unwrap();
+            let expected = synthetic::expected_items(&results);
+            if let Err(e) = markdown::check(&text, &expected) {
+                panic!("{}: {e}\n\n{text}", path.display());
+            }
+        }
+    }
+
+    /// Results with every section of the report filled.
+    mod synthetic {
+        use crate::checker::{CheckResult, CheckStatus};
+        use crate::fault::FaultRecord;
+        use crate::metrics::fault_impact::FaultImpact;
+        use crate::metrics::roles::RoleChange;
+        use crate::metrics::*;
+        use crate::plan::{Cell, Plan};
+        use crate::results::*;
+        use crate::spec::{Load, Spec};
+
+        pub fn results(spec: &Spec, plan: &Plan) -> Results {
+            let cells: Vec<CellResult> = plan.cells.iter().enumerate().map(|(i, c)| cell(spec, c, i)).collect();
+            let gates = spec
+                .gates
+                .keys()
+                .map(|name| GateResult {
+                    name: name.clone(),
+                    expr: spec.gates[name].describe(),
+                    result: GateOutcome::Fail,
+                    evidence: "fails in 1 of 2 cells: p99(get) = 40ms in s/a/t#1 | with a pipe".into(),
+                    criteria: vec![Criterion {
+                        name: "automatic recovery | pipe".into(),
+                        evidence: "line one\nline two".into(),
+                        result: GateOutcome::Incomplete,
+                    }],
+                })
+                .collect();
+            Results {
+                schema_version: SCHEMA_VERSION,
+                run: RunInfo {
+                    id: "r".into(),
+                    name: spec.name.clone(),
+                    description: String::new(),
+                    spec_path: "specs/x.yaml".into(),
+                    started: "then".into(),
+                    finished: "now".into(),
+                    seed: 1,
+                    params: Default::default(),
+                    quick: false,
+                    only: vec![],
+                    interrupted: false,
+                    faultline_version: "0".into(),
+                    host: host_info(),
+                },
+                verdict: Verdict::Fail,
+                verdict_reasons: vec!["gate `g` failed".into()],
+                gates,
+                targets: vec![],
+                cells,
+                comparisons: vec![],
+                errors: vec!["a target did not come up".into()],
+            }
+        }
+
+        fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
+            let scenario = spec.scenarios.iter().find(|s| s.name == c.scenario).unwrap();
+            let latency = Some(LatencyStats { p50: 0.1, p95: 0.2, p99: 0.3, p999: 0.4, max: 5.0, mean: 0.15 });
+            let op = OpStats {
+                ok: 1000,
+                failed: 3,
+                errors: ErrorCounts { server: 3, ..Default::default() },
+                over_deadline: 0,
+                throughput: 500.0,
+                latency_ms: latency,
+                max_any_ms: 5.0,
+            };
+            let open = matches!(spec.profiles[&c.profile].load(), Load::Open(_));
+            // A cell that did not run has no faults either.
+            let ran = index % 5 != 4;
+            let faults: Vec<FaultRecord> = scenario
+                .faults
+                .iter()
+                .filter(|_| ran)
+                .map(|f| FaultRecord {
+                    name: f.name.clone(),
+                    action: "kill".into(),
+                    target: "kv.primary".into(),
+                    hit: vec!["kv-0".into()],
+                    requested_s: 1.0,
+                    confirmed_s: Some(1.01),
+                    evidence: "gone".into(),
+                    healed_s: None,
+                    heal_evidence: String::new(),
+                    error: Some("heal failed | twice\nsecond line".into()),
+                    output: String::new(),
+                })
+                .collect();
+            let stats = CellStats {
+                ok: 1000,
+                failed: 3,
+                throughput: 500.0,
+                errors: op.errors,
+                over_deadline: 0,
+                per_op: [("get".to_string(), op.clone()), ("set".to_string(), op)].into_iter().collect(),
+                timeline: (0..3)
+                    .map(|t| TimelinePoint { t, ok: 10 * t, failed: 1, mean_ms: 0.1, max_ms: 1.0 })
+                    .collect(),
+                schedule_lag_ms: open.then_some(latency).flatten(),
+                open_loop: open.then_some(OpenLoopStats {
+                    rate: 1000.0,
+                    min_sent: 0.99,
+                    due: 3000,
+                    sent: 1003,
+                    unsent: 1997,
+                    achieved_rate: 501.5,
+                }),
+                error_labels: vec![ErrorLabel {
+                    label: "server LOADING".into(),
+                    count: 3,
+                    examples: vec!["LOADING Redis is loading | the dataset\nin memory".into()],
+                }],
+                fault_impact: faults
+                    .iter()
+                    .enumerate()
+                    .map(|(k, f)| FaultImpact {
+                        fault: f.name.clone(),
+                        ops: 10,
+                        failed: 3,
+                        max_latency_ms: 5.0,
+                        denied_window_s: (k % 2 == 1).then_some(0.5),
+                        denied_at_least_s: (k % 2 == 0).then_some(1.5),
+                        not_recovered: k % 2 == 0,
+                        first_success_s: (k % 2 == 1).then_some(0.6),
+                        throughput_before: 500.0,
+                        recovered_s: None,
+                    })
+                    .collect(),
+                window_latency: vec![],
+            };
+            let roles = match faults.is_empty() {
+                true => vec![],
+                false => vec![
+                    RoleChange { at_s: 0.0, member: "kv-0".into(), role: "primary".into() },
+                    RoleChange { at_s: 0.0, member: "kv-1".into(), role: "replica".into() },
+                ],
+            };
+            CellResult {
+                scenario: c.scenario.clone(),
+                profile: c.profile.clone(),
+                shape: spec.profiles[&c.profile].load().to_string(),
+                target: c.target.clone(),
+                workload: c.workload.clone(),
+                variant: c.variant.clone(),
+                repeat: c.repeat,
+                // Every fifth cell did not run: the report says why.
+                status: if index % 5 == 4 { CellStatus::Failed } else { CellStatus::Completed },
+                error: (index % 5 == 4).then(|| "cannot open 3 connections | refused\nretry".into()),
+                measured_s: 3.0,
+                stats: (index % 5 != 4).then_some(stats),
+                checks: spec
+                    .checkers
+                    .iter()
+                    .map(|k| CheckResult {
+                        checker: k.as_str().into(),
+                        status: CheckStatus::Violated,
+                        checked: 10,
+                        violations: 2,
+                        witnesses: vec!["key 1 | lost at 3 ms".into(), "key 2 lost\nat 4 ms".into()],
+                        note: String::new(),
+                    })
+                    .collect(),
+                faults,
+                roles,
+            }
+        }
+
+        /// How many list items the report must have, by what they begin with.
+        pub fn expected_items(results: &Results) -> Vec<(&'static str, usize)> {
+            let measured = results.cells.iter().filter(|c| c.stats.is_some()).count();
+            let not_run = results.cells.len() - measured;
+            let witnesses = results.cells.iter().flat_map(|c| &c.checks).map(|k| k.witnesses.len()).sum();
+            let members = results.cells.iter().filter(|c| !c.roles.is_empty() && c.stats.is_some()).count() * 2;
+            let fault_errors = results.cells.iter().filter(|c| c.stats.is_some()).map(|c| c.faults.len()).sum();
+            vec![
+                ("ops/s per second", measured),
+                (" failed:", not_run),
+                ("witness: ", witnesses),
+                (" role: ", members),
+                ("fault error (", fault_errors),
+            ]
+        }
+    }
+
+    /// A Markdown checker for the report: tables and list items as a
+    /// CommonMark (GFM tables) parser reads them.
+    mod markdown {
+        use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+
+        pub fn check(text: &str, expected_items: &[(&str, usize)]) -> Result<(), String> {
+            // Source tables: runs of lines that start with `|`.
+            let lines: Vec<&str> = text.lines().collect();
+            let mut blocks: Vec<Vec<&str>> = Vec::new();
+            for (i, line) in lines.iter().enumerate() {
+                if line.starts_with('|') {
+                    match i > 0 && lines[i - 1].starts_with('|') {
+                        true => blocks.last_mut().unwrap().push(line),
+                        false => blocks.push(vec![line]),
+                    }
+                }
+            }
+            for block in &blocks {
+                let cells = |l: &str| l.replace("\\|", "").matches('|').count();
+                let header = cells(block[0]);
+                if let Some(bad) = block.iter().find(|l| cells(l) != header) {
+                    return Err(format!("a table row has other cells than its header `{}`: `{bad}`", block[0]));
+                }
+                if block.len() < 2 || !block[1].starts_with("|---") {
+                    return Err(format!("a table without its delimiter row: `{}`", block[0]));
+                }
+            }
+            let mut tables = 0;
+            let mut items: Vec<String> = Vec::new();
+            let mut in_item = false;
+            for event in Parser::new_ext(text, Options::ENABLE_TABLES) {
+                match event {
+                    Event::Start(Tag::Table(_)) => tables += 1,
+                    Event::Start(Tag::Item) => {
+                        items.push(String::new());
+                        in_item = true;
+                    }
+                    Event::End(TagEnd::Item) => in_item = false,
+                    Event::Text(t) | Event::Code(t) if in_item => items.last_mut().unwrap().push_str(&t),
+                    _ => {}
+                }
+            }
+            if tables != blocks.len() {
+                return Err(format!(
+                    "{} tables in the text, {tables} parsed: one is glued to other text",
+                    blocks.len()
+                ));
+            }
+            for (marker, want) in expected_items {
+                let found = items.iter().filter(|i| i.contains(marker)).count();
+                if found != *want {
+                    return Err(format!("{found} list items with `{marker}`, expected {want}: {items:#?}"));
+                }
+            }
+            Ok(())
+        }
+    }
 }

@@ -112,6 +112,7 @@ fn execute(
     });
 
     let context = gate::RunContext {
+        scenarios: &spec.scenarios,
         run_name: &spec.name,
         complete: plan.subset_reasons.is_empty() && !outcome.interrupted,
         plugins,

@@ -13,3 +13,4 @@ mod plugins;
 mod runs;
 mod safety;
 mod sentinel;
+mod verdict_truth;

@@ -113,10 +113,19 @@ impl Engine<'_> {
             let result = self.run_cell(cell, (i + 1, total), by_name[cell.target.as_str()], workload, remaining).await;
             let line = match (&result.status, &result.stats) {
                 (CellStatus::Completed, Some(s)) => format!(
-                    "{}: {:.0} ops/s, {} errors{}",
+                    "{}: {:.0} ops/s, {} errors{}{}",
                     cell.label(),
                     s.throughput,
                     s.failed,
+                    s.open_loop
+                        .filter(|o| o.unsent > 0)
+                        .map(|o| format!(
+                            ", {} unsent (sent {:.1}% of the {:.0}/s schedule)",
+                            o.unsent,
+                            o.sent_fraction() * 100.0,
+                            o.rate
+                        ))
+                        .unwrap_or_default(),
                     s.per_op
                         .iter()
                         .filter_map(|(k, o)| o.latency_ms.map(|l| format!(", {k} p99 {:.2}ms", l.p99)))
@@ -236,17 +245,15 @@ impl Engine<'_> {
                 pipeline::Dialer { driver: Arc::clone(&driver), uri: uri.to_string(), workload: Arc::clone(&workload) };
             let pacing = match load {
                 Load::Closed(_) => None,
-                Load::Open(o) => Some(pipeline::Pacing {
-                    t0,
-                    period: Duration::from_secs_f64(1.0 / o.rate),
-                    first: i as u64,
-                    stride: connections as u64,
-                }),
+                Load::Open(o) => {
+                    Some(pipeline::Pacing { t0, rate: o.rate, first: i as u64, stride: connections as u64 })
+                }
             };
             let settings = pipeline::Settings {
                 in_flight,
                 timing: t,
                 cancel_at_deadline: target_spec.cancel_at_deadline,
+                measure_from,
                 stop_at,
                 pacing,
             };
@@ -256,16 +263,18 @@ impl Engine<'_> {
                 pipeline::run(connection, dialer, ops, settings, recorder, history, cancel).await
             }));
         }
-        let watcher =
-            self.progress.watch_cell(position, cell.label(), live, t0, t.warmup + t.duration, remaining_after);
+        let watcher = self.progress.watch_cell(position, cell.label(), live, t0, t.warmup, t.duration, remaining_after);
         // Faults run beside the load, on the measured window's clock; the
-        // schedule heals what is still in force when the window ends.
+        // schedule heals what is still in force when the window ends, or as
+        // soon as the load has ended early (a failed shape plugin): a cell
+        // whose load is gone does not sit out its window.
+        let load_ended = self.cancel.child_token();
         let faults = &self.scenario(cell).faults;
         let schedule = async {
             match faults.is_empty() {
                 true => Vec::new(),
                 false => {
-                    fault::run_schedule(self.spec, running, faults, measure_from, stop_at, self.cancel.clone()).await
+                    fault::run_schedule(self.spec, running, faults, measure_from, stop_at, load_ended.clone()).await
                 }
             }
         };
@@ -273,22 +282,29 @@ impl Engine<'_> {
         let roles = async {
             match (faults.is_empty(), running.topology()) {
                 (false, Some(t)) if t.members.len() > 1 => {
-                    roles::watch(Arc::clone(t), measure_from, stop_at, self.cancel.clone()).await
+                    roles::watch(Arc::clone(t), measure_from, stop_at, load_ended.clone()).await
                 }
                 _ => Vec::new(),
             }
         };
-        let (fault_records, role_changes) = tokio::join!(schedule, roles);
+        let load_tasks = async {
+            let ends = futures::future::join_all(tasks).await;
+            load_ended.cancel();
+            ends
+        };
+        let (ends, fault_records, role_changes) = tokio::join!(load_tasks, schedule, roles);
         let mut metrics = CellMetrics::new();
         let mut panicked = None;
         let mut history_error = None;
-        for task in tasks {
-            match task.await {
-                Ok((recorder, history)) => {
-                    metrics.merge(recorder);
-                    if let Some(Err(e)) = history.map(HistoryWriter::finish) {
+        let mut ran_out = None;
+        for end in ends {
+            match end {
+                Ok(end) => {
+                    metrics.merge(end.recorder);
+                    if let Some(Err(e)) = end.history.map(HistoryWriter::finish) {
                         history_error = Some(e);
                     }
+                    ran_out = ran_out.max(end.ran_out.filter(|at| *at < stop_at));
                 }
                 Err(e) => panicked = Some(format!("a load client crashed: {e}")),
             }
@@ -311,8 +327,25 @@ impl Engine<'_> {
         if let Some(e) = shape.as_ref().and_then(|s| s.lock().expect("shape lock").stopped().cloned()) {
             return self.failed(result, e.to_string());
         }
+        // A shape that ran out of ops before the window ended left part of
+        // the window without the load the spec asked for.
+        if let (Some(at), false) = (ran_out, self.cancel.is_cancelled()) {
+            let secs = |i: Instant| i.saturating_duration_since(measure_from).as_secs_f64();
+            return self.failed(
+                result,
+                format!(
+                    "the workload's shape ran out of ops {:.2}s into the {} window: the rest of the window had no load",
+                    secs(at),
+                    crate::spec::units::format_duration(t.duration)
+                ),
+            );
+        }
         result.measured_s = window.as_secs_f64();
-        let mut stats = metrics.summarize(window);
+        let open = match load {
+            Load::Open(o) => Some(o),
+            Load::Closed(_) => None,
+        };
+        let mut stats = metrics.summarize(window, open);
         // Only what a fault really did is measured around it: one that was
         // never confirmed has no cost to show (a gate on it is unmeasured, not
         // a pass with no denial), and one whose heal failed has no "after".

@@ -43,19 +43,48 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 const RECONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The slice of an open loop's schedule one connection serves: ops
-/// `first, first + stride, …` due at `t0 + i × period`.
+/// `first, first + stride, …` due at `t0 + i / rate`. Due times are computed
+/// from the index, not by adding periods, so no rounding drifts and any
+/// positive rate works, also one far beyond what the lane can send.
 pub struct Pacing {
     pub t0: Instant,
-    pub period: Duration,
+    /// Ops per second over the whole schedule (all connections).
+    pub rate: f64,
     pub first: u64,
     pub stride: u64,
 }
 
 impl Pacing {
     fn due(&self, i: u64) -> Instant {
-        self.t0 + self.period.mul_f64(i as f64)
+        // Saturating float-to-int casts: an index past the end of time is due never.
+        let ns = (i as f64 * 1e9 / self.rate) as u64;
+        self.t0.checked_add(Duration::from_nanos(ns)).unwrap_or(self.t0 + FAR_FUTURE)
+    }
+
+    /// How many of this lane's ops from index `next` on are due in
+    /// `[from, until)`: the ops it still owed when it stopped.
+    fn due_between(&self, next: u64, from: Instant, until: Instant) -> u64 {
+        // The first lane index at or after `t`: estimated, then walked to the
+        // exact boundary `due` draws (a step or two at most).
+        let first_at = |t: Instant| -> u64 {
+            let secs = t.saturating_duration_since(self.t0).as_secs_f64();
+            let estimate = (secs * self.rate) as u64;
+            let mut k = estimate.saturating_sub(self.first).div_ceil(self.stride).saturating_sub(1);
+            while self.due(self.first + k * self.stride) < t {
+                k += 1;
+            }
+            while k > 0 && self.due(self.first + (k - 1) * self.stride) >= t {
+                k -= 1;
+            }
+            k
+        };
+        let start = first_at(from).max(next.saturating_sub(self.first).div_ceil(self.stride));
+        first_at(until).saturating_sub(start)
     }
 }
+
+/// Stands for "never" where an Instant would overflow.
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// Where a connection comes from again after it breaks.
 pub struct Dialer {
@@ -68,6 +97,7 @@ pub struct Settings {
     pub in_flight: u32,
     pub timing: CellTiming,
     pub cancel_at_deadline: bool,
+    pub measure_from: Instant,
     pub stop_at: Instant,
     /// Open loop: the schedule this connection serves.
     pub pacing: Option<Pacing>,
@@ -160,8 +190,8 @@ impl Lane {
         (self.read_start, self.read_end) = (0, 0);
     }
 
-    /// The connection broke: every op on it failed; reconnect after a pause.
-    fn disconnected(&mut self, recorder: &mut Recorder) {
+    /// The connection broke (`why`): every op on it failed; reconnect after a pause.
+    fn disconnected(&mut self, recorder: &mut Recorder, why: &str) {
         self.socket = None;
         self.write_buf.clear();
         (self.read_start, self.read_end) = (0, 0);
@@ -181,6 +211,7 @@ impl Lane {
                 end: now,
                 result: Err(ErrorClass::Connection),
                 over_deadline: now > p.deadline + self.timing.over_deadline_after,
+                detail: why.as_bytes(),
             });
         }
         self.next_reconnect = now + RECONNECT_PAUSE;
@@ -226,7 +257,7 @@ impl Lane {
                     wrong_server |= reply.wrong_server;
                     let Some(p) = self.outstanding.pop_front() else {
                         // A reply nobody asked for: the stream is out of step.
-                        return self.disconnected(recorder);
+                        return self.disconnected(recorder, "a reply nobody asked for: the stream is out of step");
                     };
                     if !p.abandoned {
                         self.live -= 1;
@@ -244,6 +275,11 @@ impl Lane {
                         if let Some(c) = &mut self.completions {
                             c.push((p.op.clone(), reply.outcome.is_ok()));
                         }
+                        let start = self.read_start - reply.len;
+                        let detail = match &reply.message {
+                            Some(range) => &self.read_buf[start + range.start..start + range.end],
+                            None => &[],
+                        };
                         recorder.record(&Completion {
                             kind: p.op.kind,
                             issued: p.issued,
@@ -251,13 +287,16 @@ impl Lane {
                             end,
                             result: reply.outcome,
                             over_deadline: end > p.deadline + self.timing.over_deadline_after,
+                            detail,
                         });
                     }
                 }
-                Ok(None) if wrong_server => return self.disconnected(recorder),
+                Ok(None) if wrong_server => {
+                    return self.disconnected(recorder, "the server is no longer the primary; reconnecting")
+                }
                 Ok(None) => return,
                 // Garbled: nothing more on this stream can be trusted.
-                Err(_) => return self.disconnected(recorder),
+                Err(e) => return self.disconnected(recorder, &format!("garbled reply: {e}")),
             }
         }
     }
@@ -290,6 +329,7 @@ impl Lane {
                 end: now,
                 result: Err(class),
                 over_deadline: class == ErrorClass::Deadline && now > p.deadline + t.over_deadline_after,
+                detail: b"",
             });
         }
     }
@@ -320,7 +360,7 @@ pub async fn run(
     mut recorder: Recorder,
     history: Option<HistoryLog>,
     cancel: CancellationToken,
-) -> (Recorder, Option<HistoryWriter>) {
+) -> LaneEnd {
     let mut lane = Lane {
         socket: None,
         outstanding: VecDeque::new(),
@@ -337,11 +377,12 @@ pub async fn run(
     lane.connected(connection);
     let pacing = &settings.pacing;
     let mut next_due = pacing.as_ref().map(|p| p.first);
-    // A shape plugin ran out of ops for this connection (or failed).
-    let mut exhausted = false;
+    // When a shape plugin ran out of ops for this connection (or failed).
+    let mut ran_out: Option<Instant> = None;
 
     loop {
         let now = Instant::now();
+        let exhausted = ran_out.is_some();
         if cancel.is_cancelled() || ((now >= settings.stop_at || exhausted) && lane.live == 0) {
             break;
         }
@@ -350,31 +391,38 @@ pub async fn run(
         }
 
         // Issue ops into free slots.
-        while lane.live < settings.in_flight && now < settings.stop_at && !exhausted {
-            let (issued, start) = match (pacing, next_due) {
+        while lane.live < settings.in_flight && now < settings.stop_at && ran_out.is_none() {
+            let due = match (pacing, next_due) {
                 (Some(p), Some(i)) => {
                     let due = p.due(i);
                     if due > now + EARLY_ISSUE || due >= settings.stop_at {
                         break;
                     }
-                    recorder.record_lag(due, now.max(due));
-                    next_due = Some(i + p.stride);
-                    (due, now.min(due))
+                    Some(due)
                 }
-                _ => (now, now),
+                _ => None,
             };
-            match ops.next_op() {
-                Some(op) => lane.issue(op, issued, start, now),
-                None => exhausted = true,
+            let Some(op) = ops.next_op() else {
+                ran_out = Some(now);
+                break;
+            };
+            match (due, pacing) {
+                (Some(due), Some(p)) => {
+                    recorder.record_lag(due, now.max(due));
+                    next_due = next_due.map(|i| i + p.stride);
+                    lane.issue(op, due, now.min(due), now);
+                }
+                _ => lane.issue(op, now, now, now),
             }
         }
+        let exhausted = ran_out.is_some();
 
         // Send what was encoded.
         if let (Some(s), false) = (&mut lane.socket, lane.write_buf.is_empty()) {
             let sent = s.writer.write_all(&lane.write_buf).await;
             lane.write_buf.clear();
-            if sent.is_err() {
-                lane.disconnected(&mut recorder);
+            if let Err(e) = sent {
+                lane.disconnected(&mut recorder, &format!("sending failed: {e}"));
             }
         }
         // The server is busy with what was sent: the time to make the next ops.
@@ -415,7 +463,8 @@ pub async fn run(
                     lane.read_end += n;
                     lane.take_replies(Instant::now(), &mut recorder);
                 }
-                _ => lane.disconnected(&mut recorder),
+                Ok(_) => lane.disconnected(&mut recorder, "the server closed the connection"),
+                Err(e) => lane.disconnected(&mut recorder, &format!("reading failed: {e}")),
             },
             _ = wake => {
                 let now = Instant::now();
@@ -432,5 +481,18 @@ pub async fn run(
             }
         }
     }
-    (recorder, lane.history.map(|h| h.writer))
+    // Every op due in the window was sent or is owed: count what is owed.
+    if let (Some(p), Some(next)) = (pacing, next_due) {
+        let until = if cancel.is_cancelled() { Instant::now().min(settings.stop_at) } else { settings.stop_at };
+        recorder.record_unsent(p.due_between(next, settings.measure_from, until));
+    }
+    LaneEnd { recorder, history: lane.history.map(|h| h.writer), ran_out }
+}
+
+/// What a connection leaves when its load ends.
+pub struct LaneEnd {
+    pub recorder: Recorder,
+    pub history: Option<HistoryWriter>,
+    /// When the workload's shape ran out of ops for it, if it did.
+    pub ran_out: Option<Instant>,
 }

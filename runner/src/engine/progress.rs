@@ -51,17 +51,22 @@ impl Progress {
         }
     }
 
-    /// Reports one cell's progress until the returned task is aborted.
+    /// Reports one cell's progress until the returned task is aborted. The
+    /// counts shown are the measured window's, the very numbers its result
+    /// will hold; during warm-up only the rate moves.
+    #[allow(clippy::too_many_arguments)]
     pub fn watch_cell(
         &self,
         position: (usize, usize),
         label: String,
         live: Vec<Arc<LiveCounters>>,
         started: Instant,
-        length: Duration,
+        warmup: Duration,
+        window: Duration,
         remaining_after: Duration,
     ) -> JoinHandle<()> {
         let this = self.clone();
+        let length = warmup + window;
         tokio::spawn(async move {
             let every = if this.bar.is_some() { Duration::from_millis(250) } else { this.plain_every };
             let mut last = (Instant::now(), 0u64);
@@ -69,20 +74,25 @@ impl Progress {
             ticker.tick().await;
             loop {
                 ticker.tick().await;
-                let (ok, failed) = live.iter().fold((0, 0), |(o, f), c| {
-                    let (a, b) = c.snapshot();
-                    (o + a, f + b)
+                let (ok, failed, warm) = live.iter().fold((0, 0, 0), |(o, f, w), c| {
+                    let (a, b, d) = c.snapshot();
+                    (o + a, f + b, w + d)
                 });
                 let now = Instant::now();
-                let rate = (ok + failed - last.1) as f64 / (now - last.0).as_secs_f64().max(1e-3);
-                last = (now, ok + failed);
+                let done = ok + failed + warm;
+                let rate = done.saturating_sub(last.1) as f64 / (now - last.0).as_secs_f64().max(1e-3);
+                last = (now, done);
                 let elapsed = now.saturating_duration_since(started).min(length);
                 let left = length - elapsed + remaining_after;
+                let phase = match elapsed < warmup {
+                    true => "warm-up".to_string(),
+                    false => format!("{} errors", failed),
+                };
                 let msg = format!(
-                    "{} {:.0} ops/s, {} errors, {}s/{} ({}s left in run)",
+                    "{} {:.0} ops/s, {}, {}s/{} ({}s left in run)",
                     label,
                     rate,
-                    failed,
+                    phase,
                     elapsed.as_secs(),
                     format_duration(length),
                     left.as_secs(),

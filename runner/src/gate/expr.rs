@@ -41,6 +41,17 @@ impl Expr {
         }
     }
 
+    /// Whether it reads how much of an open loop's schedule was sent: such a
+    /// gate judges an under-sent cell itself.
+    pub fn reads_schedule(&self) -> bool {
+        match self {
+            Expr::And(a, b) | Expr::Or(a, b) => a.reads_schedule() || b.reads_schedule(),
+            Expr::Compare(l, _, r) => [l, r]
+                .into_iter()
+                .any(|o| matches!(o, Operand::Metric(MetricRef { metric: Metric::Unsent | Metric::AchievedRate, .. }))),
+        }
+    }
+
     /// The checkers whose results the expression reads.
     pub fn checkers(&self) -> Vec<CheckerName> {
         match self {
@@ -131,6 +142,10 @@ pub enum Metric {
     OverDeadline,
     /// Open loop: 99th percentile of how late ops started, in ms.
     ScheduleLag,
+    /// Open loop: ops due in the window that were never sent (0 in a closed loop).
+    Unsent,
+    /// Open loop: ops sent per second, next to the asked rate.
+    AchievedRate,
     /// Violations a checker found (the checker must be in the spec).
     Violations(crate::checker::CheckerName),
     /// A fault's impact (the argument names the fault), in ms or a count.
@@ -160,7 +175,7 @@ impl Metric {
     }
 
     fn takes_op(self) -> bool {
-        !matches!(self, Metric::ScheduleLag | Metric::Violations(_))
+        !matches!(self, Metric::ScheduleLag | Metric::Unsent | Metric::AchievedRate | Metric::Violations(_))
     }
 
     /// Latency metrics can be taken over a window around a fault.
@@ -186,6 +201,8 @@ impl Metric {
             "hangs" => Metric::Hangs,
             "over_deadline" => Metric::OverDeadline,
             "schedule_lag" => Metric::ScheduleLag,
+            "unsent" => Metric::Unsent,
+            "achieved_rate" => Metric::AchievedRate,
             "stale_reads" => Metric::Violations(CheckerName::StaleReadAfterAck),
             "lost_acked_writes" => Metric::Violations(CheckerName::LostAcknowledgedWrite),
             "torn_values" => Metric::Violations(CheckerName::FinalState),
@@ -199,7 +216,7 @@ impl Metric {
     }
 }
 
-pub const METRIC_NAMES: &str = "p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, stale_reads, lost_acked_writes, torn_values, linearizability_violations, denied_window(FAULT), first_success(FAULT), recovered(FAULT), failed_after(FAULT); latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";
+pub const METRIC_NAMES: &str = "p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, unsent, achieved_rate, stale_reads, lost_acked_writes, torn_values, linearizability_violations, denied_window(FAULT), first_success(FAULT), recovered(FAULT), failed_after(FAULT); latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {

@@ -2,6 +2,12 @@
 //! expression evaluated in every cell it covers: it passes only if it holds in
 //! all of them, and it is incomplete (never passed) when a cell lacks what it
 //! needs.
+//!
+//! No gate passes on load that was never sent: a cell in which no op
+//! completed, or whose open loop sent less of its schedule than the profile's
+//! `min_sent`, cannot make a gate pass (a failure measured there still
+//! fails it). A gate that names faults covers only the cells whose scenario
+//! schedules them.
 
 pub mod expr;
 
@@ -11,7 +17,7 @@ use crate::metrics::windows::Side;
 use crate::metrics::{CellStats, LatencyStats};
 use crate::plugin::{self, Limits, SpecPlugins};
 use crate::results::{CellResult, GateOutcome, GateResult};
-use crate::spec::{GateRule, GateSpec, PluginRef};
+use crate::spec::{GateRule, GateSpec, PluginRef, ScenarioSpec};
 use expr::{CmpOp, Expr, Metric, MetricRef, Operand};
 
 /// What gates see besides the cells.
@@ -20,6 +26,8 @@ pub struct RunContext<'a> {
     /// The whole plan ran (no `--quick`, `--only` or interruption).
     pub complete: bool,
     pub plugins: &'a SpecPlugins,
+    /// The spec's scenarios: which faults each schedules.
+    pub scenarios: &'a [ScenarioSpec],
 }
 
 pub fn evaluate(gates: &IndexMap<String, GateSpec>, cells: &[CellResult], run: &RunContext) -> Vec<GateResult> {
@@ -58,16 +66,37 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
             return result;
         }
     };
-    let covered: Vec<&CellResult> = cells.iter().filter(in_scope).filter(|c| c.stats.is_some()).collect();
+    // A gate about faults is about the cells that have them.
+    let faults = expr.faults();
+    let has_faults = |c: &&CellResult| {
+        faults.is_empty()
+            || run
+                .scenarios
+                .iter()
+                .find(|s| s.name == c.scenario)
+                .is_none_or(|s| faults.iter().all(|f| s.faults.iter().any(|x| &x.name == f)))
+    };
+    let covered: Vec<&CellResult> =
+        cells.iter().filter(in_scope).filter(has_faults).filter(|c| c.stats.is_some()).collect();
     if covered.is_empty() {
-        result.evidence = NOTHING_MEASURED.into();
+        result.evidence = match faults.is_empty() {
+            true => NOTHING_MEASURED.into(),
+            false => format!("no measured cell of a scenario with the fault {}", faults.join(", ")),
+        };
         return result;
     }
+    let reads_schedule = expr.reads_schedule();
     let mut failures = Vec::new();
     let mut missing = Vec::new();
     let mut worst: Option<(f64, String)> = None;
     for cell in &covered {
-        match eval(&expr, cell) {
+        let verdict = eval(&expr, cell);
+        // What was measured may fail a gate, but it passes only on the load asked for.
+        let unmeasured = if reads_schedule { None } else { load_not_sent(cell) };
+        match verdict {
+            Ok((true, _)) if unmeasured.is_some() => {
+                missing.push(format!("{}: {}", cell.label(), unmeasured.unwrap_or_default()))
+            }
             Ok((true, _)) => {
                 if let Expr::Compare(Operand::Metric(m), op, _) = &expr {
                     if let Some(v) = metric_value(m, cell).ok().flatten() {
@@ -103,6 +132,30 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
         };
     }
     result
+}
+
+/// Why a cell's measurements cannot earn a pass: nothing completed, or an
+/// open loop sent less of its schedule than its profile's `min_sent`.
+fn load_not_sent(cell: &CellResult) -> Option<String> {
+    let stats = cell.stats.as_ref()?;
+    let under_sent = stats.open_loop.filter(|o| o.sent_fraction() < o.min_sent).map(|open| {
+        format!(
+            "the open loop sent {} of the {} ops its schedule had due ({:.1}%, below min_sent {}%): {} unsent, {:.0}/s of {}/s asked",
+            crate::report::thousands(open.sent),
+            crate::report::thousands(open.due),
+            open.sent_fraction() * 100.0,
+            trim(open.min_sent * 100.0),
+            crate::report::thousands(open.unsent),
+            open.achieved_rate,
+            trim(open.rate)
+        )
+    });
+    let nothing = (stats.ok + stats.failed == 0).then_some("no op completed in the measured window");
+    match (nothing, under_sent) {
+        (Some(n), Some(u)) => Some(format!("{n}; {u}")),
+        (Some(n), None) => Some(n.to_string()),
+        (None, u) => u,
+    }
 }
 
 fn abbreviate(items: &[String]) -> String {
@@ -184,6 +237,11 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
         Metric::ScheduleLag => {
             Some(stats.schedule_lag_ms.as_ref().ok_or("schedule_lag applies only to open-loop profiles")?.p99)
         }
+        // A closed loop has no schedule, so it owes nothing.
+        Metric::Unsent => Some(stats.open_loop.map_or(0.0, |o| o.unsent as f64)),
+        Metric::AchievedRate => {
+            Some(stats.open_loop.ok_or("achieved_rate applies only to open-loop profiles")?.achieved_rate)
+        }
         Metric::DeniedWindow | Metric::FirstSuccess | Metric::Recovered | Metric::FailedAfter => {
             let name = m.fault.as_deref().unwrap_or_default();
             let impact = stats
@@ -191,11 +249,16 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
                 .iter()
                 .find(|f| f.fault == name)
                 .ok_or_else(|| format!("no fault named `{name}` was applied and confirmed in this cell"))?;
+            // Not recovered by the end of the cell: every bound on these fails.
+            let unbounded = |v: Option<f64>| match impact.not_recovered {
+                true => Some(f64::INFINITY),
+                false => v.map(|s| s * 1e3),
+            };
             match m.metric {
                 // Nothing failed: no window at all.
-                Metric::DeniedWindow => Some(impact.denied_window_s.unwrap_or(0.0) * 1e3),
-                Metric::FirstSuccess => impact.first_success_s.map(|s| s * 1e3),
-                Metric::Recovered => impact.recovered_s.map(|s| s * 1e3),
+                Metric::DeniedWindow => unbounded(Some(impact.denied_window_s.unwrap_or(0.0))),
+                Metric::FirstSuccess => unbounded(impact.first_success_s),
+                Metric::Recovered => unbounded(impact.recovered_s),
                 _ => Some(impact.failed as f64),
             }
         }
@@ -260,6 +323,8 @@ fn describe(m: &MetricRef) -> String {
         Metric::Hangs => "hangs".into(),
         Metric::OverDeadline => "over_deadline".into(),
         Metric::ScheduleLag => "schedule_lag".into(),
+        Metric::Unsent => "unsent".into(),
+        Metric::AchievedRate => "achieved_rate".into(),
         Metric::DeniedWindow => "denied_window".into(),
         Metric::FirstSuccess => "first_success".into(),
         Metric::Recovered => "recovered".into(),
@@ -281,9 +346,11 @@ fn describe(m: &MetricRef) -> String {
 }
 
 fn format_value(metric: Metric, v: f64) -> String {
-    if metric.is_duration() {
+    if v == f64::INFINITY {
+        "unbounded (not recovered by the end of the cell)".into()
+    } else if metric.is_duration() {
         crate::spec::units::format_duration(std::time::Duration::from_secs_f64(v.max(0.0) / 1e3))
-    } else if metric == Metric::Throughput {
+    } else if matches!(metric, Metric::Throughput | Metric::AchievedRate) {
         format!("{v:.0}/s")
     } else if metric == Metric::ErrorRate {
         format!("{}%", trim(v * 100.0))
@@ -341,7 +408,11 @@ mod tests {
     /// Built-in gates need no plugins and no run context.
     fn evaluate(gates: &IndexMap<String, GateSpec>, cells: &[CellResult]) -> Vec<GateResult> {
         let plugins = SpecPlugins::none();
-        super::evaluate(gates, cells, &RunContext { run_name: "test", complete: true, plugins: &plugins })
+        super::evaluate(
+            gates,
+            cells,
+            &RunContext { run_name: "test", complete: true, plugins: &plugins, scenarios: &[] },
+        )
     }
 
     fn cell(profile: &str, get_p99: Option<f64>, errors: u64) -> CellResult {
@@ -381,6 +452,8 @@ mod tests {
                 per_op: [("get".to_string(), get)].into_iter().collect(),
                 timeline: vec![],
                 schedule_lag_ms: None,
+                open_loop: None,
+                error_labels: vec![],
                 fault_impact: vec![],
                 window_latency: vec![],
             }),

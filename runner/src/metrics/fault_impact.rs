@@ -3,6 +3,12 @@
 //! success after that, and when throughput came back to 90% of what it was
 //! before — the MongoDB seed's failover table. Built from a 10 ms timeline
 //! that cells with faults record beside the per-second one.
+//!
+//! A fault is measured to its real end: the last fault's span runs past the
+//! measured window over every op the cell still waited for, and a target that
+//! served no op successfully after its last failure has *not recovered*: its
+//! denied window is unbounded (a gate bounding it fails), never the window's
+//! length passed off as a measurement.
 
 use serde::{Deserialize, Serialize};
 
@@ -62,16 +68,18 @@ impl FineTimeline {
     }
 
     /// Impacts of faults requested at `faults` (name, seconds into the
-    /// window), each measured until the next fault or the window's end.
+    /// window), each measured until the next fault or, for the last one, over
+    /// every op of the cell: also those that ended after the window closed.
     pub fn impacts(&self, faults: &[(String, f64)], window_s: f64) -> Vec<FaultImpact> {
         let to_bucket = |s: f64| ((s.max(0.0) * 1e6) as u64 / BUCKET_US) as usize;
         let end_bucket = to_bucket(window_s).max(1).min(self.buckets.len());
+        let last_bucket = self.buckets.len();
         faults
             .iter()
             .enumerate()
             .map(|(k, (name, at))| {
-                let from = to_bucket(*at).min(end_bucket);
-                let until = faults.get(k + 1).map_or(end_bucket, |(_, next)| to_bucket(*next).min(end_bucket));
+                let from = to_bucket(*at).min(last_bucket);
+                let until = faults.get(k + 1).map_or(last_bucket, |(_, next)| to_bucket(*next).min(last_bucket));
                 let span = &self.buckets[from..until.max(from)];
                 let at_us = (*at * 1e6) as u64;
                 let (ops, failed) = span.iter().fold((0, 0), |(o, f), b| (o + b.ok + b.failed, f + b.failed));
@@ -100,19 +108,24 @@ impl FineTimeline {
                 let per_second = (1_000_000 / BUCKET_US) as usize;
                 let recovered = (baseline > 0.0)
                     .then(|| {
-                        (start..until.saturating_sub(per_second)).step_by(10).find(|&j| {
+                        (start..until.min(end_bucket).saturating_sub(per_second)).step_by(10).find(|&j| {
                             let ok: u64 = self.buckets[j..j + per_second].iter().map(|b| b.ok).sum();
                             ok as f64 >= 0.9 * baseline
                         })
                     })
                     .flatten();
                 let rel = |us: u64| (us as f64 / 1e6 - at).max(0.0);
+                // Failures and no success after the last of them: still down
+                // when the cell ended, however long it waited.
+                let not_recovered = last_fail_end.is_some() && first_success.is_none();
                 FaultImpact {
                     fault: name.clone(),
                     ops,
                     failed,
                     max_latency_ms,
-                    denied_window_s: last_fail_end.map(rel),
+                    denied_window_s: last_fail_end.map(rel).filter(|_| !not_recovered),
+                    denied_at_least_s: last_fail_end.map(rel).filter(|_| not_recovered),
+                    not_recovered,
                     first_success_s: first_success.map(rel),
                     throughput_before: baseline,
                     recovered_s: recovered.map(|j| rel(j as u64 * BUCKET_US)),
@@ -126,13 +139,22 @@ impl FineTimeline {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FaultImpact {
     pub fault: String,
-    /// Ops that ended between this fault and the next (or the window's end).
+    /// Ops that ended between this fault and the next (the last fault: until
+    /// the cell's last op ended, also after the window).
     pub ops: u64,
     pub failed: u64,
     /// Longest op, failures included.
     pub max_latency_ms: f64,
-    /// Until the last failed op ended; absent when nothing failed.
+    /// Until the last failed op ended; absent when nothing failed, and when
+    /// the target had not recovered (see `not_recovered`).
     pub denied_window_s: Option<f64>,
+    /// Not recovered: until the last failed op the cell saw, a lower bound.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub denied_at_least_s: Option<f64>,
+    /// Ops failed after the fault and none succeeded after the last failure,
+    /// up to the end of the cell: the denied window is unbounded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_recovered: bool,
     /// The first success after the last failure (after the fault, if none failed).
     pub first_success_s: Option<f64>,
     /// Successful ops per second in the 10 s before the fault.
@@ -173,5 +195,27 @@ mod tests {
         assert_eq!((impact.failed, impact.denied_window_s), (0, None));
         assert!(impact.first_success_s.unwrap() < 0.002);
         assert_eq!(impact.recovered_s, Some(0.0));
+    }
+
+    #[test]
+    fn a_target_that_never_comes_back_has_an_unbounded_denied_window() {
+        let mut t = FineTimeline::default();
+        // 1000 ok/s for 2 s; killed at 2 s of a 3 s window: every op fails
+        // after that, the last ones (their deadlines) 1.5 s after the window.
+        for ms in 0..2000u64 {
+            t.record(ms * 1000, 100, true);
+        }
+        for ms in 2000..3000u64 {
+            t.record(ms * 1000, 100, false);
+        }
+        for ms in 0..32u64 {
+            t.record(4_500_000 + ms, 1_500_000, false);
+        }
+        let impact = &t.impacts(&[("crash".into(), 2.0)], 3.0)[0];
+        assert!(impact.not_recovered, "{impact:?}");
+        assert_eq!(impact.denied_window_s, None, "no bounded window is claimed");
+        assert!((impact.denied_at_least_s.unwrap() - 2.5).abs() < 0.01, "{impact:?}");
+        assert_eq!(impact.failed, 1032, "failures after the window's end count too");
+        assert_eq!((impact.first_success_s, impact.recovered_s), (None, None));
     }
 }

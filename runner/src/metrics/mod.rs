@@ -70,21 +70,26 @@ impl ErrorCounts {
     }
 }
 
-/// What the progress display reads while a cell runs.
+/// What the progress display reads while a cell runs. `ok` and `failed`
+/// count exactly what the cell's result will count (ops of the measured
+/// window), so the live numbers never disagree with the final ones; warm-up
+/// ops only feed the rate.
 #[derive(Debug, Default)]
 pub struct LiveCounters {
     pub ok: AtomicU64,
     pub failed: AtomicU64,
+    pub warmup: AtomicU64,
 }
 
 impl LiveCounters {
-    pub fn snapshot(&self) -> (u64, u64) {
-        (self.ok.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed))
+    /// (ok, failed) in the measured window, and warm-up ops.
+    pub fn snapshot(&self) -> (u64, u64, u64) {
+        (self.ok.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed), self.warmup.load(Ordering::Relaxed))
     }
 }
 
 /// One completed op as the executor saw it.
-pub struct Completion {
+pub struct Completion<'a> {
     pub kind: OpKind,
     /// Which window the op belongs to: when it was issued in a closed loop,
     /// when it was due in an open loop.
@@ -96,6 +101,104 @@ pub struct Completion {
     pub result: Result<(), ErrorClass>,
     /// Finished more than `over_deadline_after` past its deadline.
     pub over_deadline: bool,
+    /// A failure's own words: the server's error reply, or why the
+    /// connection broke; empty when there are none.
+    pub detail: &'a [u8],
+}
+
+/// How many distinct messages each error label keeps as examples.
+const EXAMPLES_PER_LABEL: usize = 3;
+/// Longest example message kept, in bytes.
+const EXAMPLE_MAX_LEN: usize = 200;
+
+/// Failures under one label: the error class, refined for server errors by
+/// the server's own error code (`server LOADING`, `server READONLY`), with
+/// the first few distinct messages as examples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorLabel {
+    pub label: String,
+    pub count: u64,
+    pub examples: Vec<String>,
+}
+
+/// The label a failure is counted under.
+fn error_label(class: ErrorClass, detail: &[u8]) -> (&'static str, &[u8]) {
+    match class {
+        ErrorClass::Deadline => ("deadline", &[]),
+        ErrorClass::Connection => ("connection", &[]),
+        ErrorClass::Hang => ("hang", &[]),
+        // Redis-style errors start with an upper-case code.
+        ErrorClass::Server => {
+            let code = detail.split(|b| *b == b' ').next().unwrap_or_default();
+            let is_code =
+                !code.is_empty() && code.len() <= 40 && code.iter().all(|b| b.is_ascii_uppercase() || *b == b'_');
+            ("server", if is_code { code } else { &[] })
+        }
+    }
+}
+
+fn example_text(class: ErrorClass, detail: &[u8]) -> String {
+    if detail.is_empty() {
+        return match class {
+            ErrorClass::Deadline => "no reply by the op's deadline".into(),
+            ErrorClass::Connection => "the connection broke".into(),
+            ErrorClass::Hang => "still running past the hang watchdog".into(),
+            ErrorClass::Server => "an error reply".into(),
+        };
+    }
+    let text = String::from_utf8_lossy(&detail[..detail.len().min(EXAMPLE_MAX_LEN)]);
+    text.trim().to_string()
+}
+
+fn count_label(labels: &mut Vec<ErrorLabel>, class: ErrorClass, detail: &[u8]) {
+    let (name, code) = error_label(class, detail);
+    let matches = |l: &ErrorLabel| {
+        let have = l.label.as_bytes();
+        match code.is_empty() {
+            true => have == name.as_bytes(),
+            false => {
+                have.len() == name.len() + 1 + code.len()
+                    && have.starts_with(name.as_bytes())
+                    && have[name.len()] == b' '
+                    && have.ends_with(code)
+            }
+        }
+    };
+    let index = match labels.iter().position(matches) {
+        Some(i) => i,
+        None => {
+            let label = match code.is_empty() {
+                true => name.to_string(),
+                false => format!("{name} {}", String::from_utf8_lossy(code)),
+            };
+            labels.push(ErrorLabel { label, count: 0, examples: Vec::new() });
+            labels.len() - 1
+        }
+    };
+    let entry = &mut labels[index];
+    entry.count += 1;
+    if entry.examples.len() < EXAMPLES_PER_LABEL {
+        let text = example_text(class, detail);
+        if !entry.examples.contains(&text) {
+            entry.examples.push(text);
+        }
+    }
+}
+
+fn merge_labels(mine: &mut Vec<ErrorLabel>, theirs: Vec<ErrorLabel>) {
+    for t in theirs {
+        match mine.iter_mut().find(|m| m.label == t.label) {
+            Some(m) => {
+                m.count += t.count;
+                for e in t.examples {
+                    if m.examples.len() < EXAMPLES_PER_LABEL && !m.examples.contains(&e) {
+                        m.examples.push(e);
+                    }
+                }
+            }
+            None => mine.push(t),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -146,6 +249,9 @@ pub struct Recorder {
     /// Cells with faults, when a gate asks for latency before/during/after
     /// one: every success (12 bytes an op).
     windows: Option<WindowSamples>,
+    labels: Vec<ErrorLabel>,
+    /// Open loop: ops due in the window that were never sent.
+    unsent: u64,
     measure_from: Instant,
     live: Arc<LiveCounters>,
 }
@@ -169,19 +275,25 @@ impl Recorder {
             schedule_lag: open_loop.then(new_histogram),
             fine: with_faults.then(FineTimeline::default),
             windows: keep_windows.then(WindowSamples::default),
+            labels: Vec::new(),
+            unsent: 0,
             measure_from,
             live,
         }
     }
 
     pub fn record(&mut self, c: &Completion) {
-        match c.result {
-            Ok(()) => self.live.ok.fetch_add(1, Ordering::Relaxed),
-            Err(_) => self.live.failed.fetch_add(1, Ordering::Relaxed),
-        };
         if c.issued < self.measure_from {
+            self.live.warmup.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        match c.result {
+            Ok(()) => self.live.ok.fetch_add(1, Ordering::Relaxed),
+            Err(class) => {
+                count_label(&mut self.labels, class, c.detail);
+                self.live.failed.fetch_add(1, Ordering::Relaxed)
+            }
+        };
         let us = (c.end - c.start).as_micros().clamp(1, HIST_MAX_US as u128) as u64;
         let kind = self.kinds[c.kind.index()].as_mut().expect("op kind declared by the workload");
         kind.max_any_us = kind.max_any_us.max(us);
@@ -215,6 +327,12 @@ impl Recorder {
         }
     }
 
+    /// Open loop: ops of the measured window's schedule this client never
+    /// sent (no free slot before the window ended).
+    pub fn record_unsent(&mut self, n: u64) {
+        self.unsent += n;
+    }
+
     /// Open loop: how late an op started against its schedule.
     pub fn record_lag(&mut self, scheduled: Instant, started: Instant) {
         if scheduled < self.measure_from {
@@ -233,6 +351,8 @@ pub struct CellMetrics {
     schedule_lag: Option<Histogram<u64>>,
     fine: Option<FineTimeline>,
     windows: Option<WindowSamples>,
+    labels: Vec<ErrorLabel>,
+    unsent: u64,
 }
 
 impl CellMetrics {
@@ -243,6 +363,8 @@ impl CellMetrics {
             schedule_lag: None,
             fine: None,
             windows: None,
+            labels: Vec::new(),
+            unsent: 0,
         }
     }
 
@@ -271,6 +393,8 @@ impl CellMetrics {
         if let Some(lag) = r.schedule_lag {
             self.schedule_lag.get_or_insert_with(new_histogram).add(&lag).expect("same histogram bounds");
         }
+        merge_labels(&mut self.labels, r.labels);
+        self.unsent += r.unsent;
     }
 
     /// Summarizes over the measured window. `window` is the intended length of
@@ -286,7 +410,9 @@ impl CellMetrics {
         self.windows.as_ref().map(|w| w.latencies(faults, &kinds, window.as_secs_f64())).unwrap_or_default()
     }
 
-    pub fn summarize(&self, window: Duration) -> CellStats {
+    /// Summarizes over the measured window; an open loop's sent ops are
+    /// accounted against its schedule.
+    pub fn summarize(&self, window: Duration, open: Option<&crate::spec::OpenSpec>) -> CellStats {
         let secs = window.as_secs_f64().max(1e-9);
         let mut per_op = indexmap::IndexMap::new();
         let mut errors = ErrorCounts::default();
@@ -342,6 +468,22 @@ impl CellMetrics {
             per_op,
             timeline,
             schedule_lag_ms: self.schedule_lag.as_ref().and_then(LatencyStats::from_histogram),
+            open_loop: open.map(|o| {
+                let sent = self.schedule_lag.as_ref().map_or(0, |h| h.len());
+                OpenLoopStats {
+                    rate: o.rate,
+                    min_sent: o.min_sent,
+                    due: sent + self.unsent,
+                    sent,
+                    unsent: self.unsent,
+                    achieved_rate: sent as f64 / secs,
+                }
+            }),
+            error_labels: {
+                let mut labels = self.labels.clone();
+                labels.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.label.cmp(&b.label)));
+                labels
+            },
             fault_impact: Vec::new(),
             window_latency: Vec::new(),
         }
@@ -362,12 +504,47 @@ pub struct CellStats {
     /// Open loop only: how late ops started against the schedule.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub schedule_lag_ms: Option<LatencyStats>,
+    /// Open loop only: the schedule against what was sent.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub open_loop: Option<OpenLoopStats>,
+    /// Failures by label, most frequent first, with example messages.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub error_labels: Vec<ErrorLabel>,
     /// Cells with faults: what each fault cost.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub fault_impact: Vec<FaultImpact>,
     /// Cells with faults: latency before, during and after each fault.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub window_latency: Vec<WindowLatency>,
+}
+
+/// An open loop's accounting: every op due in the measured window was sent
+/// (and then succeeded or failed) or is counted as unsent — due, but no free
+/// slot came before the window ended (k6's dropped iterations).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OpenLoopStats {
+    /// The rate the profile asked for, ops per second.
+    pub rate: f64,
+    /// The share of the schedule that must be sent for the cell to count
+    /// as measured (the profile's `min_sent`).
+    pub min_sent: f64,
+    /// Ops the schedule had due in the measured window.
+    pub due: u64,
+    pub sent: u64,
+    pub unsent: u64,
+    /// Ops sent per second of the window.
+    pub achieved_rate: f64,
+}
+
+impl OpenLoopStats {
+    /// The share of the schedule that was sent (1 when nothing was due).
+    pub fn sent_fraction(&self) -> f64 {
+        if self.due == 0 {
+            1.0
+        } else {
+            self.sent as f64 / self.due as f64
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -437,6 +614,7 @@ mod tests {
             end: start + Duration::from_millis(ms),
             result,
             over_deadline: false,
+            detail: b"",
         };
         r.record(&done(t0, 3, Ok(())));
         r.record(&done(measure_from, 2, Ok(())));
@@ -444,8 +622,9 @@ mod tests {
         r.record(&done(measure_from + Duration::from_millis(1500), 5000, Err(ErrorClass::Deadline)));
         let mut cell = CellMetrics::new();
         cell.merge(r);
-        let s = cell.summarize(Duration::from_secs(2));
-        assert_eq!(live.snapshot(), (3, 1));
+        let s = cell.summarize(Duration::from_secs(2), None);
+        // Live counters count what the result counts; warm-up only feeds the rate.
+        assert_eq!(live.snapshot(), (2, 1, 1));
         assert_eq!((s.ok, s.failed, s.errors.deadline), (2, 1, 1));
         assert_eq!(s.throughput, 1.0);
         let get = &s.per_op["get"];

@@ -113,7 +113,11 @@ fn cell(c: &CellResult) -> wit::CellSummary {
                 confirmed_s: f.confirmed_s,
                 healed_s: f.healed_s,
                 error: f.error.clone(),
-                denied_window_s: at(impact.and_then(|i| i.denied_window_s)),
+                // Not recovered by the end of the cell: an unbounded window.
+                denied_window_s: match impact.is_some_and(|i| i.not_recovered) {
+                    true => Some(f64::INFINITY),
+                    false => at(impact.and_then(|i| i.denied_window_s)),
+                },
                 first_success_s: at(impact.and_then(|i| i.first_success_s)),
                 recovered_s: at(impact.and_then(|i| i.recovered_s)),
             }

@@ -372,6 +372,15 @@ pub struct OpenSpec {
     /// intended start).
     #[serde(default = "default_open_in_flight")]
     pub in_flight: u32,
+    /// The share of the schedule (0 to 1) that must be sent for the cell to
+    /// count as measured; below it no gate passes on the cell, as its load
+    /// was not what the spec asked for.
+    #[serde(default = "default_min_sent")]
+    pub min_sent: f64,
+}
+
+fn default_min_sent() -> f64 {
+    0.99
 }
 
 fn default_open_connections() -> u32 {

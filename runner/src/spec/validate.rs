@@ -30,6 +30,12 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
                 if open.connections == 0 || open.in_flight == 0 {
                     return Err((format!("{at}.open"), "connections and in_flight must be at least 1".into()));
                 }
+                if !(0.0..=1.0).contains(&open.min_sent) {
+                    return Err((
+                        format!("{at}.open.min_sent"),
+                        "must be a share of the schedule from 0 to 1, e.g. 0.99".into(),
+                    ));
+                }
             }
             (Some(_), None) => {}
         }

@@ -62,6 +62,9 @@ pub struct Reply {
     pub outcome: Result<(), ErrorClass>,
     /// What a read returned, for the history.
     pub value: ReplyValue,
+    /// An error reply's message, as a range of the decoded input (kept as
+    /// an example of its error class).
+    pub message: Option<std::ops::Range<usize>>,
     /// The reply says this connection points at the wrong server (e.g. a
     /// replica that used to be the primary): the client drops it and dials
     /// again, which finds the current primary.

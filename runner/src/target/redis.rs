@@ -220,7 +220,9 @@ impl WireProtocol for Resp {
             _ => (Ok(()), ReplyValue::None),
         };
         let wrong_server = self.follow_primary && *first == b'-' && not_the_primary(&input[..len]);
-        Ok(Some(Reply { len, outcome, value, wrong_server }))
+        // An error is one line: `-CODE message\r\n`.
+        let message = (*first == b'-').then(|| 1..len - 2);
+        Ok(Some(Reply { len, outcome, value, message, wrong_server }))
     }
 }
 
@@ -292,12 +294,18 @@ mod tests {
     #[test]
     fn decodes_each_reply_type_and_waits_for_complete_ones() {
         let mut r = resp();
-        let ok = |len, value| Some(Reply { len, outcome: Ok(()), value, wrong_server: false });
+        let ok = |len, value| Some(Reply { len, outcome: Ok(()), value, message: None, wrong_server: false });
         let cases: [(&[u8], Option<Reply>); 8] = [
             (b"+OK\r\n", ok(5, ReplyValue::None)),
             (
                 b"-ERR wrong\r\n",
-                Some(Reply { len: 12, outcome: Err(ErrorClass::Server), value: ReplyValue::None, wrong_server: false }),
+                Some(Reply {
+                    len: 12,
+                    outcome: Err(ErrorClass::Server),
+                    value: ReplyValue::None,
+                    message: Some(1..10),
+                    wrong_server: false,
+                }),
             ),
             (b":12\r\n", ok(5, ReplyValue::None)),
             (b"$-1\r\n", ok(5, ReplyValue::Nil)),

@@ -1,0 +1,93 @@
+//! No PASS on load that was never sent, or on a target that never came back:
+//! an open loop accounts for every op due in its window, and a fault's cost
+//! is measured to its real end.
+
+use crate::support::*;
+
+fn open_loop_spec(rate: &str, gate: &str) -> String {
+    format!(
+        "name: open-loop\ntargets:\n  cache: {{kind: redis, provider: process}}\nworkloads:\n  w: {{ops: {{get: 1}}}}\n\
+         profiles:\n  paced: {{open: {{rate: {rate}, connections: 2, in_flight: 8}}}}\n\
+         timing: {{warmup: 500ms, duration: 2s}}\n\
+         scenarios:\n  - {{name: s, target: cache, workload: w, profiles: [paced]}}\ngates:\n  g: {gate}\n"
+    )
+}
+
+fn cell_stats(r: &serde_json::Value) -> &serde_json::Value {
+    &r["cells"][0]["stats"]
+}
+
+/// An open loop asked for far more than two connections can send: the ops
+/// it never sent are counted, and `errors == 0` on what little was sent is
+/// no pass.
+#[test]
+fn an_open_loop_that_cannot_keep_up_is_never_a_pass() {
+    let _load = exclusive();
+    for rate in ["1000000000000", "5000000"] {
+        let (_d, spec) = spec_file(&open_loop_spec(rate, "errors == 0"));
+        let run = run(&spec, &[]);
+        assert_eq!(run.code(), 2, "rate {rate}: {}\n{}", run.stdout(), run.stderr());
+        let r = run.results();
+        assert_eq!(r["verdict"], "INCOMPLETE");
+        let open = &cell_stats(&r)["open_loop"];
+        let (due, sent, unsent) =
+            (open["due"].as_u64().unwrap(), open["sent"].as_u64().unwrap(), open["unsent"].as_u64().unwrap());
+        assert_eq!(due, sent + unsent, "{open}");
+        // Two seconds of the asked rate were due (give or take an op per connection).
+        let asked: f64 = rate.parse().unwrap();
+        assert!((due as f64 - 2.0 * asked).abs() <= 4.0, "rate {rate}: {open}");
+        assert!(sent < due / 2, "rate {rate}: {open}");
+        let achieved = open["achieved_rate"].as_f64().unwrap();
+        assert!((achieved - sent as f64 / 2.0).abs() < 1.0, "{open}");
+        let gate = &r["gates"][0];
+        assert_eq!(gate["result"], "incomplete", "{gate}");
+        assert!(gate["evidence"].as_str().unwrap().contains("unsent"), "{gate}");
+        assert!(run.report().contains("unsent**"), "{}", run.report());
+    }
+    // A gate on the schedule itself judges the cell: it was not kept.
+    let (_d, spec) = spec_file(&open_loop_spec("5000000", "unsent == 0"));
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout(), run.stderr());
+}
+
+/// The control: a rate the lane keeps sends every op due, and passes.
+#[test]
+fn an_open_loop_that_keeps_its_schedule_sends_every_op_due() {
+    let _load = exclusive();
+    let (_d, spec) = spec_file(&open_loop_spec("2000", "errors == 0 and unsent == 0 and achieved_rate >= 1990"));
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    let open = &cell_stats(&r)["open_loop"];
+    assert_eq!(open["due"].as_u64().unwrap(), 4000, "{open}");
+    assert_eq!(open["unsent"].as_u64().unwrap(), 0, "{open}");
+    assert_eq!(cell_stats(&r)["ok"].as_u64().unwrap(), 4000, "every op due was sent and answered");
+}
+
+/// A process target killed and never restarted: its denied window has no
+/// end, so a gate bounding it fails, and every failure after the kill is
+/// counted, also those that ended after the window.
+#[test]
+fn a_target_that_never_recovers_has_an_unbounded_denied_window() {
+    let _load = exclusive();
+    let (_d, spec) = spec_file(
+        "name: crash\ntargets:\n  cache: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\n\
+         profiles:\n  p: {closed: 2x8}\ntiming: {warmup: 0s, duration: 3s, deadline: 500ms}\nscenarios:\n\
+         \x20 - {name: s, target: cache, workload: w, profiles: [p],\n\
+         \x20    faults: [{name: crash, at: 1s, action: kill, target: cache}]}\n\
+         gates:\n  denial: denied_window(crash) <= 3500ms\n  back: first_success(crash) < 10s\n",
+    );
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    let stats = cell_stats(&r);
+    let impact = &stats["fault_impact"][0];
+    assert_eq!(impact["not_recovered"], true, "{impact}");
+    assert!(impact["denied_window_s"].is_null(), "{impact}");
+    assert_eq!(impact["failed"], stats["failed"], "every failure after the kill: {impact} vs {}", stats["failed"]);
+    for gate in r["gates"].as_array().unwrap() {
+        assert_eq!(gate["result"], "fail", "{gate}");
+        assert!(gate["evidence"].as_str().unwrap().contains("not recovered"), "{gate}");
+    }
+    assert!(run.report().contains("unbounded: not recovered by the end of the cell"), "{}", run.report());
+}
