@@ -91,3 +91,29 @@ fn a_target_that_never_recovers_has_an_unbounded_denied_window() {
     }
     assert!(run.report().contains("unbounded: not recovered by the end of the cell"), "{}", run.report());
 }
+
+/// Error replies are kept with examples: counted under the server's own
+/// error code, per cell, in results.json and the report (here a server
+/// whose memory is full refuses writes).
+#[test]
+fn server_errors_are_counted_by_code_with_examples() {
+    let _load = exclusive();
+    let (_d, spec) = spec_file(
+        "name: errors\ntargets:\n  cache: {kind: redis, provider: process, args: [--maxmemory, 2mb]}\n\
+         workloads:\n  w: {ops: {set: 1}, keys: {count: 100000}, value_size: 1KiB}\n\
+         profiles:\n  p: {closed: 1x4}\ntiming: {warmup: 0s, duration: 1s}\n\
+         scenarios:\n  - {name: s, target: cache, workload: w, profiles: [p]}\ngates:\n  g: errors == 0\n",
+    );
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    let stats = cell_stats(&r);
+    let labels = stats["error_labels"].as_array().unwrap();
+    assert_eq!(labels.len(), 1, "{labels:?}");
+    assert_eq!(labels[0]["label"], "server OOM");
+    assert_eq!(labels[0]["count"], stats["errors"]["server"]);
+    assert!(stats["errors"]["server"].as_u64().unwrap() > 10, "{stats}");
+    let example = labels[0]["examples"][0].as_str().unwrap();
+    assert_eq!(example, "OOM command not allowed when used memory > 'maxmemory'.");
+    assert!(run.report().contains(&format!("× server OOM (e.g. “{example}”)")), "{}", run.report());
+}

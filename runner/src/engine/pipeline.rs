@@ -496,3 +496,27 @@ pub struct LaneEnd {
     /// When the workload's shape ran out of ops for it, if it did.
     pub ran_out: Option<Instant>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lanes' counts of what they still owed add up to the schedule,
+    /// exactly, at ordinary and absurd rates.
+    #[test]
+    fn owed_ops_add_up_to_the_schedule() {
+        let t0 = Instant::now();
+        for (rate, lanes) in [(1000.0, 3u64), (600_000.0, 2), (1e12, 2), (0.5, 4), (3.3, 1)] {
+            let (from, until) = (t0 + Duration::from_millis(500), t0 + Duration::from_millis(2500));
+            let lane = |first| Pacing { t0, rate, first, stride: lanes };
+            let owed: u64 = (0..lanes).map(|l| lane(l).due_between(l, from, until)).sum();
+            // Ops i with 0.5 s <= i / rate < 2.5 s.
+            let expected = (2.5 * rate).ceil() as u64 - (0.5 * rate).ceil() as u64;
+            assert!(owed.abs_diff(expected) <= lanes, "rate {rate}: {owed} vs {expected}");
+            // A lane that sent up to some op owes only what comes after it.
+            let sent_up_to = lane(0).due_between(0, t0, from);
+            assert_eq!(lane(0).due_between(sent_up_to * lanes, from, until), lane(0).due_between(0, from, until));
+            assert_eq!(lane(0).due_between(u64::MAX / 2, from, until), 0, "rate {rate}");
+        }
+    }
+}

@@ -520,4 +520,79 @@ mod tests {
         gates[0].profile = Some("a".into());
         assert_eq!(evaluate(&gates, &cells)[0].result, GateOutcome::Pass);
     }
+
+    #[test]
+    fn nothing_completed_or_an_under_sent_schedule_is_never_a_pass() {
+        let mut empty = cell("a", None, 0);
+        let stats = empty.stats.as_mut().unwrap();
+        (stats.ok, stats.per_op["get"].ok) = (0, 0);
+        let r = &evaluate(&gate("errors == 0"), &[empty])[0];
+        assert_eq!(r.result, GateOutcome::Incomplete);
+        assert!(r.evidence.contains("no op completed"), "{}", r.evidence);
+
+        let mut under_sent = cell("a", Some(1.0), 0);
+        under_sent.stats.as_mut().unwrap().open_loop = Some(crate::metrics::OpenLoopStats {
+            rate: 600_000.0,
+            min_sent: 0.99,
+            due: 1_200_000,
+            sent: 54_311,
+            unsent: 1_145_689,
+            achieved_rate: 27_155.5,
+        });
+        let r = &evaluate(&gate("errors == 0"), std::slice::from_ref(&under_sent))[0];
+        assert_eq!(r.result, GateOutcome::Incomplete);
+        assert!(
+            r.evidence.contains("sent 54,311 of the 1,200,000") && r.evidence.contains("1,145,689 unsent"),
+            "{}",
+            r.evidence
+        );
+        // What was measured can still fail; a gate on the schedule itself judges it.
+        assert_eq!(evaluate(&gate("p99(get) < 0.5ms"), std::slice::from_ref(&under_sent))[0].result, GateOutcome::Fail);
+        assert_eq!(evaluate(&gate("unsent == 0"), std::slice::from_ref(&under_sent))[0].result, GateOutcome::Fail);
+        assert_eq!(evaluate(&gate("achieved_rate >= 20000"), &[under_sent])[0].result, GateOutcome::Pass);
+        // A closed loop owes nothing.
+        assert_eq!(evaluate(&gate("unsent == 0"), &[cell("a", Some(1.0), 0)])[0].result, GateOutcome::Pass);
+    }
+
+    #[test]
+    fn a_fault_gate_covers_the_cells_whose_scenario_has_the_fault() {
+        use crate::metrics::fault_impact::FaultImpact;
+        let scenarios: Vec<ScenarioSpec> = serde_json::from_str(
+            r#"[{"name": "calm", "target": "t", "workload": "w", "profiles": ["p"]},
+                {"name": "s", "target": "t", "workload": "w", "profiles": ["p"],
+                 "faults": [{"name": "crash", "at": "1s", "action": "kill", "target": "t"}]}]"#,
+        )
+        .unwrap();
+        let impact = |not_recovered: bool| FaultImpact {
+            fault: "crash".into(),
+            ops: 10,
+            failed: 5,
+            max_latency_ms: 5.0,
+            denied_window_s: (!not_recovered).then_some(0.5),
+            denied_at_least_s: not_recovered.then_some(2.0),
+            not_recovered,
+            first_success_s: (!not_recovered).then_some(0.6),
+            throughput_before: 500.0,
+            recovered_s: None,
+        };
+        let mut calm = cell("p", Some(1.0), 0);
+        calm.scenario = "calm".into();
+        let mut faulted = cell("p", Some(1.0), 0);
+        faulted.stats.as_mut().unwrap().fault_impact = vec![impact(false)];
+        let plugins = SpecPlugins::none();
+        let run = RunContext { run_name: "t", complete: true, plugins: &plugins, scenarios: &scenarios };
+        let eval = |cells: &[CellResult]| super::evaluate(&gate("denied_window(crash) <= 3500ms"), cells, &run);
+        // The calm scenario has no such fault: not in scope, not INCOMPLETE.
+        let r = &eval(&[calm.clone(), faulted.clone()])[0];
+        assert_eq!(r.result, GateOutcome::Pass, "{}", r.evidence);
+        assert!(r.evidence.contains("holds in all 1 cells"), "{}", r.evidence);
+        // A target that never came back: unbounded, and the bound fails.
+        faulted.stats.as_mut().unwrap().fault_impact = vec![impact(true)];
+        let r = &eval(&[calm.clone(), faulted])[0];
+        assert_eq!(r.result, GateOutcome::Fail, "{}", r.evidence);
+        assert!(r.evidence.contains("not recovered"), "{}", r.evidence);
+        // No cell of a scenario with the fault measured: incomplete.
+        let r = &eval(&[calm])[0];
+        assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
+    }
 }
