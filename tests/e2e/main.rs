@@ -9,6 +9,7 @@ mod check_cli;
 mod docker;
 mod failures;
 mod faults;
+mod interrupts;
 mod plugins;
 mod runs;
 mod safety;

@@ -152,6 +152,29 @@ fn gate_plugins_fail_the_run_or_leave_their_gate_incomplete_never_pass() {
     assert_eq!(second.code(), 2, "stdout:\n{}\nstderr:\n{}", second.stdout(), second.stderr());
 }
 
+/// A shape that fails ends its cell's load at once: the fault schedule is
+/// healed and the cell marked failed, instead of idling out its window.
+#[test]
+fn a_failed_shape_ends_its_cell_at_once_even_with_faults_scheduled() {
+    let _load = exclusive();
+    let shape = format!("{{plugin: {}, config: {{mode: loop}}}}", plugin("bad/misbehave-shape.wasm"));
+    let (_dir, path) = spec_file(&format!(
+        "name: loop\ntargets:\n  cache: {{kind: redis, provider: process}}\n\
+         workloads:\n  w:\n    ops: {{get: 50, set: 50}}\n    keys: {{count: 1000}}\n    shape: {shape}\n\
+         profiles:\n  p: {{closed: 2x16}}\ntiming: {{warmup: 0s, duration: 8s, deadline: 500ms}}\n\
+         scenarios:\n  - {{name: s, target: cache, workload: w, profiles: [p],\n\
+         \x20    faults: [{{name: frozen, at: 6s, action: pause, target: cache, heal_after: 1s}}]}}\n\
+         gates:\n  g: errors == 0\n"
+    ));
+    let started = Instant::now();
+    let run = run(&path, &[]);
+    assert_eq!(run.code(), 2, "{}\n{}", run.stdout(), run.stderr());
+    assert!(started.elapsed() < Duration::from_secs(5), "the 8 s window was sat out: {:?}", started.elapsed());
+    let cell = &run.results()["cells"][0];
+    assert_eq!(cell["status"], "failed", "{cell}");
+    assert!(cell["error"].as_str().unwrap().contains("ran past its 50ms deadline"), "{cell}");
+}
+
 #[test]
 fn plugin_check_names_the_world_or_what_is_wrong() {
     // The first check of the Python component compiles it (seconds of both

@@ -1,0 +1,150 @@
+//! Interrupted at random points, during start-up and during active faults, a
+//! run leaves nothing behind: after SIGINT or SIGTERM faultline heals its
+//! faults and removes what it started; after SIGKILL `faultline teardown`
+//! does. Containers, networks, host firewall rules and processes are compared
+//! before and after. The interrupt points come from a seed printed with each
+//! failure, so a failing point can be replayed.
+
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::support::*;
+
+/// Everything a run could leave behind on the host.
+#[derive(Debug, PartialEq)]
+struct Host {
+    containers: BTreeSet<String>,
+    networks: BTreeSet<String>,
+    firewall: BTreeSet<String>,
+    processes: BTreeSet<String>,
+}
+
+fn host(marker: &str) -> Host {
+    let (containers, networks) = docker_snapshot();
+    // Counters change under traffic; the rules themselves must not.
+    let firewall = Command::new("iptables-save")
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| !l.starts_with(['#', ':']))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    Host { containers, networks, firewall, processes: processes_matching(marker).into_iter().collect() }
+}
+
+/// A small xorshift, seeded per test run: the interrupt points.
+struct Points(u64);
+
+impl Points {
+    fn new() -> Points {
+        let seed = std::env::var("FAULTLINE_INTERRUPT_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64 | 1);
+        eprintln!("interrupt points: FAULTLINE_INTERRUPT_SEED={seed}");
+        Points(seed)
+    }
+
+    fn next_ms(&mut self, from: u64, to: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        from + self.0 % (to - from)
+    }
+}
+
+/// Starts `faultline run SPEC ARGS`, sends `signal` after `after`, and
+/// waits for it to end; returns how long the stop took.
+fn interrupt(spec: &std::path::Path, args: &[&str], after: Duration, signal: i32) -> Duration {
+    let out = tempfile::tempdir().unwrap();
+    let mut child = faultline()
+        .arg("run")
+        .arg(spec)
+        .args(args)
+        .arg("--out")
+        .arg(out.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let stopped = Instant::now();
+    let status = child.wait().unwrap();
+    if signal != libc::SIGKILL {
+        // Finished before the signal came (exit 0/1/2 by verdict) or interrupted (2).
+        assert!(status.code().is_some(), "ended by a signal: {status:?}");
+    }
+    stopped.elapsed()
+}
+
+fn check_all_gone(before: &Host, marker: &str, what: &str) {
+    // Removal is confirmed before faultline exits; allow the engine a moment to settle.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let after = host(marker);
+        if &after == before {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what} left something behind:\nbefore {before:#?}\nafter {after:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_process_campaign_interrupted_anywhere_leaves_nothing() {
+    let _load = exclusive();
+    let marker = format!("fl-interrupt-{}", std::process::id());
+    // The server is wrapped in a shell, as users do; a pause fault is in
+    // force during part of the window.
+    let (_d, spec) = spec_file(&format!(
+        "name: interrupts\ntargets:\n  cache:\n    kind: redis\n    provider: process\n    command: sh\n    \
+         args: [-c, 'redis-server --port {{port}} --bind 127.0.0.1 --save \"\" --dbfilename {marker}.rdb']\n\
+         workloads:\n  w: {{ops: {{get: 1, set: 1}}}}\nprofiles:\n  p: {{closed: 2x8}}\n\
+         timing: {{warmup: 200ms, duration: 3s, deadline: 300ms}}\nscenarios:\n\
+         \x20 - {{name: s, target: cache, workload: w, profiles: [p],\n\
+         \x20    faults: [{{name: frozen, at: 1s, action: pause, target: cache, heal_after: 1s}}]}}\n\
+         gates:\n  g: errors >= 0\n"
+    ));
+    let before = host(&marker);
+    let mut points = Points::new();
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
+        let at = Duration::from_millis(points.next_ms(20, 3000));
+        let took = interrupt(&spec, &[], at, signal);
+        let what = format!("signal {signal} after {at:?}");
+        if signal == libc::SIGKILL {
+            let out = faultline().arg("teardown").output().unwrap();
+            assert!(out.status.success(), "teardown: {}", String::from_utf8_lossy(&out.stderr));
+        } else {
+            assert!(took < Duration::from_secs(10), "{what}: took {took:?} to stop");
+        }
+        check_all_gone(&before, &marker, &what);
+    }
+}
+
+#[test]
+fn a_docker_campaign_interrupted_anywhere_leaves_nothing() {
+    let _load = exclusive();
+    let marker = "no-such-process-marker";
+    let before = host(marker);
+    let mut points = Points::new();
+    let spec = repo().join("specs/kv-failover.yaml");
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
+        // Start-up takes a few seconds; faults begin 5 s into the window.
+        let at = Duration::from_millis(points.next_ms(500, 16_000));
+        let took = interrupt(&spec, &["--quick"], at, signal);
+        let what = format!("signal {signal} after {at:?}");
+        if signal == libc::SIGKILL {
+            let out = faultline().arg("teardown").output().unwrap();
+            assert!(out.status.success(), "teardown: {}", String::from_utf8_lossy(&out.stderr));
+        } else {
+            assert!(took < Duration::from_secs(30), "{what}: took {took:?} to stop");
+        }
+        check_all_gone(&before, marker, &what);
+    }
+}
