@@ -4,12 +4,14 @@
 
 mod check;
 mod checker;
+mod command_line;
 mod compare;
 mod docker;
 mod engine;
 mod fault;
 mod gate;
 mod history;
+mod leftovers;
 mod metrics;
 mod plan;
 mod plugin;

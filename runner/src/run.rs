@@ -95,6 +95,9 @@ fn execute(
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let cancel = CancellationToken::new();
     let outcome = runtime.block_on(async {
+        for warning in crate::leftovers::warnings().await {
+            eprintln!("{warning}");
+        }
         let signals = tokio::spawn(cancel_on_signal(cancel.clone(), progress.clone()));
         let engine = Engine {
             spec,

@@ -108,7 +108,7 @@ fn kind_word(k: ResourceKind) -> &'static str {
 }
 
 /// Whether `pid` is a live faultline process (a test binary counts too).
-fn faultline_alive(pid: u32) -> bool {
+pub fn faultline_alive(pid: u32) -> bool {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
     let name = String::from_utf8_lossy(argv0);

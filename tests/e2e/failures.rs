@@ -173,3 +173,14 @@ fn a_crashed_server_fails_the_ops_on_it_and_clients_reconnect_when_it_is_back() 
     let ok: Vec<u64> = timeline.iter().map(|p| p["ok"].as_u64().unwrap()).collect();
     assert!(ok[0] > 100 && ok[2] == 0 && ok[4] > 100, "ok per second: {ok:?}");
 }
+
+#[test]
+fn a_command_line_in_an_error_shows_empty_arguments_quoted() {
+    // redis-server refuses the unknown option and exits before it is ready.
+    let (_d, spec) = spec_file(&never_ready_spec("redis-server", "[--no-such-option, \"two words\"]"));
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 2, "{}", run.stderr());
+    let error = run.results()["errors"][0].as_str().unwrap().to_string();
+    assert!(error.contains("exited with"), "{error}");
+    assert!(error.contains("--bind 127.0.0.1 --save '' --appendonly no --no-such-option 'two words'\n"), "{error}");
+}

@@ -432,7 +432,7 @@ pub enum ReadyCheck {
 impl std::fmt::Display for ReadyCheck {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReadyCheck::Command(c) => write!(f, "ready command `{}`", c.join(" ")),
+            ReadyCheck::Command(c) => write!(f, "ready command `{}`", crate::command_line::shown(c)),
             ReadyCheck::Port { port, .. } => write!(f, "ready when port {port} answers"),
             ReadyCheck::Log(l) => write!(f, "ready when the log shows {l:?}"),
         }

@@ -199,7 +199,7 @@ impl Docker {
     /// A command still running after `timeout` is an error (it keeps
     /// running inside: Docker cannot kill an exec).
     pub async fn exec(&self, c: &Container, cmd: &[String], timeout: Duration) -> anyhow::Result<ExecOutput> {
-        let shown = cmd.join(" ");
+        let shown = crate::command_line::shown(cmd);
         let created = self
             .api
             .create_exec(
@@ -253,7 +253,13 @@ impl Docker {
     pub async fn exec_ok(&self, c: &Container, cmd: &[String], timeout: Duration) -> anyhow::Result<ExecOutput> {
         let out = self.exec(c, cmd, timeout).await?;
         if out.exit_code != 0 {
-            bail!("`{}` in `{}` exited with {}: {}", cmd.join(" "), c.name, out.exit_code, out.combined().trim());
+            bail!(
+                "`{}` in `{}` exited with {}: {}",
+                crate::command_line::shown(cmd),
+                c.name,
+                out.exit_code,
+                out.combined().trim()
+            );
         }
         Ok(out)
     }

@@ -37,6 +37,8 @@ pub struct Owned {
     pub target: String,
     /// The faultline process that created it.
     pub pid: Option<u32>,
+    /// A container's state (`running`, `paused`, `exited`...); empty for a network.
+    pub state: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -80,6 +82,7 @@ impl Docker {
                 run: label_of(&c.labels, RUN_LABEL),
                 target: label_of(&c.labels, TARGET_LABEL),
                 pid: label_of(&c.labels, PID_LABEL).parse().ok(),
+                state: c.state.map(|s| s.to_string()).unwrap_or_default(),
             });
         }
         let networks = self
@@ -95,6 +98,7 @@ impl Docker {
                 run: label_of(&n.labels, RUN_LABEL),
                 target: label_of(&n.labels, TARGET_LABEL),
                 pid: label_of(&n.labels, PID_LABEL).parse().ok(),
+                state: String::new(),
             });
         }
         Ok(out)

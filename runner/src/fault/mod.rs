@@ -62,8 +62,8 @@ pub enum Heal {
 async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
     if let Some(topology) = target.topology() {
         docker::apply(topology, fault, spec).await
-    } else if let Some(pid) = target.pid() {
-        process::apply(pid, &target.name, fault).await
+    } else if let Some(pgid) = target.process_group() {
+        process::apply(pgid, &target.name, fault).await
     } else {
         anyhow::bail!("target `{}` is external: faultline cannot inject faults into it", target.name)
     }

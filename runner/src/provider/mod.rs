@@ -4,6 +4,7 @@
 pub mod docker;
 mod external;
 mod process;
+pub mod process_group;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -38,14 +39,14 @@ impl RunningTarget {
         }
     }
 
-    /// The members and companions of a docker target, with their roles on
-    /// request; None for other providers.
-    #[allow(dead_code)] // for the fault scheduler
-    /// The server process of a `process` target.
-    pub fn pid(&self) -> Option<u32> {
-        self.process.as_ref().and_then(|p| p.pid())
+    /// The process group of a `process` target (its id is the pid of the
+    /// process faultline started); None for other providers.
+    pub fn process_group(&self) -> Option<i32> {
+        self.process.as_ref().map(|p| p.process_group())
     }
 
+    /// The members and companions of a docker target, with their roles on
+    /// request; None for other providers.
     pub fn topology(&self) -> Option<&std::sync::Arc<crate::topology::Topology>> {
         self.docker.as_ref().map(|d| &d.topology)
     }
@@ -65,29 +66,39 @@ pub async fn start(
 }
 
 /// Probes until the target answers or `timeout` passes; the error carries the
-/// last probe failure so the user sees why.
+/// last probe failure so the user sees why. The pause between probes grows
+/// (20 ms to 500 ms) but shrinks again near the deadline, so the last probe
+/// runs just before it rather than a whole pause early.
 pub(crate) async fn wait_ready(
     driver: &dyn TargetDriver,
     uri: &str,
     timeout: Duration,
     mut still_alive: impl FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<ServerInfo> {
+    const FLOOR: Duration = Duration::from_millis(20);
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut delay = Duration::from_millis(20);
+    let mut delay = FLOOR;
+    let mut last_error: Option<String> = None;
     loop {
         still_alive()?;
-        let last_error = match tokio::time::timeout_at(deadline, driver.probe(uri)).await {
+        match tokio::time::timeout_at(deadline, driver.probe(uri)).await {
             Ok(Ok(info)) => return Ok(info),
-            Ok(Err(e)) => format!("{e:#}"),
-            Err(_) => "the probe itself did not finish".to_string(),
-        };
-        if tokio::time::Instant::now() + delay >= deadline {
+            Ok(Err(e)) => last_error = Some(format!("{e:#}")),
+            // Cut short by the deadline: an earlier probe's answer says more.
+            Err(_) => {
+                last_error.get_or_insert_with(|| "the probe itself did not finish".to_string());
+            }
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
             bail!(
-                "did not answer at {uri} within {}; last probe error: {last_error}",
-                crate::spec::units::format_duration(timeout)
+                "did not answer at {uri} within {}; last probe error: {}",
+                crate::spec::units::format_duration(timeout),
+                last_error.unwrap_or_default()
             );
         }
-        tokio::time::sleep(delay).await;
+        let pause = delay.min((deadline - now) / 2).max(FLOOR);
+        tokio::time::sleep_until((now + pause).min(deadline)).await;
         delay = (delay * 2).min(Duration::from_millis(500));
     }
 }

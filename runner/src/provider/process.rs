@@ -1,5 +1,7 @@
 //! Starts a server binary on a free loopback port, waits until it answers,
 //! and stops it again — on success, on error, on Ctrl-C and when dropped.
+//! The server runs in a process group of its own ([`super::process_group`]),
+//! and stopping it stops everything in that group.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,31 +12,80 @@ use std::time::Duration;
 use anyhow::{anyhow, Context};
 use tokio::process::{Child, Command};
 
+use super::process_group::{self, Guardian};
 use super::{wait_ready, RunningTarget};
 use crate::spec::{ProviderKind, TargetSpec};
 use crate::target::TargetDriver;
 
 pub struct ManagedProcess {
     child: Child,
+    /// The group's id: the pid of the process faultline started.
+    pgid: i32,
+    guardian: Guardian,
+    /// The group has been stopped and emptied: nothing to kill on drop.
+    stopped: bool,
     label: String,
 }
 
+/// How long the group gets to exit after SIGTERM before SIGKILL.
+const GRACE: Duration = Duration::from_secs(5);
+
 impl ManagedProcess {
-    pub fn pid(&self) -> Option<u32> {
-        self.child.id()
+    pub fn process_group(&self) -> i32 {
+        self.pgid
     }
 
-    /// SIGTERM, then SIGKILL if it has not exited within 5 s.
+    /// SIGTERM to the whole group, then SIGKILL to what is left of it after
+    /// [`GRACE`]; returns once the started process is reaped and no process
+    /// of the group runs any more (children that outlive it included).
     pub async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
-            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-            if tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await.is_ok() {
+        let _ = process_group::signal(self.pgid, libc::SIGTERM);
+        if !self.wait_until_gone(GRACE).await {
+            let _ = writeln!(
+                std::io::stderr(),
+                "{} did not exit {}s after SIGTERM; killing its process group",
+                self.label,
+                GRACE.as_secs()
+            );
+            let _ = process_group::signal(self.pgid, libc::SIGKILL);
+            if !self.wait_until_gone(Duration::from_secs(2)).await {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "{}: processes of group {} still there after SIGKILL: {:?}",
+                    self.label,
+                    self.pgid,
+                    process_group::live_members(self.pgid)
+                );
                 return;
             }
-            let _ = writeln!(std::io::stderr(), "{} did not exit 5s after SIGTERM; killing it", self.label);
         }
-        let _ = self.child.kill().await;
+        self.stopped = true;
+        self.guardian.dismiss();
+    }
+
+    /// Reaps the leader and waits for the rest of the group, up to `limit`.
+    async fn wait_until_gone(&mut self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let leader_reaped = matches!(self.child.try_wait(), Ok(Some(_)) | Err(_));
+            if leader_reaped && process_group::live_members(self.pgid).is_empty() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for ManagedProcess {
+    /// Dropped without [`ManagedProcess::stop`] (a panic, an abandoned
+    /// start): no time for a grace period, kill the whole group now.
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = process_group::signal(self.pgid, libc::SIGKILL);
+        }
     }
 }
 
@@ -62,13 +113,9 @@ pub async fn start(
 
     let mut cmd = Command::new(&command);
     cmd.args(&args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log).kill_on_drop(true);
-    // SAFETY: prctl in the child between fork and exec only sets a flag. With it
-    // the server dies with faultline even if faultline itself is SIGKILLed.
+    // SAFETY: between fork and exec the child only calls setsid and prctl.
     unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
+        cmd.pre_exec(process_group::detach_into_own_group);
     }
     let child = cmd.spawn().map_err(|e| {
         let hint = match (e.kind(), debian_package(&command)) {
@@ -80,7 +127,17 @@ pub async fn start(
         };
         anyhow!("{label}: cannot start `{command}`: {e}{hint}")
     })?;
-    let mut process = ManagedProcess { child, label: label.clone() };
+    let pgid = child.id().context("the started process has no pid")? as i32;
+    // If the guardian cannot start, the group would be left behind by a
+    // SIGKILLed faultline: refuse rather than run without it.
+    let guardian = match Guardian::watch(pgid) {
+        Ok(g) => g,
+        Err(e) => {
+            let _ = process_group::signal(pgid, libc::SIGKILL);
+            return Err(anyhow!("{label}: cannot start the guardian of its process group: {e}"));
+        }
+    };
+    let mut process = ManagedProcess { child, pgid, guardian, stopped: false, label: label.clone() };
 
     let uri = driver.uri("127.0.0.1", port);
     let ready = wait_ready(driver.as_ref(), &uri, spec.ready_timeout.0, || match process.child.try_wait() {
@@ -100,8 +157,8 @@ pub async fn start(
         Err(e) => {
             process.stop().await;
             Err(anyhow!(
-                "{label}: {e:#}\ncommand: {command} {}\nlast lines of {}:\n{}",
-                args.join(" "),
+                "{label}: {e:#}\ncommand: {}\nlast lines of {}:\n{}",
+                crate::command_line::shown(std::iter::once(&command).chain(&args)),
                 log_path.display(),
                 tail(&log_path, 15)
             ))

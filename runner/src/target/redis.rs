@@ -42,6 +42,19 @@ impl TargetDriver for RedisDriver {
 
     async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {
         let mut conn = admin_connection(uri).await?;
+        // INFO answers while a dataset loads, but commands get -LOADING: only
+        // a PONG and `loading:0` mean the load would be served.
+        let pong: Result<String, redis::RedisError> = redis::cmd("PING").query_async(&mut conn).await;
+        match pong {
+            Ok(p) if p == "PONG" => {}
+            Ok(other) => anyhow::bail!("PING answered `{other}`, not PONG"),
+            Err(e) if e.code() == Some("LOADING") => anyhow::bail!("still loading the dataset (PING: {e})"),
+            Err(e) => return Err(anyhow::Error::new(e).context("PING")),
+        }
+        let persistence: String = redis::cmd("INFO").arg("persistence").query_async(&mut conn).await?;
+        if let Some(progress) = still_loading(&persistence) {
+            anyhow::bail!("still loading the dataset ({progress})");
+        }
         let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await?;
         let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()));
         let version = match (field("redis_version:"), field("valkey_version:")) {
@@ -126,6 +139,18 @@ fn load_connection(stream: TcpStream, workload: Arc<Workload>, follow_primary: b
     // Small requests must leave at once, not wait for Nagle's timer.
     stream.set_nodelay(true)?;
     Ok(Connection { stream, protocol: Box::new(Resp { workload, scratch: Vec::with_capacity(256), follow_primary }) })
+}
+
+/// How far a load has got, if `INFO persistence` says the server is still
+/// loading a dataset (`loading:1`). A server without the field (a
+/// Redis-compatible one) is taken at its PONG.
+fn still_loading(persistence: &str) -> Option<String> {
+    let field = |name: &str| persistence.lines().find_map(|l| l.strip_prefix(name).map(str::trim));
+    let loading = field("loading:").is_some_and(|v| v != "0");
+    loading.then(|| match field("loading_loaded_perc:") {
+        Some(perc) => format!("INFO persistence: loading:1, {perc}% loaded"),
+        None => "INFO persistence: loading:1".to_string(),
+    })
 }
 
 /// A connection for probes and admin reads (not the load path); through

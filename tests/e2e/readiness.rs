@@ -1,0 +1,121 @@
+//! A target is up when it would serve the load: a redis-server still
+//! loading its dataset answers INFO but refuses commands with -LOADING, so
+//! it is not ready until PING answers PONG and `INFO persistence` says
+//! `loading:0`; and the wait tries until its `ready_timeout`, not before.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// A directory holding a dump.rdb of 20,000 keys, written by redis itself.
+fn dataset() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut server = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .args(["--enable-debug-command", "yes", "--dir"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let cli = |args: &[&str]| {
+        let out = Command::new("redis-cli").args(["-p", &port.to_string()]).args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cli(&["PING"]) != "PONG" {
+        assert!(Instant::now() < deadline, "the dataset's redis-server did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(cli(&["DEBUG", "POPULATE", "20000"]), "OK");
+    assert_eq!(cli(&["SAVE"]), "OK");
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(dir.path().join("dump.rdb").exists());
+    dir
+}
+
+/// A redis-server that loads `dir`'s dump.rdb slowly (100 µs a key, about
+/// 2 s), answering -LOADING meanwhile (it serves clients every 1 KiB read).
+fn slow_loading_spec(dir: &Path, ready_timeout: &str) -> String {
+    format!(
+        r#"name: loading
+targets:
+  t:
+    kind: redis
+    provider: process
+    args: [--dir, "{}", --key-load-delay, "100", --loading-process-events-interval-bytes, "1024"]
+    ready_timeout: {ready_timeout}
+workloads:
+  w: {{ops: {{get: 1}}, keys: {{count: 20000}}}}
+profiles:
+  p: {{closed: 1x4}}
+timing: {{warmup: 0s, duration: 1s}}
+scenarios:
+  - {{name: s, target: t, workload: w, profiles: [p]}}
+gates:
+  g: errors == 0
+"#,
+        dir.display()
+    )
+}
+
+#[test]
+fn a_server_loading_its_dataset_is_not_up_until_it_has_loaded() {
+    let _load = exclusive();
+    let data = dataset();
+    let (_d, spec) = spec_file(&slow_loading_spec(data.path(), "20s"));
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let cell = &run.results()["cells"][0];
+    // Not one -LOADING (a server error) in the first cell.
+    assert_eq!(cell["stats"]["failed"], 0, "{}", cell["stats"]);
+    assert_eq!(cell["stats"]["errors"]["server"], 0, "{}", cell["stats"]);
+    assert!(cell["stats"]["ok"].as_u64().unwrap() > 100, "{}", cell["stats"]);
+    let log = std::fs::read_to_string(run.dir.as_ref().unwrap().join("logs/t.log")).unwrap();
+    assert!(log.contains("DB loaded from disk"), "{log}");
+}
+
+#[test]
+fn a_server_still_loading_at_its_ready_timeout_says_so() {
+    let _load = exclusive();
+    let data = dataset();
+    let (_d, spec) = spec_file(&slow_loading_spec(data.path(), "700ms"));
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 2, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    let error = r["errors"][0].as_str().unwrap();
+    assert!(error.contains("within 700ms") && error.contains("still loading the dataset"), "{error}");
+    assert_eq!(r["cells"][0]["status"], "skipped");
+}
+
+/// The server starts listening 250 ms before the 3 s ready_timeout: the
+/// wait must still be probing then (it used to give up after its probe at
+/// about 2.62 s, since the next pause would have crossed the deadline).
+#[test]
+fn the_ready_wait_probes_until_its_deadline() {
+    let _load = exclusive();
+    let spec_text = r#"name: late
+targets:
+  t:
+    kind: redis
+    provider: process
+    command: sh
+    args: [-c, "sleep 2.75; exec redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no"]
+    ready_timeout: 3s
+workloads:
+  w: {ops: {get: 1}}
+profiles:
+  p: {closed: 1x1}
+timing: {warmup: 0s, duration: 500ms}
+scenarios:
+  - {name: s, target: t, workload: w, profiles: [p]}
+gates:
+  g: errors == 0
+"#;
+    let (_d, spec) = spec_file(spec_text);
+    let run = run(&spec, &[]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+}
