@@ -282,7 +282,9 @@ impl Build<'_> {
                 Ok(Err(e)) => format!("{e:#}"),
                 Err(_) => "the probe did not finish".into(),
             };
-            if Instant::now() + Duration::from_millis(200) >= deadline {
+            // Probe until the deadline itself, not a pause before it.
+            let now = Instant::now();
+            if now >= deadline {
                 let e = anyhow!(
                     "the primary was not reachable through `{}` ({uri}) within {}; last probe error: {last}",
                     d.sentinels,
@@ -290,7 +292,7 @@ impl Build<'_> {
                 );
                 return Err((e, group.first().cloned()));
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep_until((now + Duration::from_millis(200)).min(deadline)).await;
         }
     }
 
@@ -360,14 +362,15 @@ impl Build<'_> {
                     }
                 }
             };
-            if Instant::now() + delay >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 bail!(
                     "`{}` did not answer within {}; last probe error: {last}",
                     m.name,
                     crate::spec::units::format_duration(timeout)
                 );
             }
-            tokio::time::sleep(delay).await;
+            tokio::time::sleep_until((now + delay).min(deadline)).await;
             delay = (delay * 2).min(Duration::from_millis(500));
         }
     }
