@@ -416,6 +416,11 @@ pub async fn run(
             }
         }
         let exhausted = ran_out.is_some();
+        // The shape has no more ops and nothing is in flight: done now, not
+        // when the window ends.
+        if exhausted && lane.live == 0 {
+            break;
+        }
 
         // Send what was encoded.
         if let (Some(s), false) = (&mut lane.socket, lane.write_buf.is_empty()) {
