@@ -22,6 +22,9 @@ struct Table<'a> {
     cells: Vec<&'a CellResult>,
     /// Cells with a role timeline: each member's role, one letter a second.
     roles: Vec<RoleTimeline<'a>>,
+    /// Per fault, when its lost writes were acknowledged against the spans
+    /// a demoted primary was still primary.
+    lost_writes: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -55,6 +58,7 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
                     rows: vec![],
                     cells: vec![],
                     roles: vec![],
+                    lost_writes: vec![],
                 });
                 tables.len() - 1
             }
@@ -67,6 +71,11 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
                 repeat: cell.repeat,
                 members: crate::metrics::roles::per_second(&cell.roles, cell.measured_s),
             });
+        }
+        for f in &cell.faults {
+            if let Some(line) = f.lost_writes.as_ref().and_then(crate::checker::lost_write_times::describe) {
+                table.lost_writes.push(format!("{} #{} fault {}: {line}", cell.variant(), cell.repeat, f.name));
+            }
         }
         if let Some(stats) = &cell.stats {
             for (op, s) in &stats.per_op {
