@@ -70,7 +70,7 @@ pub struct DemotedWrites {
 /// The spans as `[from, to]` on the history's clock, for the checker.
 pub fn spans_ns(spans: &[DemotedPrimary], window_start_ns: u64) -> Vec<(u64, u64)> {
     let ns = |s: f64| (window_start_ns as f64 + s * 1e9).max(0.0) as u64;
-    spans.iter().map(|d| (ns(d.from_s), ns(d.to_s))).collect()
+    spans.iter().map(|d| (ns(d.from_s), if d.open_at_end { u64::MAX } else { ns(d.to_s) })).collect()
 }
 
 /// Gives each fault record its share of the lost writes.
@@ -79,7 +79,7 @@ pub fn place(faults: &mut [FaultRecord], spans: &[DemotedPrimary], times: &AckTi
         return;
     }
     let lost_s: Vec<f64> = times.lost.iter().map(|&ns| (ns as f64 - window_start_ns as f64) / 1e9).collect();
-    let inside = |t: f64| spans.iter().any(|d| (d.from_s..=d.to_s).contains(&t));
+    let inside = |t: f64| spans.iter().any(|d| d.contains(t));
     // Fault i's stretch: from its request to the next one's; the first
     // starts at the beginning of time, the last runs to its end.
     let mut order: Vec<usize> = (0..faults.len()).collect();
@@ -95,7 +95,7 @@ pub fn place(faults: &mut [FaultRecord], spans: &[DemotedPrimary], times: &AckTi
         around[stretch(d.seen_s)].demoted_primaries.push(DemotedWrites {
             span: d.clone(),
             acked_writes: times.acked_in_spans.get(n).copied().unwrap_or(0),
-            lost: Spread::of(lost_s.iter().copied().filter(|&t| (d.from_s..=d.to_s).contains(&t))),
+            lost: Spread::of(lost_s.iter().copied().filter(|&t| d.contains(t))),
         });
     }
     for (f, a) in faults.iter_mut().zip(around) {
@@ -138,10 +138,11 @@ pub fn describe(around: &LostWritesAround) -> Option<String> {
     for d in &around.demoted_primaries {
         let s = &d.span;
         parts.push(format!(
-            "{} was a demoted primary still answering as primary ({:.2}–{:.2} s; {} primary since {:.2} s): {} writes acknowledged then (by any member), {} of them lost{}",
+            "{} was a demoted primary still answering as primary ({:.2}–{:.2} s{}; {} primary since {:.2} s): {} writes acknowledged then (by any member), {} of them lost{}",
             s.member,
             s.from_s,
             s.to_s,
+            if s.open_at_end { " and on past the window's end" } else { "" },
             s.successor,
             s.seen_s,
             thousands(d.acked_writes),
@@ -175,8 +176,14 @@ mod tests {
 
     #[test]
     fn lost_writes_are_placed_per_fault_against_the_demoted_primary_spans() {
-        let span =
-            DemotedPrimary { member: "kv-0".into(), successor: "kv-2".into(), from_s: 10.75, seen_s: 11.0, to_s: 14.9 };
+        let span = DemotedPrimary {
+            member: "kv-0".into(),
+            successor: "kv-2".into(),
+            from_s: 10.75,
+            seen_s: 11.0,
+            to_s: 14.9,
+            open_at_end: false,
+        };
         // The window starts 1 s into the history's clock.
         let ns = |s: f64| ((s + 1.0) * 1e9) as u64;
         assert_eq!(spans_ns(std::slice::from_ref(&span), ns(0.0)), [(ns(10.75), ns(14.9))]);

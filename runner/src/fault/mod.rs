@@ -194,6 +194,7 @@ impl FaultAction {
             FaultAction::Isolate => "isolate",
             FaultAction::Rejoin => "rejoin",
             FaultAction::Exec => "exec",
+            FaultAction::Failover => "failover",
         }
     }
 

@@ -112,6 +112,17 @@ pub struct DemotedPrimary {
     /// Latest it can have ended: the first sample that no longer saw it, or
     /// the end of the window.
     pub to_s: f64,
+    /// Still so at the end of the window: it lasted past `to_s`, until the
+    /// Sentinels or the cell's end changed it.
+    #[serde(default)]
+    pub open_at_end: bool,
+}
+
+impl DemotedPrimary {
+    /// Whether `t_s` (seconds into the window) falls inside the span.
+    pub fn contains(&self, t_s: f64) -> bool {
+        t_s >= self.from_s && (self.open_at_end || t_s <= self.to_s)
+    }
 }
 
 /// The spans in which some member said `primary` while another member whose
@@ -169,7 +180,7 @@ pub fn demoted_primaries(changes: &[RoleChange], window_s: f64) -> Vec<DemotedPr
         open.retain(|&(m, n, from_s, seen_s)| {
             let goes_on = demoted.contains(&(m, n));
             if !goes_on {
-                spans.push(span(&members, m, n, from_s, seen_s, at_s));
+                spans.push(span(&members, (m, n), (from_s, seen_s, at_s), false));
             }
             goes_on
         });
@@ -180,14 +191,19 @@ pub fn demoted_primaries(changes: &[RoleChange], window_s: f64) -> Vec<DemotedPr
         }
     }
     for (m, n, from_s, seen_s) in open {
-        spans.push(span(&members, m, n, from_s, seen_s, window_s.max(seen_s)));
+        spans.push(span(&members, (m, n), (from_s, seen_s, window_s.max(seen_s)), true));
     }
     spans.sort_by(|a, b| a.from_s.total_cmp(&b.from_s));
     spans
 }
 
-fn span(members: &[&str], m: usize, n: usize, from_s: f64, seen_s: f64, to_s: f64) -> DemotedPrimary {
-    DemotedPrimary { member: members[m].into(), successor: members[n].into(), from_s, seen_s, to_s }
+fn span(
+    members: &[&str],
+    (m, n): (usize, usize),
+    (from_s, seen_s, to_s): (f64, f64, f64),
+    open_at_end: bool,
+) -> DemotedPrimary {
+    DemotedPrimary { member: members[m].into(), successor: members[n].into(), from_s, seen_s, to_s, open_at_end }
 }
 
 /// One line per member, one letter per second of the window: the role it
