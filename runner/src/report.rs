@@ -73,7 +73,7 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
             });
         }
         for f in &cell.faults {
-            if let Some(line) = f.lost_writes.as_ref().and_then(crate::checker::lost_write_times::describe) {
+            if let Some(line) = crate::checker::lost_write_times::describe(f) {
                 table.lost_writes.push(format!("{} #{} fault {}: {line}", cell.variant(), cell.repeat, f.name));
             }
         }

@@ -108,7 +108,8 @@ pub fn place(faults: &mut [FaultRecord], spans: &[DemotedPrimary], times: &AckTi
 /// answering as primary (10.75–14.90 s; kv-2 primary since 11.00 s): 600,112
 /// writes acknowledged then (by any member), 531,322 of them lost (…)". None
 /// when there is nothing to place.
-pub fn describe(around: &LostWritesAround) -> Option<String> {
+pub fn describe(fault: &FaultRecord) -> Option<String> {
+    let (around, requested_s) = (fault.lost_writes.as_ref()?, fault.requested_s);
     if around.lost.count == 0 && around.demoted_primaries.is_empty() {
         return None;
     }
@@ -128,10 +129,11 @@ pub fn describe(around: &LostWritesAround) -> Option<String> {
         ),
         (n, i, false) if i == n => format!("{} lost writes, all acknowledged {}", thousands(n), between(lost)),
         (n, i, false) => format!(
-            "{} lost writes, {} of them acknowledged outside every demoted-primary span ({}), {} inside",
+            "{} lost writes, {} of them acknowledged outside every demoted-primary span ({}; the fault was requested at {:.2} s), {} inside",
             thousands(n),
             thousands(n - i),
             between(&around.outside_demoted),
+            requested_s,
             thousands(i)
         ),
     });
@@ -202,18 +204,21 @@ mod tests {
         let d = &graceful.demoted_primaries[0];
         assert_eq!((d.acked_writes, d.lost.count), (900, 3));
         assert!((d.lost.first_s.unwrap() - 11.02).abs() < 1e-6 && (d.lost.last_s.unwrap() - 14.87).abs() < 1e-6);
-        let text = describe(&graceful).unwrap();
-        assert!(text.starts_with("4 lost writes, 1 of them acknowledged outside"), "{text}");
+        let text = describe(&faults[1]).unwrap();
+        assert!(
+            text.starts_with("4 lost writes, 1 of them acknowledged outside every demoted-primary span (between 16.00 s and 16.00 s; the fault was requested at 10.00 s), 3 inside"),
+            "{text}"
+        );
         assert!(text.contains("kv-0 was a demoted primary still answering as primary (10.75–14.90 s; kv-2 primary since 11.00 s): 900 writes acknowledged then (by any member), 3 of them lost (acknowledged between 11.02 s and 14.87 s)"), "{text}");
 
         // All inside: said so; nothing lost and no span: nothing to say.
         let times = AckTimes { lost: vec![ns(11.02), ns(14.87)], acked_in_spans: vec![900] };
         let mut faults = [fault("graceful", 10.0)];
         place(&mut faults, std::slice::from_ref(&span), &times, ns(0.0));
-        let text = describe(faults[0].lost_writes.as_ref().unwrap()).unwrap();
+        let text = describe(&faults[0]).unwrap();
         assert!(text.starts_with("2 lost writes, all acknowledged between 11.02 s and 14.87 s; kv-0 was"), "{text}");
         let mut faults = [fault("coordinated", 10.0)];
         place(&mut faults, &[], &AckTimes::default(), ns(0.0));
-        assert_eq!(describe(faults[0].lost_writes.as_ref().unwrap()), None);
+        assert_eq!(describe(&faults[0]), None);
     }
 }

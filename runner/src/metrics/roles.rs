@@ -260,11 +260,20 @@ mod tests {
             change(14.9, "kv-0", "replica"),
         ];
         let spans = demoted_primaries(&graceful, 15.0);
-        let expected =
-            DemotedPrimary { member: "kv-0".into(), successor: "kv-2".into(), from_s: 10.75, seen_s: 11.0, to_s: 14.9 };
+        let expected = DemotedPrimary {
+            member: "kv-0".into(),
+            successor: "kv-2".into(),
+            from_s: 10.75,
+            seen_s: 11.0,
+            to_s: 14.9,
+            open_at_end: false,
+        };
         assert_eq!(spans, [expected.clone()]);
-        // Never demoted within the window: the span runs to its end.
-        assert_eq!(demoted_primaries(&graceful[..4], 15.0), [DemotedPrimary { to_s: 15.0, ..expected }]);
+        assert!(expected.contains(10.75) && expected.contains(14.9) && !expected.contains(14.91));
+        // Never demoted within the window: the span runs past its end.
+        let open = DemotedPrimary { to_s: 15.0, open_at_end: true, ..expected };
+        assert_eq!(demoted_primaries(&graceful[..4], 15.0), [open.clone()]);
+        assert!(open.contains(15.2), "acknowledged after the window by ops it was still waiting for");
         // A killed primary restarted as an empty primary is the stale one,
         // though it said `primary` last; a frozen primary that thaws with no
         // one promoted meanwhile is no one's demoted primary.
