@@ -268,11 +268,11 @@ mod tests {
             to_s: 14.9,
             open_at_end: false,
         };
-        assert_eq!(spans, [expected.clone()]);
+        assert_eq!(spans, std::slice::from_ref(&expected));
         assert!(expected.contains(10.75) && expected.contains(14.9) && !expected.contains(14.91));
         // Never demoted within the window: the span runs past its end.
         let open = DemotedPrimary { to_s: 15.0, open_at_end: true, ..expected };
-        assert_eq!(demoted_primaries(&graceful[..4], 15.0), [open.clone()]);
+        assert_eq!(demoted_primaries(&graceful[..4], 15.0), std::slice::from_ref(&open));
         assert!(open.contains(15.2), "acknowledged after the window by ops it was still waiting for");
         // A killed primary restarted as an empty primary is the stale one,
         // though it said `primary` last; a frozen primary that thaws with no
