@@ -129,7 +129,9 @@ impl DemotedPrimary {
 /// primacy began later said so too (or last said so, if it is unreachable
 /// for a sample). A member that was primary, turned unreachable and came back
 /// primary (paused, killed and restarted) keeps its old, earlier primacy: it
-/// is the stale one, not the member promoted while it was away.
+/// is the stale one, not the member promoted while it was away. Two members
+/// already primary at the first sample (a split left by an earlier cell)
+/// give no span: which of them is stale is not known.
 pub fn demoted_primaries(changes: &[RoleChange], window_s: f64) -> Vec<DemotedPrimary> {
     #[derive(Default, Clone)]
     struct State<'a> {
