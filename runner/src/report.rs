@@ -22,6 +22,9 @@ struct Table<'a> {
     cells: Vec<&'a CellResult>,
     /// Cells with a role timeline: each member's role, one letter a second.
     roles: Vec<RoleTimeline<'a>>,
+    /// Per fault, when its lost writes were acknowledged against the spans
+    /// a demoted primary was still primary.
+    lost_writes: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -55,6 +58,7 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
                     rows: vec![],
                     cells: vec![],
                     roles: vec![],
+                    lost_writes: vec![],
                 });
                 tables.len() - 1
             }
@@ -67,6 +71,11 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
                 repeat: cell.repeat,
                 members: crate::metrics::roles::per_second(&cell.roles, cell.measured_s),
             });
+        }
+        for f in &cell.faults {
+            if let Some(line) = crate::checker::lost_write_times::describe(f) {
+                table.lost_writes.push(format!("{} #{} fault {}: {line}", cell.variant(), cell.repeat, f.name));
+            }
         }
         if let Some(stats) = &cell.stats {
             for (op, s) in &stats.per_op {
@@ -196,6 +205,7 @@ mod tests {
 
     /// Results with every section of the report filled.
     mod synthetic {
+        use crate::checker::lost_write_times::Spread;
         use crate::checker::{CheckResult, CheckStatus};
         use crate::fault::FaultRecord;
         use crate::metrics::fault_impact::FaultImpact;
@@ -280,6 +290,11 @@ mod tests {
                     heal_evidence: String::new(),
                     error: Some("heal failed | twice\nsecond line".into()),
                     output: String::new(),
+                    lost_writes: Some(crate::checker::lost_write_times::LostWritesAround {
+                        lost: Spread { count: 5, first_s: Some(1.0), last_s: Some(2.5) },
+                        demoted_primaries: vec![],
+                        outside_demoted: Spread { count: 5, first_s: Some(1.0), last_s: Some(2.5) },
+                    }),
                 })
                 .collect();
             let stats = CellStats {
@@ -327,8 +342,8 @@ mod tests {
             let roles = match faults.is_empty() {
                 true => vec![],
                 false => vec![
-                    RoleChange { at_s: 0.0, member: "kv-0".into(), role: "primary".into() },
-                    RoleChange { at_s: 0.0, member: "kv-1".into(), role: "replica".into() },
+                    RoleChange { at_s: 0.0, previous_sample_s: 0.0, member: "kv-0".into(), role: "primary".into() },
+                    RoleChange { at_s: 0.0, previous_sample_s: 0.0, member: "kv-1".into(), role: "replica".into() },
                 ],
             };
             CellResult {
@@ -374,6 +389,7 @@ mod tests {
                 ("witness: ", witnesses),
                 (" role: ", members),
                 ("fault error (", fault_errors),
+                ("5 lost writes, acknowledged between", fault_errors),
             ]
         }
     }

@@ -18,7 +18,7 @@ use indexmap::IndexMap;
 
 use crate::docker::{Container, Docker, Network};
 use crate::spec::{ProviderKind, Spec};
-use crate::target::topology::{Role, TopologyKind};
+use crate::target::topology::{FailoverMember, FailoverPlan, Role, TopologyKind};
 use crate::target::TargetDriver;
 
 /// One container of a target.
@@ -297,6 +297,39 @@ impl Topology {
                 .map(|m| vec![m])
                 .ok_or_else(|| anyhow!("`{}` has no companion `{g}[{i}]`", self.target)),
         }
+    }
+
+    /// Switches the primary away from the member that is primary now,
+    /// through the companion group `sentinels` watching it as `group`:
+    /// returns the old primary and the evidence of each step.
+    pub async fn failover(&self, sentinels: &str, group: &str, coordinated: bool) -> anyhow::Result<(Member, String)> {
+        let primary = self.primary().await?;
+        let discovery = self
+            .companions
+            .get(sentinels)
+            .ok_or_else(|| anyhow!("`{}` has no companion group `{sentinels}`", self.target))?;
+        let mut replicas = Vec::new();
+        for m in self.resolve(&Selector::Replicas).await? {
+            replicas.push(self.failover_member(&m).await?);
+        }
+        let mut watchers = Vec::new();
+        for m in discovery {
+            watchers.push(self.failover_member(m).await?);
+        }
+        let plan = FailoverPlan {
+            primary: self.failover_member(&primary).await?,
+            replicas,
+            discovery: watchers,
+            group: group.to_string(),
+            coordinated,
+        };
+        let evidence = self.kind.failover(&plan).await?;
+        Ok((primary, evidence))
+    }
+
+    async fn failover_member(&self, m: &Member) -> anyhow::Result<FailoverMember> {
+        let port = m.port.ok_or_else(|| anyhow!("`{}` has no port (give its group a `port`)", m.name))?;
+        Ok(FailoverMember { name: m.name.clone(), uri: self.uri(m).await?, host: self.ip(m).await?.to_string(), port })
     }
 
     /// The single primary now; an error if there is none or more than one.

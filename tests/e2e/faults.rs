@@ -153,7 +153,10 @@ fn the_kv_failover_campaign_runs_every_fault_and_counts_what_was_lost() {
     let r = run.results();
     let cells = r["cells"].as_array().unwrap();
     let scenarios: Vec<&str> = cells.iter().map(|c| c["scenario"].as_str().unwrap()).collect();
-    assert_eq!(scenarios, ["graceful-failover", "primary-killed", "primary-isolated", "replicas-paused"]);
+    assert_eq!(
+        scenarios,
+        ["coordinated-failover", "graceful-failover", "primary-killed", "primary-isolated", "replicas-paused"]
+    );
     for cell in cells {
         let label = cell["scenario"].as_str().unwrap();
         assert_eq!(cell["status"], "completed", "{label}: {cell}");
@@ -174,7 +177,7 @@ fn the_kv_failover_campaign_runs_every_fault_and_counts_what_was_lost() {
     }
     // The graceful failover shows in the role timeline: another member
     // becomes primary.
-    let graceful = cells[0]["roles"].as_array().unwrap();
+    let graceful = cells[1]["roles"].as_array().unwrap();
     assert!(graceful.iter().any(|c| c["member"] != "kv-0" && c["role"] == "primary"), "no new primary in {graceful:?}");
     // The report counts lost writes per scenario, and the gate on them
     // fails exactly when some were lost.
@@ -184,6 +187,11 @@ fn the_kv_failover_campaign_runs_every_fault_and_counts_what_was_lost() {
         .filter(|k| k["checker"] == "lost-acknowledged-write")
         .map(|k| k["violations"].as_u64().unwrap())
         .sum();
+    // The coordinated failover loses nothing, and its gate says so.
+    let coordinated = cells[0]["checks"].as_array().unwrap().iter().find(|k| k["checker"] == "lost-acknowledged-write");
+    assert_eq!(coordinated.unwrap()["violations"], 0, "{}", cells[0]);
+    let gate = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == "coordinated-loses-nothing").unwrap();
+    assert_eq!(gate["result"], "pass", "{gate}");
     let gate = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == "no-lost-writes").unwrap().clone();
     assert_eq!(gate["result"], if lost > 0 { "fail" } else { "pass" }, "{gate}");
     let report = run.report();

@@ -3,7 +3,10 @@
 //! as an operator would: a primary demoted without its clients being
 //! disconnected answers writes with `-READONLY`, and the load must leave it
 //! for the primary the Sentinel names now. The Sentinels' own failover is in
-//! faults.rs (docker).
+//! faults.rs (docker), and here the lost-write count around a failover, on
+//! containers: a coordinated failover loses nothing, and where a plain one,
+//! an isolated primary or a killed one loses acknowledged writes, the report
+//! places them against the span a demoted primary was still primary.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -166,4 +169,180 @@ gates:
         assert_eq!(lost["status"], "violated", "{lost}");
         assert_eq!(r["targets"][0]["uri"], format!("redis+sentinel://127.0.0.1:{}/m", sentinel.port));
     });
+}
+
+/// Three Redis containers and three Sentinels that fail over after 2 s;
+/// the load follows the primary through them. `{scenarios}` is filled in.
+const SENTINEL_GROUP: &str = r#"name: failover-truth
+targets:
+  kv:
+    kind: redis
+    provider: docker
+    image: faultline/redis:bookworm
+    members: 3
+    tmpfs: ["/data:size=64m"]
+    ready: {log: "Ready to accept connections"}
+    ready_timeout: 30s
+    companions:
+      sentinels:
+        count: 3
+        port: 26379
+        command: sh
+        args:
+          - -c
+          - |
+            printf 'port 26379\nsentinel monitor kv {primary_ip} {port} {quorum}\nsentinel down-after-milliseconds kv 2000\nsentinel failover-timeout kv 10000\n' > /tmp/s.conf
+            exec redis-sentinel /tmp/s.conf
+    discovery: {sentinels: sentinels, master: kv}
+workloads:
+  counters:
+    ops: {get: 60, set: 40}
+    keys: {count: 5000, distribution: zipfian, exponent: 0.99}
+    value_size: {min: 32B, max: 256B}
+profiles:
+  clients: {closed: 2x8}
+timing: {warmup: 500ms, duration: 7s, deadline: 1s}
+checkers: [stale-read-after-ack, lost-acknowledged-write, final-state]
+gates:
+  no-lost-writes: lost_acked_writes == 0
+scenarios:
+"#;
+
+fn lost_check(cell: &serde_json::Value) -> &serde_json::Value {
+    let checks = cell["checks"].as_array().unwrap();
+    checks.iter().find(|k| k["checker"] == "lost-acknowledged-write").unwrap_or_else(|| panic!("{cell}"))
+}
+
+/// The fault's share of the lost writes adds up: inside the spans plus
+/// outside them is all of it, and all of the fault's is the checker's count
+/// (each cell here has one fault).
+fn placement(cell: &serde_json::Value) -> &serde_json::Value {
+    let fault = &cell["faults"][0];
+    let placed = &fault["lost_writes"];
+    let count = |v: &serde_json::Value| v["count"].as_u64().unwrap();
+    assert_eq!(count(&placed["lost"]), lost_check(cell)["violations"].as_u64().unwrap(), "{fault}");
+    let inside: u64 = placed["demoted_primaries"].as_array().unwrap().iter().map(|d| count(&d["lost"])).sum();
+    assert_eq!(inside + count(&placed["outside_demoted"]), count(&placed["lost"]), "{fault}");
+    placed
+}
+
+#[test]
+fn a_coordinated_failover_loses_nothing_and_a_plain_ones_losses_lie_in_the_demoted_primary_span() {
+    let _load = exclusive();
+    let before = docker_snapshot();
+    // Coordinated first, while the group has one primary; it leaves one
+    // primary behind (the old one made a replica at once).
+    let spec = format!(
+        "{SENTINEL_GROUP}{}",
+        r#"  - name: coordinated
+    target: kv
+    workload: counters
+    profiles: [clients]
+    faults: [{name: coordinated, at: 2s, action: failover, target: kv.primary, coordinated: true}]
+  - name: plain
+    target: kv
+    workload: counters
+    profiles: [clients]
+    faults: [{name: plain, at: 2s, action: failover, target: kv.primary}]
+"#
+    );
+    let (_d, spec) = spec_file(&spec);
+    let run = run(&spec, &[]);
+    let r = run.results();
+    let cells = r["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{}\n{}", run.stdout(), run.stderr());
+
+    // The known-good path: the switch happened (another member is primary)
+    // and nothing acknowledged was lost.
+    let coordinated = &cells[0];
+    let fault = &coordinated["faults"][0];
+    assert!(fault.get("error").is_none() && fault["confirmed_s"].is_number(), "{fault}");
+    assert!(fault["evidence"].as_str().unwrap().contains("caught up"), "{fault}");
+    let old = fault["hit"][0].as_str().unwrap().to_string();
+    let roles = coordinated["roles"].as_array().unwrap();
+    assert!(roles.iter().any(|c| c["member"] != old.as_str() && c["role"] == "primary"), "no switch: {roles:?}");
+    let lost = lost_check(coordinated);
+    assert_eq!(lost["status"], "ok", "{lost}");
+    assert!(lost["checked"].as_u64().unwrap() > 1000, "{lost}");
+    assert_eq!(placement(coordinated)["lost"]["count"], 0);
+
+    // The plain failover: the old primary goes on acknowledging writes after
+    // its successor was promoted; the checker counts them lost, and the
+    // report places them inside that span.
+    let plain = &cells[1];
+    let lost = lost_check(plain);
+    assert_eq!(lost["status"], "violated", "{lost}");
+    let placed = placement(plain);
+    let spans = placed["demoted_primaries"].as_array().unwrap();
+    let old = plain["faults"][0]["hit"][0].as_str().unwrap();
+    let span = spans.iter().find(|d| d["member"] == old).unwrap_or_else(|| panic!("{old} never demoted: {placed}"));
+    assert_ne!(span["successor"], old);
+    let (count, inside) = (placed["lost"]["count"].as_u64().unwrap(), span["lost"]["count"].as_u64().unwrap());
+    assert!(inside * 100 >= count * 99, "{inside} of {count} lost writes inside the span: {placed}");
+    assert!(span["lost"]["first_s"].as_f64().unwrap() >= span["from_s"].as_f64().unwrap(), "{span}");
+    let report = run.report();
+    assert!(report.contains("fault plain: "), "{report}");
+    if count == inside {
+        assert!(report.contains("lost writes, all acknowledged between"), "{report}");
+    }
+    assert!(report.contains(&format!("{old} was a demoted primary still answering as primary")), "{report}");
+    let gate = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == "no-lost-writes").unwrap();
+    assert_eq!(gate["result"], "fail", "{gate}");
+    assert_eq!(docker_snapshot(), before, "containers or networks left behind");
+}
+
+#[test]
+fn lost_writes_of_a_killed_or_isolated_primary_are_counted_and_placed() {
+    let _load = exclusive();
+    let before = docker_snapshot();
+    // Killed and started again at once, before the Sentinels act: it comes
+    // back empty (no persistence) and its replicas copy the empty data set.
+    // Then a primary cut off from its peers but not from its clients: the
+    // Sentinels promote another, and it goes on acknowledging writes.
+    let spec = format!(
+        "{SENTINEL_GROUP}{}",
+        r#"  - name: killed
+    target: kv
+    workload: counters
+    profiles: [clients]
+    faults: [{name: killed, at: 2s, action: kill, target: kv.primary, heal_after: 500ms}]
+  - name: isolated
+    target: kv
+    workload: counters
+    profiles: [clients]
+    faults: [{name: isolated, at: 1500ms, action: isolate, target: kv.primary, heal_after: 4s}]
+"#
+    );
+    let (_d, spec) = spec_file(&spec);
+    let run = run(&spec, &[]);
+    let r = run.results();
+    let cells = r["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{}\n{}", run.stdout(), run.stderr());
+    let report = run.report();
+
+    // Killed: the checker judged, and what it counts is what is placed.
+    let killed = &cells[0];
+    let lost = lost_check(killed);
+    assert_ne!(lost["status"], "unknown", "{lost}");
+    placement(killed);
+    if lost["violations"].as_u64().unwrap() > 0 {
+        assert!(report.contains("fault killed: "), "{report}");
+    }
+
+    // Isolated: writes acknowledged by the cut-off primary are lost, and
+    // every write acknowledged while it was a demoted primary with a
+    // successor is one of them (the load stays on it: it never refuses).
+    let isolated = &cells[1];
+    let lost = lost_check(isolated);
+    assert_eq!(lost["status"], "violated", "{lost}");
+    let placed = placement(isolated);
+    let old = isolated["faults"][0]["hit"][0].as_str().unwrap();
+    let spans = placed["demoted_primaries"].as_array().unwrap();
+    let span = spans.iter().find(|d| d["member"] == old).unwrap_or_else(|| panic!("{old} never demoted: {placed}"));
+    let inside = span["lost"]["count"].as_u64().unwrap();
+    assert!(inside > 0, "{span}");
+    assert!(inside * 100 >= span["acked_writes"].as_u64().unwrap() * 95, "{span}");
+    assert!(report.contains("fault isolated: "), "{report}");
+    assert!(report.contains(&format!("{old} was a demoted primary still answering as primary")), "{report}");
+    assert_eq!(docker_snapshot(), before, "containers or networks left behind");
 }

@@ -7,13 +7,25 @@
 //! was invoked), or when the key holds no value of this cell at all. A final
 //! value from a write of unknown outcome may have landed at any time after
 //! its invocation, so it supersedes nothing with certainty and loses nothing.
+//!
+//! Besides the count it keeps when each lost write was acknowledged, and how
+//! many writes were acknowledged inside each given span (a demoted primary's,
+//! see [`super::lost_write_times`]), so the count can be shown to be true.
 
 use std::collections::HashMap;
 
+use super::lost_write_times::AckTimes;
 use super::{describe_write, ms, CheckResult, CheckerName, Writes, WITNESSES};
 use crate::history::{parse_value, Observed, Outcome, Scope};
 
-pub fn check(writes: &Writes, final_values: &HashMap<u64, Option<Vec<u8>>>, scope: Scope) -> CheckResult {
+/// `spans` are `[from, to]` on the history's clock (ns since the cell's
+/// clock started).
+pub fn check(
+    writes: &Writes,
+    final_values: &HashMap<u64, Option<Vec<u8>>>,
+    scope: Scope,
+    spans: &[(u64, u64)],
+) -> (CheckResult, AckTimes) {
     // Per key: the time before which an acknowledged write cannot be lost.
     let mut settled_until: HashMap<u64, Option<u64>> = HashMap::new();
     for (key, value) in final_values {
@@ -30,17 +42,24 @@ pub fn check(writes: &Writes, final_values: &HashMap<u64, Option<Vec<u8>>>, scop
         settled_until.insert(*key, until);
     }
     let (mut acked, mut lost, mut witnesses) = (0u64, 0u64, Vec::new());
+    let mut times = AckTimes { lost: Vec::new(), acked_in_spans: vec![0; spans.len()] };
     for (id, w) in writes.iter() {
         if w.outcome != Outcome::Ok {
             continue;
         }
         acked += 1;
+        for (n, (from, to)) in spans.iter().enumerate() {
+            if (*from..=*to).contains(&w.end) {
+                times.acked_in_spans[n] += 1;
+            }
+        }
         let Some(until) = settled_until.get(&w.key) else {
             // The final state was not read for this key: cannot judge it.
             continue;
         };
         if until.is_none_or(|t| w.start > t) {
             lost += 1;
+            times.lost.push(w.end);
             if witnesses.len() < WITNESSES {
                 let final_desc = match final_values[&w.key].as_deref().map(|v| parse_value(v, scope)) {
                     None => "the key is absent".to_string(),
@@ -59,5 +78,6 @@ pub fn check(writes: &Writes, final_values: &HashMap<u64, Option<Vec<u8>>>, scop
             }
         }
     }
-    CheckResult::counted(CheckerName::LostAcknowledgedWrite, acked, lost, witnesses)
+    times.lost.sort_unstable();
+    (CheckResult::counted(CheckerName::LostAcknowledgedWrite, acked, lost, witnesses), times)
 }

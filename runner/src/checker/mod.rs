@@ -6,6 +6,7 @@ mod final_state;
 pub mod linearizability;
 mod linearizable_kv;
 mod lost_write;
+pub mod lost_write_times;
 mod stale_read;
 
 use std::collections::{BTreeSet, HashMap};
@@ -171,6 +172,10 @@ pub fn first_pass(dir: &Path, names: &[CheckerName], longest_op: Duration) -> an
 
 /// Runs the named checkers on a cell's history. `final_values` is each
 /// written key's value read after the load stopped (None: the key is absent).
+/// `demoted_spans` (`[from, to]`, ns on the history's clock) are the spans a
+/// demoted primary was still primary: with lost-acknowledged-write, the
+/// second half of the answer says when the lost writes were acknowledged
+/// and how many writes were acknowledged inside each span.
 pub fn run(
     dir: &Path,
     names: &[CheckerName],
@@ -178,17 +183,24 @@ pub fn run(
     final_values: &HashMap<u64, Option<Vec<u8>>>,
     scope: Scope,
     linearizability_budget: Duration,
-) -> Vec<CheckResult> {
+    demoted_spans: &[(u64, u64)],
+) -> (Vec<CheckResult>, Option<lost_write_times::AckTimes>) {
     let FirstPass { writes, ops, stale, .. } = pass;
-    names
+    let mut ack_times = None;
+    let results = names
         .iter()
         .map(|name| match name {
             CheckerName::StaleReadAfterAck => stale.as_ref().expect("enabled with its checker").result(),
-            CheckerName::LostAcknowledgedWrite => lost_write::check(&writes, final_values, scope),
+            CheckerName::LostAcknowledgedWrite => {
+                let (result, times) = lost_write::check(&writes, final_values, scope, demoted_spans);
+                ack_times = Some(times);
+                result
+            }
             CheckerName::FinalState => final_state::check(&writes, final_values, scope),
             CheckerName::Linearizability => linearizable_kv::check(dir, ops, linearizability_budget),
         })
-        .collect()
+        .collect();
+    (results, ack_times)
 }
 
 /// Milliseconds for witnesses.
@@ -240,8 +252,11 @@ mod tests {
         // Key 7 kept write 0 although write 1 began after it was acknowledged;
         // key 8 lost its only write; key 9's write had an unknown outcome.
         let finals: HashMap<u64, Option<Vec<u8>>> = [(7, value(0, 40)), (8, None), (9, None)].into_iter().collect();
-        let r = lost_write::check(&w, &finals, SCOPE);
+        // One span covers write 1's acknowledgement (at 30), one nothing.
+        let (r, times) = lost_write::check(&w, &finals, SCOPE, &[(25, 35), (100, 200)]);
         assert_eq!((r.checked, r.violations), (3, 2), "{r:?}");
+        assert_eq!(times.lost, [10, 30], "each lost write's acknowledgement, in order");
+        assert_eq!(times.acked_in_spans, [1, 0]);
         assert!(
             r.witnesses.iter().any(|l| l.contains("write 0.1") && l.contains("holds write 0.0")),
             "{:?}",
@@ -250,11 +265,13 @@ mod tests {
         assert!(r.witnesses.iter().any(|l| l.contains("write 0.2") && l.contains("absent")), "{:?}", r.witnesses);
         // The newest write in place: nothing lost.
         let finals: HashMap<u64, Option<Vec<u8>>> = [(7, value(1, 40)), (8, value(2, 40))].into_iter().collect();
-        assert_eq!(lost_write::check(&w, &finals, SCOPE).violations, 0);
+        let (r, times) = lost_write::check(&w, &finals, SCOPE, &[]);
+        assert_eq!(r.violations, 0);
+        assert!(times.lost.is_empty());
         // A final value of unknown outcome may have landed last: nothing lost.
         let w = writes(&[(0, 7, 0, 10, Outcome::Ok), (1, 7, 0, 50, Outcome::Unknown)]);
         let finals: HashMap<u64, Option<Vec<u8>>> = [(7, value(1, 40))].into_iter().collect();
-        assert_eq!(lost_write::check(&w, &finals, SCOPE).violations, 0);
+        assert_eq!(lost_write::check(&w, &finals, SCOPE, &[]).0.violations, 0);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use anyhow::Context;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::checker::lost_write_times::{self, AckTimes};
 use crate::checker::{self, CheckResult};
 use crate::fault;
 use crate::history::{HistoryWriter, Scope};
@@ -371,7 +372,18 @@ impl Engine<'_> {
                     .iter()
                     .map(|n| CheckResult::unknown(*n, format!("the history is incomplete: {e:#}")))
                     .collect(),
-                None => self.check_cell(position.0, &t, &driver, uri, &workload).await,
+                None => {
+                    // Lost writes are held against the spans a demoted
+                    // primary was still primary, each fault taking its share.
+                    let demoted = roles::demoted_primaries(&result.roles, result.measured_s);
+                    let window_start_ns = t.warmup.as_nanos() as u64;
+                    let spans = lost_write_times::spans_ns(&demoted, window_start_ns);
+                    let (checks, ack_times) = self.check_cell(position.0, &t, &driver, uri, &workload, spans).await;
+                    if let Some(times) = ack_times {
+                        lost_write_times::place(&mut result.faults, &demoted, &times, window_start_ns);
+                    }
+                    checks
+                }
             };
         }
         result
@@ -445,9 +457,11 @@ impl Engine<'_> {
         driver: &Arc<dyn target::TargetDriver>,
         uri: &str,
         workload: &Arc<Workload>,
-    ) -> Vec<CheckResult> {
+        demoted_spans: Vec<(u64, u64)>,
+    ) -> (Vec<CheckResult>, Option<AckTimes>) {
         let names = self.spec.checkers.clone();
-        let unknown = |why: String| names.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect::<Vec<_>>();
+        let unknown =
+            |why: String| (names.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect::<Vec<_>>(), None);
         let dir = self.cell_history_dir(cell);
         let longest_op = timing.deadline + timing.hang_after;
         let first = {
@@ -477,7 +491,7 @@ impl Engine<'_> {
         let scope = Scope { run: self.run_tag, cell: cell as u16 };
         let checkers = names.clone();
         tokio::task::spawn_blocking(move || {
-            checker::run(&dir, &checkers, pass, &final_values, scope, LINEARIZABILITY_BUDGET)
+            checker::run(&dir, &checkers, pass, &final_values, scope, LINEARIZABILITY_BUDGET, &demoted_spans)
         })
         .await
         .unwrap_or_else(|e| unknown(format!("a checker crashed: {e}")))

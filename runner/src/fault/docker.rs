@@ -13,6 +13,9 @@ pub struct Undo {
 }
 
 pub async fn apply(topo: &Topology, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
+    if fault.action == FaultAction::Failover {
+        return failover(topo, fault, spec).await;
+    }
     let selection = crate::topology::parse_selector(&fault.target, spec).map_err(|e| anyhow::anyhow!(e))?;
     let members = topo.resolve(&selection.selector).await.with_context(|| format!("resolving `{}`", fault.target))?;
     anyhow::ensure!(!members.is_empty(), "`{}` selects no container now", fault.target);
@@ -32,6 +35,7 @@ pub async fn apply(topo: &Topology, fault: &FaultSpec, spec: &Spec) -> anyhow::R
             FaultAction::Reconnect => d.reconnect(c, &topo.network, std::slice::from_ref(&m.name)).await?.evidence,
             FaultAction::Isolate => d.isolate(c, &topo.network).await?.evidence,
             FaultAction::Rejoin => d.rejoin(c).await?.evidence,
+            FaultAction::Failover => unreachable!("handled above: it switches the whole group"),
             FaultAction::Exec => {
                 let out = d.exec_ok(c, &fault.command, EXEC_TIMEOUT).await?;
                 output.push_str(out.combined().trim());
@@ -46,6 +50,17 @@ pub async fn apply(topo: &Topology, fault: &FaultSpec, spec: &Spec) -> anyhow::R
         output,
         heal: fault.action.heals().then_some(Heal::Docker(Undo { action: fault.action, members })),
     })
+}
+
+/// The `failover` fault: the whole group switches, through its Sentinels.
+async fn failover(topo: &Topology, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
+    let discovery = spec
+        .targets
+        .get(&topo.target)
+        .and_then(|t| t.discovery.as_ref())
+        .with_context(|| format!("`{}` has no `discovery`: a failover goes through the Sentinels", topo.target))?;
+    let (old, evidence) = topo.failover(&discovery.sentinels, &discovery.master, fault.coordinated).await?;
+    Ok(Applied { hit: vec![old.name], evidence, output: String::new(), heal: None })
 }
 
 pub async fn heal(topo: &Topology, undo: &Undo) -> anyhow::Result<String> {

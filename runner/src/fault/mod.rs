@@ -41,6 +41,10 @@ pub struct FaultRecord {
     /// Output of an `exec` fault.
     #[serde(skip_serializing_if = "String::is_empty", default)]
     pub output: String,
+    /// With lost-acknowledged-write: this fault's share of the lost writes,
+    /// held against the spans a demoted primary was still primary.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub lost_writes: Option<crate::checker::lost_write_times::LostWritesAround>,
 }
 
 /// A fault the provider applied, with what undoes it.
@@ -135,6 +139,7 @@ pub async fn run_schedule(
                 heal_evidence: String::new(),
                 error: None,
                 output: String::new(),
+                lost_writes: None,
             };
             match apply(target, fault, spec).await {
                 Ok(applied) => {
@@ -189,6 +194,7 @@ impl FaultAction {
             FaultAction::Isolate => "isolate",
             FaultAction::Rejoin => "rejoin",
             FaultAction::Exec => "exec",
+            FaultAction::Failover => "failover",
         }
     }
 

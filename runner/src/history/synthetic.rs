@@ -98,7 +98,8 @@ pub fn bench(ops: u64, keys: u64) -> anyhow::Result<()> {
     let started = Instant::now();
     let pass = checker::first_pass(dir.path(), &[CheckerName::StaleReadAfterAck], Duration::from_secs(6))?;
     let took = started.elapsed();
-    let stale = checker::run(dir.path(), &[CheckerName::StaleReadAfterAck], pass, &final_values, SCOPE, Duration::ZERO);
+    let (stale, _) =
+        checker::run(dir.path(), &[CheckerName::StaleReadAfterAck], pass, &final_values, SCOPE, Duration::ZERO, &[]);
     println!(
         "stale-read-after-ack (with the merge and write table): {:.2}s, {:.2}M ops/s, {} reads judged, {} violations",
         took.as_secs_f64(),
@@ -109,8 +110,15 @@ pub fn bench(ops: u64, keys: u64) -> anyhow::Result<()> {
 
     let pass = checker::first_pass(dir.path(), &[], Duration::from_secs(6))?;
     let started = Instant::now();
-    let lost =
-        checker::run(dir.path(), &[CheckerName::LostAcknowledgedWrite], pass, &final_values, SCOPE, Duration::ZERO);
+    let (lost, _) = checker::run(
+        dir.path(),
+        &[CheckerName::LostAcknowledgedWrite],
+        pass,
+        &final_values,
+        SCOPE,
+        Duration::ZERO,
+        &[],
+    );
     let took = started.elapsed();
     println!(
         "lost-acknowledged-write (after the first pass): {:.3}s, {:.2}M ops/s, {} writes judged, {} violations",

@@ -515,6 +515,12 @@ pub struct FaultSpec {
     /// exec: the command to run in the container.
     #[serde(default)]
     pub command: Vec<String>,
+    /// failover: stop writes on the primary and let every replica catch up
+    /// before switching, and demote the old primary the moment the new one
+    /// is promoted, so nothing acknowledged is lost (default: a plain
+    /// `SENTINEL FAILOVER`).
+    #[serde(default)]
+    pub coordinated: bool,
     /// Undo it after this long (kill and stop: start; pause: unpause;
     /// disconnect: reconnect; isolate: rejoin). Without it, the fault is
     /// undone at the end of the cell.
@@ -537,6 +543,8 @@ pub enum FaultAction {
     Isolate,
     Rejoin,
     Exec,
+    /// Switch the primary through the target's Sentinels.
+    Failover,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

@@ -405,6 +405,19 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Proble
             }
             _ => {}
         }
+        if f.coordinated && f.action != FaultAction::Failover {
+            return Err((format!("{at}.coordinated"), "applies only to action: failover".into()));
+        }
+        if f.action == FaultAction::Failover {
+            let on_primary = crate::topology::parse_selector(&f.target, spec)
+                .is_ok_and(|s| s.selector == crate::topology::Selector::Primary);
+            if !on_primary {
+                return Err((field, format!("a failover switches away from the primary: name it, `{target}.primary`")));
+            }
+            if spec.targets[&target].discovery.is_none() {
+                return Err((field, format!("`{target}` has no `discovery`: a failover goes through its Sentinels")));
+            }
+        }
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! kind is one file implementing [`TargetDriver`] plus one line in [`driver`].
 
 mod redis;
+mod redis_failover;
 mod redis_sentinel;
 mod redis_topology;
 pub mod topology;

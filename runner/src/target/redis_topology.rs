@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use redis::AsyncConnectionConfig;
 
-use super::topology::{Role, TopologyKind};
+use super::topology::{FailoverPlan, Role, TopologyKind};
 
 pub struct RedisTopology;
 
@@ -56,6 +56,10 @@ impl TopologyKind for RedisTopology {
             .with_context(|| format!("cannot connect to {uri}"))?;
         let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await?;
         Ok(parse_role(&info))
+    }
+
+    async fn failover(&self, plan: &FailoverPlan) -> anyhow::Result<String> {
+        super::redis_failover::run(plan).await
     }
 }
 

@@ -49,6 +49,12 @@ pub trait TopologyKind: Send + Sync {
     }
     /// The member's role now, asked of the server at `uri`.
     async fn role(&self, uri: &str) -> anyhow::Result<Role>;
+    /// Switches the primary away from `plan.primary` through the discovery
+    /// servers (the `failover` fault); the evidence of each step comes back.
+    async fn failover(&self, plan: &FailoverPlan) -> anyhow::Result<String> {
+        let _ = plan;
+        anyhow::bail!("this kind has no failover")
+    }
     /// Every member's role now (`uris[i]` is member i). Kinds whose members
     /// know the whole set (MongoDB) may ask one of them instead.
     /// A member that does not answer within `limit` gets an error: a frozen
@@ -62,6 +68,30 @@ pub trait TopologyKind: Send + Sync {
         });
         futures::future::join_all(asks).await
     }
+}
+
+/// A member as a failover sees it.
+#[derive(Debug, Clone)]
+pub struct FailoverMember {
+    pub name: String,
+    /// Where faultline reaches it.
+    pub uri: String,
+    /// Where its peers reach it.
+    pub host: String,
+    pub port: u16,
+}
+
+/// What a `failover` fault switches: the primary now, the members that may
+/// take over, and the discovery servers (Sentinels) watching them as `group`.
+#[derive(Debug, Clone)]
+pub struct FailoverPlan {
+    pub primary: FailoverMember,
+    pub replicas: Vec<FailoverMember>,
+    pub discovery: Vec<FailoverMember>,
+    pub group: String,
+    /// Stop writes and let the replicas catch up before switching, and
+    /// demote the old primary the moment the new one is promoted.
+    pub coordinated: bool,
 }
 
 pub fn topology_kind(kind: TargetKind) -> Arc<dyn TopologyKind> {

@@ -1,0 +1,224 @@
+//! When the lost writes were acknowledged, per fault: a count of lost
+//! acknowledged writes is the tool's claim, and the role timeline is what
+//! makes it believable. Each lost write is held against the spans in which a
+//! demoted primary was still primary ([`DemotedPrimary`]): a write that
+//! primary acknowledged never reached its successor, so it is lost when the
+//! Sentinels make the old primary a replica. Lost writes acknowledged
+//! outside every such span are counted apart, so the report shows plainly
+//! when the spans do not explain the loss.
+
+use serde::{Deserialize, Serialize};
+
+use crate::fault::FaultRecord;
+use crate::metrics::roles::DemotedPrimary;
+use crate::report::thousands;
+
+/// What the lost-write checker saw, on the history's clock (ns since the
+/// cell's clock started).
+#[derive(Debug, Default)]
+pub struct AckTimes {
+    /// When each lost write was acknowledged, in order.
+    pub lost: Vec<u64>,
+    /// How many writes were acknowledged inside each span it was given.
+    pub acked_in_spans: Vec<u64>,
+}
+
+/// How many of some writes, and the first and last of their
+/// acknowledgements (seconds into the measured window; negative: during the
+/// warm-up).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub count: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub first_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub last_s: Option<f64>,
+}
+
+impl Spread {
+    fn of(times_s: impl Iterator<Item = f64>) -> Spread {
+        times_s.fold(Spread::default(), |s, t| Spread {
+            count: s.count + 1,
+            first_s: Some(s.first_s.map_or(t, |f| f.min(t))),
+            last_s: Some(s.last_s.map_or(t, |l| l.max(t))),
+        })
+    }
+}
+
+/// One fault's share of the cell's lost writes: those acknowledged from its
+/// request until the next fault's (the first fault also takes those before
+/// it), and the demoted-primary spans first seen in that stretch.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LostWritesAround {
+    pub lost: Spread,
+    pub demoted_primaries: Vec<DemotedWrites>,
+    /// This fault's lost writes acknowledged outside every demoted-primary span.
+    pub outside_demoted: Spread,
+}
+
+/// A demoted-primary span with what was acknowledged in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DemotedWrites {
+    #[serde(flatten)]
+    pub span: DemotedPrimary,
+    /// Writes acknowledged (by any member) inside the span.
+    pub acked_writes: u64,
+    /// Lost writes acknowledged inside the span.
+    pub lost: Spread,
+}
+
+/// The spans as `[from, to]` on the history's clock, for the checker.
+pub fn spans_ns(spans: &[DemotedPrimary], window_start_ns: u64) -> Vec<(u64, u64)> {
+    let ns = |s: f64| (window_start_ns as f64 + s * 1e9).max(0.0) as u64;
+    spans.iter().map(|d| (ns(d.from_s), if d.open_at_end { u64::MAX } else { ns(d.to_s) })).collect()
+}
+
+/// Gives each fault record its share of the lost writes.
+pub fn place(faults: &mut [FaultRecord], spans: &[DemotedPrimary], times: &AckTimes, window_start_ns: u64) {
+    if faults.is_empty() {
+        return;
+    }
+    let lost_s: Vec<f64> = times.lost.iter().map(|&ns| (ns as f64 - window_start_ns as f64) / 1e9).collect();
+    let inside = |t: f64| spans.iter().any(|d| d.contains(t));
+    // Fault i's stretch: from its request to the next one's; the first
+    // starts at the beginning of time, the last runs to its end.
+    let mut order: Vec<usize> = (0..faults.len()).collect();
+    order.sort_by(|&a, &b| faults[a].requested_s.total_cmp(&faults[b].requested_s));
+    let stretch = |t: f64| order.iter().rev().find(|&&i| faults[i].requested_s <= t).copied().unwrap_or(order[0]);
+    let mut around: Vec<LostWritesAround> = vec![LostWritesAround::default(); faults.len()];
+    for (i, a) in around.iter_mut().enumerate() {
+        let mine = || lost_s.iter().copied().filter(|&t| stretch(t) == i);
+        a.lost = Spread::of(mine());
+        a.outside_demoted = Spread::of(mine().filter(|&t| !inside(t)));
+    }
+    for (n, d) in spans.iter().enumerate() {
+        around[stretch(d.seen_s)].demoted_primaries.push(DemotedWrites {
+            span: d.clone(),
+            acked_writes: times.acked_in_spans.get(n).copied().unwrap_or(0),
+            lost: Spread::of(lost_s.iter().copied().filter(|&t| d.contains(t))),
+        });
+    }
+    for (f, a) in faults.iter_mut().zip(around) {
+        f.lost_writes = Some(a);
+    }
+}
+
+/// The report's sentence for one fault, e.g. "531,322 lost writes, all
+/// acknowledged between 11.02 s and 14.87 s; kv-0 was a demoted primary still
+/// answering as primary (10.75–14.90 s; kv-2 primary since 11.00 s): 600,112
+/// writes acknowledged then (by any member), 531,322 of them lost (…)". None
+/// when there is nothing to place.
+pub fn describe(fault: &FaultRecord) -> Option<String> {
+    let (around, requested_s) = (fault.lost_writes.as_ref()?, fault.requested_s);
+    if around.lost.count == 0 && around.demoted_primaries.is_empty() {
+        return None;
+    }
+    let between = |s: &Spread| match (s.first_s, s.last_s) {
+        (Some(f), Some(l)) => format!("between {f:.2} s and {l:.2} s"),
+        _ => String::new(),
+    };
+    let mut parts = Vec::new();
+    let lost = &around.lost;
+    let inside = lost.count - around.outside_demoted.count;
+    parts.push(match (lost.count, inside, around.demoted_primaries.is_empty()) {
+        (0, _, _) => "no lost writes".to_string(),
+        (n, _, true) => format!(
+            "{} lost writes, acknowledged {}, with no demoted primary in the role timeline",
+            thousands(n),
+            between(lost)
+        ),
+        (n, i, false) if i == n => format!("{} lost writes, all acknowledged {}", thousands(n), between(lost)),
+        (n, i, false) => format!(
+            "{} lost writes, {} of them acknowledged outside every demoted-primary span ({}; the fault was requested at {:.2} s), {} inside",
+            thousands(n),
+            thousands(n - i),
+            between(&around.outside_demoted),
+            requested_s,
+            thousands(i)
+        ),
+    });
+    for d in &around.demoted_primaries {
+        let s = &d.span;
+        parts.push(format!(
+            "{} was a demoted primary still answering as primary ({:.2}–{:.2} s{}; {} primary since {:.2} s): {} writes acknowledged then (by any member), {} of them lost{}",
+            s.member,
+            s.from_s,
+            s.to_s,
+            if s.open_at_end { " and on past the window's end" } else { "" },
+            s.successor,
+            s.seen_s,
+            thousands(d.acked_writes),
+            thousands(d.lost.count),
+            if d.lost.count > 0 { format!(" (acknowledged {})", between(&d.lost)) } else { String::new() }
+        ));
+    }
+    Some(parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(name: &str, requested_s: f64) -> FaultRecord {
+        FaultRecord {
+            name: name.into(),
+            action: "failover".into(),
+            target: "kv.primary".into(),
+            hit: vec!["kv-0".into()],
+            requested_s,
+            confirmed_s: Some(requested_s),
+            evidence: String::new(),
+            healed_s: None,
+            heal_evidence: String::new(),
+            error: None,
+            output: String::new(),
+            lost_writes: None,
+        }
+    }
+
+    #[test]
+    fn lost_writes_are_placed_per_fault_against_the_demoted_primary_spans() {
+        let span = DemotedPrimary {
+            member: "kv-0".into(),
+            successor: "kv-2".into(),
+            from_s: 10.75,
+            seen_s: 11.0,
+            to_s: 14.9,
+            open_at_end: false,
+        };
+        // The window starts 1 s into the history's clock.
+        let ns = |s: f64| ((s + 1.0) * 1e9) as u64;
+        assert_eq!(spans_ns(std::slice::from_ref(&span), ns(0.0)), [(ns(10.75), ns(14.9))]);
+        let times =
+            AckTimes { lost: vec![ns(2.0), ns(11.02), ns(12.0), ns(14.87), ns(16.0)], acked_in_spans: vec![900] };
+        let mut faults = [fault("early", 5.0), fault("graceful", 10.0)];
+        place(&mut faults, std::slice::from_ref(&span), &times, ns(0.0));
+        // The first fault takes what came before it; the span was first
+        // seen in the second fault's stretch.
+        let early = faults[0].lost_writes.clone().unwrap();
+        assert_eq!((early.lost.count, early.outside_demoted.count), (1, 1));
+        assert!(early.demoted_primaries.is_empty());
+        let graceful = faults[1].lost_writes.clone().unwrap();
+        assert_eq!((graceful.lost.count, graceful.outside_demoted.count), (4, 1));
+        assert_eq!(graceful.demoted_primaries.len(), 1);
+        let d = &graceful.demoted_primaries[0];
+        assert_eq!((d.acked_writes, d.lost.count), (900, 3));
+        assert!((d.lost.first_s.unwrap() - 11.02).abs() < 1e-6 && (d.lost.last_s.unwrap() - 14.87).abs() < 1e-6);
+        let text = describe(&faults[1]).unwrap();
+        assert!(
+            text.starts_with("4 lost writes, 1 of them acknowledged outside every demoted-primary span (between 16.00 s and 16.00 s; the fault was requested at 10.00 s), 3 inside"),
+            "{text}"
+        );
+        assert!(text.contains("kv-0 was a demoted primary still answering as primary (10.75–14.90 s; kv-2 primary since 11.00 s): 900 writes acknowledged then (by any member), 3 of them lost (acknowledged between 11.02 s and 14.87 s)"), "{text}");
+
+        // All inside: said so; nothing lost and no span: nothing to say.
+        let times = AckTimes { lost: vec![ns(11.02), ns(14.87)], acked_in_spans: vec![900] };
+        let mut faults = [fault("graceful", 10.0)];
+        place(&mut faults, std::slice::from_ref(&span), &times, ns(0.0));
+        let text = describe(&faults[0]).unwrap();
+        assert!(text.starts_with("2 lost writes, all acknowledged between 11.02 s and 14.87 s; kv-0 was"), "{text}");
+        let mut faults = [fault("coordinated", 10.0)];
+        place(&mut faults, &[], &AckTimes::default(), ns(0.0));
+        assert_eq!(describe(&faults[0]), None);
+    }
+}
