@@ -1051,21 +1051,72 @@ mod tests {
         let Verdict::Unknown(why) = check(Model::Kv, &ops, Duration::from_millis(50)) else {
             panic!("expected Unknown");
         };
+        assert_eq!(
+            why,
+            "time budget of 0.05s ran out before deciding key \"b\" (41 ops) \
+             (1 of 2 partitions undecided; the other 1 are linearizable)"
+        );
+    }
+
+    fn generated(shape: &crate::history::partitioned_kv::Shape) -> Vec<Operation> {
+        let text = crate::history::partitioned_kv::generate(shape).unwrap();
+        crate::history::jepsen_edn::parse(&text, Model::Kv).unwrap()
+    }
+
+    fn fifty_clients(hard: u64, violations: Vec<u64>) -> crate::history::partitioned_kv::Shape {
+        crate::history::partitioned_kv::Shape { clients: 50, keys: 20, ops_per_client: 40, hard, violations, seed: 1 }
+    }
+
+    /// The shape that used to stall the check: key "hard" sorts before the
+    /// keys `k…`, so a one-partition-after-another search ground on it for
+    /// the whole budget and never reached the violation.
+    #[test]
+    fn an_intractable_key_does_not_hide_a_violation_in_another() {
+        let ops = generated(&fifty_clients(24, vec![7]));
+        let started = Instant::now();
+        let w = witness(check(Model::Kv, &ops, Duration::from_secs(30)));
+        let took = started.elapsed();
+        assert_eq!(w.partition.as_deref(), Some("k7"));
+        assert!(took < Duration::from_millis(500), "took {took:?}");
+    }
+
+    #[test]
+    fn an_intractable_key_alone_is_unknown_within_the_budget() {
+        let ops = generated(&fifty_clients(24, vec![]));
+        let budget = Duration::from_millis(800);
+        let started = Instant::now();
+        let Verdict::Unknown(why) = check(Model::Kv, &ops, budget) else {
+            panic!("expected Unknown");
+        };
+        let took = started.elapsed();
+        assert!(took < budget.mul_f64(1.05), "took {took:?}");
         assert!(
-            why.contains(
-                "after partition 1 (which is linearizable), while checking partition 2 of 2 (key \"b\", 41 ops)"
-            ),
+            why.starts_with("time budget of 0.8s ran out before deciding key \"hard\" (25 ops) (1 of 21 partitions"),
             "{why}"
         );
+        // Within a memory cap instead, the hard key is given up and named.
+        let limits = Limits { max_bytes: 64 << 20, ..Limits::with_budget(Duration::from_secs(60)) };
+        let Verdict::Unknown(why) = check_with_limits(Model::Kv, &ops, &limits) else {
+            panic!("expected Unknown");
+        };
+        assert!(why.starts_with("memory cap of 64 MiB reached: gave up key \"hard\" (25 ops)"), "{why}");
+    }
+
+    #[test]
+    fn the_memory_cap_counts_the_history_the_caller_holds() {
+        let ops = generated(&fifty_clients(0, vec![]));
+        assert_eq!(check(Model::Kv, &ops, BUDGET), Verdict::Linearizable);
+        let limits = Limits { max_bytes: 1 << 20, history_bytes: 1 << 20, ..Limits::with_budget(BUDGET) };
+        assert!(matches!(check_with_limits(Model::Kv, &ops, &limits), Verdict::Unknown(_)));
     }
 
     #[test]
     fn memory_cap_gives_unknown() {
-        let limits = Limits { budget: Duration::from_secs(60), max_cache_bytes: 1 << 20 };
+        let limits = Limits { max_bytes: 1 << 20, ..Limits::with_budget(Duration::from_secs(60)) };
         let Verdict::Unknown(why) = check_with_limits(Model::Register, &exponential_history(), &limits) else {
             panic!("expected Unknown");
         };
-        assert!(why.contains("outgrew its cap of 1 MiB"), "{why}");
+        assert!(why.starts_with("memory cap of 1 MiB reached: gave up 41 ops after about 0 MiB"), "{why}");
     }
 
     #[test]
@@ -1075,7 +1126,7 @@ mod tests {
         ops.push(kv(99, Input::Get("a".into()), 101, 102, Output::Str("none".into())));
         ops.push(kv(0, Input::Put("b".into(), "1".into()), 200, 201, Output::Ok));
         ops.push(kv(0, Input::Get("b".into()), 202, 203, Output::Str("2".into())));
-        let limits = Limits { budget: Duration::from_secs(60), max_cache_bytes: 1 << 20 };
+        let limits = Limits { max_bytes: 1 << 20, ..Limits::with_budget(Duration::from_secs(60)) };
         let w = witness(check_with_limits(Model::Kv, &ops, &limits));
         assert_eq!(w.partition.as_deref(), Some("b"));
     }

@@ -703,7 +703,7 @@ mod tests {
     #[test]
     fn unreadable_events_name_their_line() {
         let cases: &[(&str, Model, usize, &str)] = &[
-            ("{:process 0, :type :invoke, :f :get}", Model::Kv, 1, ":get needs a :key"),
+            ("{:process 0, :type :invoke, :f :get, :value nil}", Model::Kv, 1, ":get needs a :key"),
             ("{:process 0, :type :invoke, :f :get, :key \"1\"\n{:process 0", Model::Kv, 1, "missing `}`"),
             (
                 "INFO  jepsen.util - 0\t:invoke\t:write\tfour",
@@ -764,8 +764,74 @@ INFO  jepsen.core - Running test
 INFO  jepsen.util - Timing: 3.2 s
 WARN  jepsen.util - 0 crashed
 ; a comment
+INFO  jepsen.util - 0\t:invoke\t:read\tnil
 ";
-        assert_eq!(parse(text, Model::Register), Ok(vec![]));
+        let ops = parse(text, Model::Register).unwrap();
+        assert_eq!(ops.len(), 1);
+        assert_eq!(ops[0].call, 5);
+    }
+
+    /// Input the checker could not read is an error naming its line, never
+    /// an empty or shortened history that would get a verdict.
+    #[test]
+    fn unreadable_input_is_never_a_history() {
+        let invoke = "{:process 0, :type :invoke, :f :get, :key \"1\", :value nil}\n";
+        let mut random = String::new();
+        let mut x: u64 = 1;
+        while random.len() < 100_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let c = (b' ' + ((x >> 33) % 95) as u8) as char;
+            random.push(if (x >> 20) % 70 == 0 { '\n' } else { c });
+        }
+        // Random text fails wherever a line first looks like EDN, or at the
+        // end for holding no operation.
+        assert!(parse(&random, Model::Kv).is_err());
+        let cases: Vec<(String, Model, usize, &str)> = vec![
+            (String::new(), Model::Kv, 1, "the file is empty"),
+            ("\n  \n\t\n".into(), Model::Kv, 1, "the file holds no operation event, only 3 blank line(s)"),
+            ("\n:nemesis :info :start nil\nhello\n".into(), Model::Kv, 2, "no client operation event in 3 line(s)"),
+            // A completion whose value was cut off is not a read of nil.
+            (format!("{invoke}{{:process 0, :type :ok, :f :get, :key \"1\"}}\n"), Model::Kv, 2, "missing :value"),
+            (format!("{invoke}{{:process 0, :type :ok, :f :get, :key \"1\", :val"), Model::Kv, 2, "missing `}`"),
+            (
+                "INFO  jepsen.util - 0\t:invoke\t:read\tnil\nINFO  jepsen.util - 0\t:ok\t:read\n".into(),
+                Model::Register,
+                2,
+                "missing the value after the function",
+            ),
+            // Tagged literals, whole lines or inside a map, are not skipped.
+            (format!("{invoke}#inst \"2020-01-01T00:00:00Z\"\n"), Model::Kv, 2, "a tagged or dispatch form `#inst`"),
+            (format!("#foo {invoke}"), Model::Kv, 1, "a tagged or dispatch form `#foo`"),
+            (
+                format!("{{:process 0, :type :invoke, :f :get, :key \"1\", :value nil, :time #inst \"2020\"}}\n"),
+                Model::Kv,
+                1,
+                "unsupported tagged or dispatch form `#inst`",
+            ),
+            // A history written as one EDN vector is not one map per line.
+            (format!("[{}", invoke.trim_end()), Model::Kv, 1, "an EDN `[` collection"),
+        ];
+        for (text, model, line, message) in cases {
+            let e = parse(&text, model).unwrap_err();
+            assert_eq!(e.line, line, "{}: {e}", &text[..text.len().min(80)]);
+            assert!(e.message.starts_with(message), "{}: {e}", &text[..text.len().min(80)]);
+        }
+    }
+
+    #[test]
+    fn reading_stops_at_the_deadline_and_the_memory_cap() {
+        let text: String = (0..5000)
+            .map(|i| format!("{{:process {i}, :type :invoke, :f :put, :key \"k\", :value \"{i}\"}}\n"))
+            .collect();
+        let past = Some(Instant::now());
+        assert!(matches!(super::read(text.as_bytes(), Model::Kv, past, usize::MAX), Err(ReadError::OutOfTime { line: 1024 })));
+        let Err(ReadError::OutOfMemory { bytes, .. }) = super::read(text.as_bytes(), Model::Kv, None, 64 << 10) else {
+            panic!("expected the memory cap to stop the read");
+        };
+        assert!(bytes > 64 << 10);
+        let parsed = super::read(text.as_bytes(), Model::Kv, None, usize::MAX).unwrap();
+        assert_eq!(parsed.ops.len(), 5000);
+        assert!(parsed.bytes >= 5000 * size_of::<Operation>(), "{}", parsed.bytes);
     }
 
     fn shared_histories() -> PathBuf {
