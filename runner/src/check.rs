@@ -51,7 +51,7 @@ pub fn run(model: Model, file: &Path, budget: Duration, max_bytes: usize) -> u8 
         }
     };
     let ops = parsed.ops;
-    let limits = Limits { budget, started, max_bytes, history_bytes: parsed.bytes };
+    let limits = Limits { budget, started, max_bytes, history_bytes: parsed.bytes, reserve: budget / 50 };
     let checking = Instant::now();
     let verdict = linearizability::check_with_limits(model, &ops, &limits);
     let took = checking.elapsed();

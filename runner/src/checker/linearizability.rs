@@ -124,6 +124,10 @@ pub struct Limits {
     pub max_bytes: usize,
     /// Estimated memory of the history the caller already holds.
     pub history_bytes: usize,
+    /// Time at the end of the budget the search leaves to its caller (a
+    /// command must still print and exit, and the exit frees the memory the
+    /// search held, which takes tens of milliseconds near the cap).
+    pub reserve: Duration,
 }
 
 impl Limits {
@@ -133,7 +137,13 @@ impl Limits {
 
     /// The given time budget, starting now, and the default memory cap.
     pub fn with_budget(budget: Duration) -> Self {
-        Limits { budget, started: Instant::now(), max_bytes: Self::DEFAULT_MAX_BYTES, history_bytes: 0 }
+        Limits {
+            budget,
+            started: Instant::now(),
+            max_bytes: Self::DEFAULT_MAX_BYTES,
+            history_bytes: 0,
+            reserve: Duration::ZERO,
+        }
     }
 }
 
@@ -151,7 +161,8 @@ pub fn check(model: Model, ops: &[Operation], budget: Duration) -> Verdict {
 
 /// [`check`] with explicit resource bounds.
 pub fn check_with_limits(model: Model, ops: &[Operation], limits: &Limits) -> Verdict {
-    let checker = Checker { ops, limits, deadline: limits.started.checked_add(limits.budget) };
+    let deadline = limits.started.checked_add(limits.budget.saturating_sub(limits.reserve));
+    let checker = Checker { ops, limits, deadline };
     let result = match model {
         Model::Register => prepare_register(ops).map(|part| checker.run(vec![(None, part)], None)),
         Model::Kv => prepare_kv(ops).map(|parts| {
