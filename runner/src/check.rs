@@ -58,10 +58,9 @@ pub fn run(model: Model, file: &Path, budget: Duration, max_bytes: usize) -> u8 
     // A closed stdout (`| head -1`) ends the output quietly; the exit code
     // still tells the verdict.
     let (code, written) = match verdict {
-        Verdict::Linearizable => (
-            EXIT_LINEARIZABLE,
-            writeln!(out, "{shown}: linearizable ({} ops, checked in {took:.2?})", ops.len()),
-        ),
+        Verdict::Linearizable => {
+            (EXIT_LINEARIZABLE, writeln!(out, "{shown}: linearizable ({} ops, checked in {took:.2?})", ops.len()))
+        }
         Verdict::NotLinearizable(w) => (EXIT_NOT_LINEARIZABLE, {
             (|| {
                 writeln!(out, "{shown}: NOT linearizable ({} ops, checked in {took:.2?})", ops.len())?;

@@ -234,9 +234,9 @@ fn main() -> ExitCode {
             command: HistoryCommand::GenerateKv { out, clients, keys, ops, hard, violations, seed },
         } => {
             let shape = history::partitioned_kv::Shape { clients, keys, ops_per_client: ops, hard, violations, seed };
-            match history::partitioned_kv::generate(&shape).and_then(|text| {
-                std::fs::write(&out, text).map_err(|e| format!("cannot write {}: {e}", out.display()))
-            }) {
+            match history::partitioned_kv::generate(&shape)
+                .and_then(|text| std::fs::write(&out, text).map_err(|e| format!("cannot write {}: {e}", out.display())))
+            {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("error: {e}");

@@ -781,7 +781,7 @@ INFO  jepsen.util - 0\t:invoke\t:read\tnil
         while random.len() < 100_000 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let c = (b' ' + ((x >> 33) % 95) as u8) as char;
-            random.push(if (x >> 20) % 70 == 0 { '\n' } else { c });
+            random.push(if (x >> 20).is_multiple_of(70) { '\n' } else { c });
         }
         // Random text fails wherever a line first looks like EDN, or at the
         // end for holding no operation.
@@ -803,7 +803,7 @@ INFO  jepsen.util - 0\t:invoke\t:read\tnil
             (format!("{invoke}#inst \"2020-01-01T00:00:00Z\"\n"), Model::Kv, 2, "a tagged or dispatch form `#inst`"),
             (format!("#foo {invoke}"), Model::Kv, 1, "a tagged or dispatch form `#foo`"),
             (
-                format!("{{:process 0, :type :invoke, :f :get, :key \"1\", :value nil, :time #inst \"2020\"}}\n"),
+                "{:process 0, :type :invoke, :f :get, :key \"1\", :value nil, :time #inst \"2020\"}\n".to_string(),
                 Model::Kv,
                 1,
                 "unsupported tagged or dispatch form `#inst`",
@@ -824,7 +824,10 @@ INFO  jepsen.util - 0\t:invoke\t:read\tnil
             .map(|i| format!("{{:process {i}, :type :invoke, :f :put, :key \"k\", :value \"{i}\"}}\n"))
             .collect();
         let past = Some(Instant::now());
-        assert!(matches!(super::read(text.as_bytes(), Model::Kv, past, usize::MAX), Err(ReadError::OutOfTime { line: 1024 })));
+        assert!(matches!(
+            super::read(text.as_bytes(), Model::Kv, past, usize::MAX),
+            Err(ReadError::OutOfTime { line: 1024 })
+        ));
         let Err(ReadError::OutOfMemory { bytes, .. }) = super::read(text.as_bytes(), Model::Kv, None, 64 << 10) else {
             panic!("expected the memory cap to stop the read");
         };

@@ -72,7 +72,15 @@ pub fn generate(shape: &Shape) -> Result<String, String> {
     if shape.hard > 0 {
         let seen: String = (0..shape.hard).rev().map(|i| format!("h{i}.")).collect();
         for i in 0..shape.hard {
-            ops.push(Op { client: i, f: "append", key: HARD_KEY.into(), value: format!("h{i}."), call: 0, lin: 5, ret: 10 });
+            ops.push(Op {
+                client: i,
+                f: "append",
+                key: HARD_KEY.into(),
+                value: format!("h{i}."),
+                call: 0,
+                lin: 5,
+                ret: 10,
+            });
         }
         ops.push(Op { client: 0, f: "get", key: HARD_KEY.into(), value: seen, call: 11, lin: 12, ret: 13 });
     }
