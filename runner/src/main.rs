@@ -109,9 +109,13 @@ enum Command {
         #[arg(long, value_enum)]
         model: ModelArg,
         file: PathBuf,
-        /// Give up (verdict unknown) after this long.
+        /// Give up (verdict unknown) after this long, reading the file included.
         #[arg(long, default_value = "60s", value_parser = spec::units::parse_duration)]
         budget: std::time::Duration,
+        /// Give up (verdict unknown) rather than use more memory than this
+        /// (an estimate of the history and the search).
+        #[arg(long, default_value = "1GiB", value_parser = spec::units::parse_size)]
+        memory: u64,
     },
 }
 
@@ -139,6 +143,27 @@ enum HistoryCommand {
         run_dir: PathBuf,
         #[arg(long, value_enum, default_value = "edn")]
         format: history::export::Format,
+    },
+    /// Write a partitioned kv history with a known answer (EDN lines for
+    /// `faultline check --model kv`): clients over keys k0, k1, …, an
+    /// optional intractable key "hard", and violations on chosen keys.
+    GenerateKv {
+        out: PathBuf,
+        #[arg(long, default_value_t = 50)]
+        clients: u64,
+        #[arg(long, default_value_t = 20)]
+        keys: u64,
+        /// Ordinary operations per client.
+        #[arg(long, default_value_t = 40)]
+        ops: u64,
+        /// Concurrent appends on the key "hard" (0: no hard key).
+        #[arg(long, default_value_t = 0)]
+        hard: u64,
+        /// Make a get of key kN read a value no one wrote (repeatable).
+        #[arg(long = "violate", value_name = "N")]
+        violations: Vec<u64>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
     },
     /// Time the stale-read and lost-write checkers on a generated history.
     Bench {
@@ -207,6 +232,20 @@ fn main() -> ExitCode {
                 EXIT_USAGE
             }
         },
+        Command::History {
+            command: HistoryCommand::GenerateKv { out, clients, keys, ops, hard, violations, seed },
+        } => {
+            let shape = history::partitioned_kv::Shape { clients, keys, ops_per_client: ops, hard, violations, seed };
+            match history::partitioned_kv::generate(&shape)
+                .and_then(|text| std::fs::write(&out, text).map_err(|e| format!("cannot write {}: {e}", out.display())))
+            {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    3
+                }
+            }
+        }
         Command::History { command: HistoryCommand::Bench { ops, keys } } => match history::synthetic::bench(ops, keys)
         {
             Ok(()) => 0,
@@ -215,12 +254,12 @@ fn main() -> ExitCode {
                 1
             }
         },
-        Command::Check { model, file, budget } => {
+        Command::Check { model, file, budget, memory } => {
             let model = match model {
                 ModelArg::Register => checker::linearizability::Model::Register,
                 ModelArg::Kv => checker::linearizability::Model::Kv,
             };
-            check::run(model, &file, budget)
+            check::run(model, &file, budget, usize::try_from(memory).unwrap_or(usize::MAX))
         }
         Command::Plugin { command: PluginCommand::Check { file } } => plugin::check_command(&file),
         Command::Plugin { command: PluginCommand::Bench { file, ops, config } } => {

@@ -28,10 +28,14 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::io::BufRead;
+use std::mem::size_of;
+use std::time::Instant;
 
 use crate::checker::linearizability::{Input, Model, Operation, Output};
 
-/// A line that looks like an operation event but cannot be read.
+/// A line that looks like an operation event but cannot be read, or input
+/// that holds no operation at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
     /// 1-based line number.
@@ -47,71 +51,183 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+/// Why [`read`] stopped without a history.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The input is not a history: never a verdict.
+    Unreadable(ParseError),
+    /// The input could not be read at all.
+    Io(std::io::Error),
+    /// The deadline passed while reading; `line` lines were read.
+    OutOfTime { line: usize },
+    /// The operations read so far would pass the memory cap.
+    OutOfMemory { line: usize, bytes: usize },
+}
+
+/// A history read by [`read`], with the estimated bytes it holds (which the
+/// checker counts against its memory cap).
+pub struct Parsed {
+    pub ops: Vec<Operation>,
+    pub bytes: usize,
+}
+
 /// Parses a Jepsen history (either line format) into the operations of
 /// `model`, in invocation order. Failed operations are already left out, as
 /// [`crate::checker::linearizability::check`] expects.
+#[cfg(test)]
 pub fn parse(text: &str, model: Model) -> Result<Vec<Operation>, ParseError> {
-    let mut ops: Vec<Operation> = Vec::new();
-    // Failed operations are only known to be failed once they complete.
-    let mut failed: Vec<bool> = Vec::new();
-    // Process -> (index into `ops`, function, line of the invocation).
-    let mut pending: HashMap<u64, (usize, String, usize)> = HashMap::new();
+    match read(text.as_bytes(), model, None, usize::MAX) {
+        Ok(parsed) => Ok(parsed.ops),
+        Err(ReadError::Unreadable(e)) => Err(e),
+        Err(other) => panic!("unbounded read of a string stopped: {other:?}"),
+    }
+}
 
-    for (index, text) in text.lines().enumerate() {
-        let line = index + 1;
+/// Lines read between looks at the clock.
+const CLOCK_EVERY: usize = 1024;
+
+/// [`parse`] from a stream, one line at a time, so the text is never held
+/// whole: stops at `deadline`, and rather than let the operations read pass
+/// `max_bytes` (estimated).
+pub fn read(
+    mut input: impl BufRead,
+    model: Model,
+    deadline: Option<Instant>,
+    max_bytes: usize,
+) -> Result<Parsed, ReadError> {
+    let mut history = Builder::new(model);
+    let mut buffer = Vec::new();
+    let mut line = 0;
+    loop {
+        buffer.clear();
+        if input.read_until(b'\n', &mut buffer).map_err(ReadError::Io)? == 0 {
+            break;
+        }
+        line += 1;
+        if line % CLOCK_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(ReadError::OutOfTime { line });
+        }
+        let Ok(text) = std::str::from_utf8(&buffer) else {
+            return Err(ReadError::Unreadable(ParseError { line, message: "not UTF-8 text".to_string() }));
+        };
+        history.line(line, text.trim_end_matches(['\n', '\r'])).map_err(ReadError::Unreadable)?;
+        if history.bytes > max_bytes {
+            return Err(ReadError::OutOfMemory { line, bytes: history.bytes });
+        }
+    }
+    history.finish(line).map_err(ReadError::Unreadable)
+}
+
+/// The operations of a history as its lines are read.
+struct Builder {
+    model: Model,
+    ops: Vec<Operation>,
+    /// Failed operations are only known to be failed once they complete.
+    failed: Vec<bool>,
+    /// Process -> (index into `ops`, function, line of the invocation).
+    pending: HashMap<u64, (usize, String, usize)>,
+    /// Estimated bytes of `ops` and `failed`.
+    bytes: usize,
+    /// The first non-blank line without an operation event, if any.
+    first_skipped: Option<usize>,
+}
+
+impl Builder {
+    fn new(model: Model) -> Self {
+        Builder { model, ops: Vec::new(), failed: Vec::new(), pending: HashMap::new(), bytes: 0, first_skipped: None }
+    }
+
+    fn line(&mut self, line: usize, text: &str) -> Result<(), ParseError> {
         let err = |message: String| ParseError { line, message };
         let Some(event) = read_event(text).map_err(err)? else {
-            continue;
+            if self.first_skipped.is_none() && !text.trim().is_empty() {
+                self.first_skipped = Some(line);
+            }
+            return Ok(());
         };
         let Some(process) = event.process else {
-            continue;
+            return Ok(());
         };
         let time = line as u64;
 
         let completion = match event.kind {
             Kind::Invoke => {
-                if let Some((_, f, at)) = pending.get(&process) {
+                if let Some((_, f, at)) = self.pending.get(&process) {
                     return Err(err(format!(
                         "process {process} invokes :{} while its :{f} from line {at} has not completed",
                         event.f
                     )));
                 }
-                let input = input(model, &event).map_err(err)?;
-                pending.insert(process, (ops.len(), event.f, line));
-                ops.push(Operation { client: process, input, call: time, ret: None, output: Output::Unknown });
-                failed.push(false);
-                continue;
+                let input = input(self.model, &event).map_err(err)?;
+                self.bytes += input_heap_bytes(&input);
+                self.pending.insert(process, (self.ops.len(), event.f, line));
+                let capacity = self.ops.capacity();
+                self.ops.push(Operation { client: process, input, call: time, ret: None, output: Output::Unknown });
+                self.failed.push(false);
+                self.bytes += (self.ops.capacity() - capacity) * (size_of::<Operation>() + 1);
+                return Ok(());
             }
             Kind::Complete(completion) => completion,
         };
 
-        let Some((i, f, at)) = pending.remove(&process) else {
+        let Some((i, f, at)) = self.pending.remove(&process) else {
             return Err(err(format!("process {process} completes :{} without a pending invocation", event.f)));
         };
         if f != event.f {
             return Err(err(format!("process {process} completes :{} but invoked :{f} on line {at}", event.f)));
         }
-        let op = &mut ops[i];
+        let op = &mut self.ops[i];
         match completion {
             Completion::Ok => {
                 op.ret = Some(time);
                 op.output = ok_output(&op.input, &event.value).map_err(err)?;
+                if let Output::Str(s) = &op.output {
+                    self.bytes += s.capacity();
+                }
             }
             Completion::Fail if matches!(op.input, Input::Cas(..)) => {
                 op.ret = Some(time);
                 op.output = Output::CasOk(false);
             }
-            Completion::Fail => failed[i] = true,
+            Completion::Fail => self.failed[i] = true,
             // Unknown outcome: leave `ret` and `output` unknown.
             Completion::Info => {}
         }
+        Ok(())
     }
 
-    // Operations still pending never completed: their outcome is unknown,
-    // which is how they already stand.
-    let mut failed = failed.into_iter();
-    ops.retain(|_| !failed.next().unwrap_or(false));
-    Ok(ops)
+    /// The operations, once every line is read; `lines` is how many.
+    fn finish(self, lines: usize) -> Result<Parsed, ParseError> {
+        // Input with no operation at all is not an empty history: it is not a
+        // history (an empty file, free text, a different format).
+        if self.ops.is_empty() {
+            let line = self.first_skipped.unwrap_or(1);
+            let message = match (lines, self.first_skipped) {
+                (0, _) => "the file is empty: no operation to check".to_string(),
+                (_, None) => format!("the file holds no operation event, only {lines} blank line(s)"),
+                (_, Some(_)) => format!(
+                    "no client operation event in {lines} line(s); this line is the first that is not one \
+                     (expected Jepsen log lines `… jepsen.util - PROCESS :TYPE :F VALUE` or one EDN map per line)"
+                ),
+            };
+            return Err(ParseError { line, message });
+        }
+        // Operations still pending never completed: their outcome is unknown,
+        // which is how they already stand.
+        let Builder { mut ops, failed, bytes, .. } = self;
+        let mut failed = failed.into_iter();
+        ops.retain(|_| !failed.next().unwrap_or(false));
+        Ok(Parsed { ops, bytes })
+    }
+}
+
+/// Heap bytes an input owns, for the memory estimate.
+fn input_heap_bytes(input: &Input) -> usize {
+    match input {
+        Input::Read | Input::Write(_) | Input::Cas(..) => 0,
+        Input::Get(k) => k.capacity(),
+        Input::Put(k, v) | Input::Append(k, v) => k.capacity() + v.capacity(),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,6 +275,15 @@ fn read_event(line: &str) -> Result<Option<Event>, String> {
     if trimmed.starts_with('{') {
         return event_from_map(read_all(trimmed)?).map(Some);
     }
+    // EDN that is not one map per line (a tagged literal, a vector of the
+    // whole history) would hide its operations if skipped as free text.
+    if let Some(first) = trimmed.chars().next().filter(|c| "#[(".contains(*c)) {
+        let what = match first {
+            '#' => format!("a tagged or dispatch form `{}`", trimmed.split_whitespace().next().unwrap_or("#")),
+            _ => format!("an EDN `{first}` collection"),
+        };
+        return Err(format!("{what} where an operation (one EDN map per line) or a log line was expected"));
+    }
     let Some(at) = line.find(LOG_MARKER) else {
         return Ok(None);
     };
@@ -174,7 +299,7 @@ fn read_event(line: &str) -> Result<Option<Event>, String> {
     let (Some(process), Some(Edn::Keyword(kind)), Some(f)) = (values.next(), values.next(), values.next()) else {
         return Err("expected `process type function value`".to_string());
     };
-    let value = values.next().unwrap_or(Edn::Nil);
+    let value = values.next().ok_or("missing the value after the function (a truncated line?)")?;
     if let Some(extra) = values.next() {
         return Err(format!("unexpected {extra} after the value"));
     }
@@ -199,13 +324,15 @@ fn event_from_map(values: Vec<Edn>) -> Result<Event, String> {
         Edn::Keyword(k) => Kind::from_keyword(k).ok_or_else(|| format!("unknown :type :{k}"))?,
         other => return Err(format!("expected a keyword :type, found {other}")),
     };
-    Ok(Event {
-        process: process_id(require("process")?)?,
-        kind,
-        f: function(require("f")?)?,
-        key: field("key").cloned(),
-        value: field("value").cloned().unwrap_or(Edn::Nil),
-    })
+    let process = process_id(require("process")?)?;
+    // A client's event always carries its value, nil included; without one
+    // the line is truncated or not Jepsen's, and must not read as nil.
+    let value = match field("value") {
+        Some(v) => v.clone(),
+        None if process.is_none() => Edn::Nil,
+        None => return Err("missing :value (a client operation always has one, nil included)".to_string()),
+    };
+    Ok(Event { process, kind, f: function(require("f")?)?, key: field("key").cloned(), value })
 }
 
 fn process_id(value: &Edn) -> Result<Option<u64>, String> {
@@ -486,9 +613,8 @@ impl Reader {
                     ),
                 }
             }
-            _ if token.starts_with('#') || token.starts_with('\\') || token == ":" => {
-                return Err(format!("unsupported EDN `{token}`"))
-            }
+            _ if token.starts_with('#') => return Err(format!("unsupported tagged or dispatch form `{token}`")),
+            _ if token.starts_with('\\') || token == ":" => return Err(format!("unsupported EDN `{token}`")),
             _ => Edn::Symbol(token),
         })
     }
@@ -577,7 +703,7 @@ mod tests {
     #[test]
     fn unreadable_events_name_their_line() {
         let cases: &[(&str, Model, usize, &str)] = &[
-            ("{:process 0, :type :invoke, :f :get}", Model::Kv, 1, ":get needs a :key"),
+            ("{:process 0, :type :invoke, :f :get, :value nil}", Model::Kv, 1, ":get needs a :key"),
             ("{:process 0, :type :invoke, :f :get, :key \"1\"\n{:process 0", Model::Kv, 1, "missing `}`"),
             (
                 "INFO  jepsen.util - 0\t:invoke\t:write\tfour",
@@ -638,8 +764,77 @@ INFO  jepsen.core - Running test
 INFO  jepsen.util - Timing: 3.2 s
 WARN  jepsen.util - 0 crashed
 ; a comment
+INFO  jepsen.util - 0\t:invoke\t:read\tnil
 ";
-        assert_eq!(parse(text, Model::Register), Ok(vec![]));
+        let ops = parse(text, Model::Register).unwrap();
+        assert_eq!(ops.len(), 1);
+        assert_eq!(ops[0].call, 5);
+    }
+
+    /// Input the checker could not read is an error naming its line, never
+    /// an empty or shortened history that would get a verdict.
+    #[test]
+    fn unreadable_input_is_never_a_history() {
+        let invoke = "{:process 0, :type :invoke, :f :get, :key \"1\", :value nil}\n";
+        let mut random = String::new();
+        let mut x: u64 = 1;
+        while random.len() < 100_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let c = (b' ' + ((x >> 33) % 95) as u8) as char;
+            random.push(if (x >> 20).is_multiple_of(70) { '\n' } else { c });
+        }
+        // Random text fails wherever a line first looks like EDN, or at the
+        // end for holding no operation.
+        assert!(parse(&random, Model::Kv).is_err());
+        let cases: Vec<(String, Model, usize, &str)> = vec![
+            (String::new(), Model::Kv, 1, "the file is empty"),
+            ("\n  \n\t\n".into(), Model::Kv, 1, "the file holds no operation event, only 3 blank line(s)"),
+            ("\n:nemesis :info :start nil\nhello\n".into(), Model::Kv, 2, "no client operation event in 3 line(s)"),
+            // A completion whose value was cut off is not a read of nil.
+            (format!("{invoke}{{:process 0, :type :ok, :f :get, :key \"1\"}}\n"), Model::Kv, 2, "missing :value"),
+            (format!("{invoke}{{:process 0, :type :ok, :f :get, :key \"1\", :val"), Model::Kv, 2, "missing `}`"),
+            (
+                "INFO  jepsen.util - 0\t:invoke\t:read\tnil\nINFO  jepsen.util - 0\t:ok\t:read\n".into(),
+                Model::Register,
+                2,
+                "missing the value after the function",
+            ),
+            // Tagged literals, whole lines or inside a map, are not skipped.
+            (format!("{invoke}#inst \"2020-01-01T00:00:00Z\"\n"), Model::Kv, 2, "a tagged or dispatch form `#inst`"),
+            (format!("#foo {invoke}"), Model::Kv, 1, "a tagged or dispatch form `#foo`"),
+            (
+                "{:process 0, :type :invoke, :f :get, :key \"1\", :value nil, :time #inst \"2020\"}\n".to_string(),
+                Model::Kv,
+                1,
+                "unsupported tagged or dispatch form `#inst`",
+            ),
+            // A history written as one EDN vector is not one map per line.
+            (format!("[{}", invoke.trim_end()), Model::Kv, 1, "an EDN `[` collection"),
+        ];
+        for (text, model, line, message) in cases {
+            let e = parse(&text, model).unwrap_err();
+            assert_eq!(e.line, line, "{}: {e}", &text[..text.len().min(80)]);
+            assert!(e.message.starts_with(message), "{}: {e}", &text[..text.len().min(80)]);
+        }
+    }
+
+    #[test]
+    fn reading_stops_at_the_deadline_and_the_memory_cap() {
+        let text: String = (0..5000)
+            .map(|i| format!("{{:process {i}, :type :invoke, :f :put, :key \"k\", :value \"{i}\"}}\n"))
+            .collect();
+        let past = Some(Instant::now());
+        assert!(matches!(
+            super::read(text.as_bytes(), Model::Kv, past, usize::MAX),
+            Err(ReadError::OutOfTime { line: 1024 })
+        ));
+        let Err(ReadError::OutOfMemory { bytes, .. }) = super::read(text.as_bytes(), Model::Kv, None, 64 << 10) else {
+            panic!("expected the memory cap to stop the read");
+        };
+        assert!(bytes > 64 << 10);
+        let parsed = super::read(text.as_bytes(), Model::Kv, None, usize::MAX).unwrap();
+        assert_eq!(parsed.ops.len(), 5000);
+        assert!(parsed.bytes >= 5000 * size_of::<Operation>(), "{}", parsed.bytes);
     }
 
     fn shared_histories() -> PathBuf {

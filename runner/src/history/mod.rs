@@ -10,6 +10,7 @@
 
 pub mod export;
 pub mod jepsen_edn;
+pub mod partitioned_kv;
 pub mod synthetic;
 
 use std::fs::File;
