@@ -15,7 +15,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use crate::plan::{self, PlanOptions};
 use crate::workload::Workload;
 
-/// Cases per run (about 3 s in release); `FAULTLINE_FUZZ_CASES` and
+/// Cases per run (about a second in release); `FAULTLINE_FUZZ_CASES` and
 /// `FAULTLINE_FUZZ_SEED` run more, or others, by hand.
 const CASES: usize = 20_000;
 
@@ -161,6 +161,12 @@ fn exercise(path: &Path, text: &str) -> Result<(), super::SpecError> {
             }
         }
     }
+    // The engine paces an open loop by this period.
+    for profile in loaded.spec.profiles.values() {
+        if let Some(open) = &profile.open {
+            let _ = std::time::Duration::from_secs_f64(1.0 / open.rate);
+        }
+    }
     for spec in loaded.spec.workloads.values().filter(|w| w.shape.is_none()) {
         let workload = Arc::new(Workload::new(spec, loaded.spec.seed, 1));
         let mut ops = workload.stream(0, 2, 7, Some((0, 0)));
@@ -183,10 +189,10 @@ fn shown(text: &str) -> String {
 fn mutated_specs_never_panic_and_every_error_is_located() {
     let files = corpus();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(from_env("FAULTLINE_FUZZ_SEED", 12));
-    let cases = from_env("FAULTLINE_FUZZ_CASES", CASES as u64) as usize;
+    let count = from_env("FAULTLINE_FUZZ_CASES", CASES as u64) as usize;
     let mut problems = Vec::new();
     // The corpus itself first: the crashing inputs are in it.
-    let cases = files.iter().map(|(path, text)| (path.clone(), text.clone())).chain((0..CASES).map(|_| {
+    let cases = files.iter().map(|(path, text)| (path.clone(), text.clone())).chain((0..count).map(|_| {
         let (path, text) = &files[rng.random_range(0..files.len())];
         (path.clone(), mutate(&mut rng, text))
     }));

@@ -148,9 +148,16 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
         }
         err_at(line, column, None, message)
     })?;
+    // Errors found from here on are located with yaml-rust2, which is
+    // stricter than serde_yaml_ng in places (a flow collection continued at
+    // column 0, a `#` right after `}`): text it cannot read is refused here,
+    // where its own error names the place.
+    if let Some((line, column, m)) = locate::syntax_error(&masked) {
+        return Err(err_at(Some(line), Some(column), None, format!("{m} (YAML syntax)")));
+    }
     if !tree.is_mapping() {
         // An empty document (only comments, say) has no node to point at.
-        let (line, column) = locate::locate(text, &[]).unwrap_or((1, 1));
+        let (line, column) = locate::locate(&masked, &[]).unwrap_or((1, 1));
         let message = match tree.is_null() {
             true => "the spec is empty: a spec is a YAML mapping with at least name, targets, workloads, profiles and scenarios",
             false => "a spec is a YAML mapping with at least name, targets, workloads, profiles and scenarios",
@@ -158,7 +165,7 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
         return Err(err_at(Some(line), Some(column), None, message.into()));
     }
     let params = resolve_params(&tree, overrides).map_err(|(field, m)| {
-        let (line, column) = locate::locate(text, &locate::parse_path(&field)).unzip();
+        let (line, column) = locate::locate(&masked, &locate::parse_path(&field)).unzip();
         err_at(line, column, Some(field), m)
     })?;
 
@@ -169,10 +176,7 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
     limits::check(&resolved_text).map_err(|(line, column, m)| {
         err_at(Some(line), Some(column), None, format!("after substituting the params, {m}"))
     })?;
-    // Errors found from here on are located with yaml-rust2, which is
-    // stricter than serde_yaml_ng in places (a flow collection continued at
-    // column 0, a `#` right after `}`): text it cannot read is refused here,
-    // where its own error names the place.
+    // The substituted values must keep the text readable to both parsers.
     if let Some((line, column, m)) = locate::syntax_error(&resolved_text) {
         return Err(err_at(Some(line), Some(column), None, format!("{m} (YAML syntax)")));
     }

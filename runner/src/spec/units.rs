@@ -86,7 +86,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     };
     let bytes = (number * multiplier as f64).round();
     // Compared as a float: a cast would clamp an absurd size to u64::MAX.
-    if !(bytes <= MAX_SIZE as f64) {
+    if bytes.is_nan() || bytes > MAX_SIZE as f64 {
         return Err(format!("size `{s}` is too large (at most 1048576GiB)"));
     }
     Ok(bytes as u64)
