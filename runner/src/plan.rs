@@ -46,6 +46,14 @@ pub struct CellTiming {
     pub over_deadline_after: Duration,
 }
 
+impl CellTiming {
+    /// Warm-up and measured window together. Spec durations are at most a
+    /// year each, but the sums still saturate rather than trust that.
+    pub fn load_time(&self) -> Duration {
+        self.warmup.saturating_add(self.duration)
+    }
+}
+
 impl Cell {
     pub fn label(&self) -> String {
         format!("{}/{}/{}#{}", self.scenario, self.profile, self.variant, self.repeat)
@@ -128,7 +136,12 @@ pub fn build(spec: &Spec, options: &PlanOptions) -> Result<Plan, String> {
 
 impl Plan {
     pub fn total_time(&self) -> Duration {
-        self.cells.iter().map(|c| c.timing.warmup + c.timing.duration).sum()
+        load_time(&self.cells)
+    }
+
+    /// The load time of the cells after the `i`th (0-based), for the progress line.
+    pub fn time_after(&self, i: usize) -> Duration {
+        load_time(self.cells.get(i + 1..).unwrap_or_default())
     }
 
     /// The plan as `--dry-run` prints it.
@@ -160,6 +173,10 @@ impl Plan {
         }
         out
     }
+}
+
+fn load_time(cells: &[Cell]) -> Duration {
+    cells.iter().fold(Duration::ZERO, |sum, c| sum.saturating_add(c.timing.load_time()))
 }
 
 #[cfg(test)]

@@ -109,8 +109,7 @@ impl Engine<'_> {
                     Arc::new(Workload::new(&self.spec.workloads[&cell.workload], self.spec.seed, self.run_tag))
                 })
                 .clone();
-            let remaining: Duration =
-                self.plan.cells[i + 1..].iter().map(|c| c.timing.warmup + c.timing.duration).sum();
+            let remaining = self.plan.time_after(i);
             let result = self.run_cell(cell, (i + 1, total), by_name[cell.target.as_str()], workload, remaining).await;
             let line = match (&result.status, &result.stats) {
                 (CellStatus::Completed, Some(s)) => format!(

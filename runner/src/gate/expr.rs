@@ -326,8 +326,28 @@ struct Parser {
     pos: usize,
 }
 
+/// Parentheses and comparisons a gate may hold: the parser and the tree's
+/// walks recurse once per level, so an absurd expression must not reach them.
+const MAX_PARENS: usize = 64;
+const MAX_COMPARISONS: usize = 256;
+
 pub fn parse(src: &str) -> Result<Expr, String> {
-    let mut p = Parser { tokens: tokenize(src)?, pos: 0 };
+    let tokens = tokenize(src)?;
+    let mut depth = 0usize;
+    for t in &tokens {
+        match t {
+            Token::LParen => depth += 1,
+            Token::RParen => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth > MAX_PARENS {
+            return Err(format!("parentheses nested deeper than {MAX_PARENS} levels"));
+        }
+    }
+    if tokens.iter().filter(|t| matches!(t, Token::Op(_))).count() > MAX_COMPARISONS {
+        return Err(format!("more than {MAX_COMPARISONS} comparisons in one gate: split it into several gates"));
+    }
+    let mut p = Parser { tokens, pos: 0 };
     if p.tokens.is_empty() {
         return Err("empty gate: write e.g. `errors == 0` or `p99(get) < 30ms`".into());
     }
@@ -548,6 +568,9 @@ mod tests {
             ("errors == 0 errors", "join comparisons"),
             ("", "empty gate"),
             ("1 < 2", "one side must be a metric"),
+            ("p99(get) < 99999999999999999999999h", "too large"),
+            (&format!("{}errors == 0{}", "(".repeat(100_000), ")".repeat(100_000)), "nested deeper than 64"),
+            (&vec!["errors == 0"; 100_000].join(" and "), "split it into several gates"),
         ] {
             let err = parse(bad).unwrap_err();
             assert!(err.contains(why), "{bad}: {err}");

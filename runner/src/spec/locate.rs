@@ -49,6 +49,36 @@ pub fn locate_exact(text: &str, path: &[PathStep]) -> Option<(usize, usize)> {
     }
 }
 
+/// yaml-rust2's syntax error, with its 1-based line and column, if it finds one.
+pub fn syntax_error(text: &str) -> Option<(usize, usize, String)> {
+    let mut parser = Parser::new_from_str(text);
+    loop {
+        match parser.next_token() {
+            Ok((Event::StreamEnd, _)) => return None,
+            Ok(_) => {}
+            Err(e) => return Some((e.marker().line(), e.marker().col() + 1, e.info().to_string())),
+        }
+    }
+}
+
+/// Where a second YAML document starts, if the text holds one.
+pub fn second_document(text: &str) -> Option<(usize, usize)> {
+    let mut parser = Parser::new_from_str(text);
+    let mut documents = 0;
+    loop {
+        match parser.next_token().ok()? {
+            (Event::DocumentStart, mark) => {
+                documents += 1;
+                if documents == 2 {
+                    return Some((mark.line(), mark.col() + 1));
+                }
+            }
+            (Event::StreamEnd, _) => return None,
+            _ => {}
+        }
+    }
+}
+
 /// Line, column and how many steps of the path were found.
 fn locate_depth(text: &str, path: &[PathStep]) -> Option<(usize, usize, usize)> {
     let mut parser = Parser::new_from_str(text);
@@ -141,6 +171,14 @@ mod tests {
         assert_eq!(locate(TEXT, &parse_path("targets.cache.kind")), Some((4, 11)));
         assert_eq!(locate(TEXT, &parse_path("scenarios[0].target")), Some((7, 13)));
         assert_eq!(locate(TEXT, &parse_path("scenarios[1].profiles[1]")), Some((9, 20)));
+    }
+
+    #[test]
+    fn finds_a_second_document() {
+        assert_eq!(second_document("a: 1\n---\nb: 2\n"), Some((2, 1)));
+        assert_eq!(second_document("a: 1\n"), None);
+        assert_eq!(syntax_error("a: 1\n"), None);
+        assert!(syntax_error("a: {b: 1, c: ").is_some());
     }
 
     #[test]

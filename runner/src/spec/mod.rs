@@ -1,6 +1,9 @@
 //! The spec language: YAML text → typed, validated [`Spec`].
 
 pub mod docker;
+#[cfg(test)]
+mod fuzz;
+pub mod limits;
 pub mod locate;
 pub mod model;
 pub mod units;
@@ -51,13 +54,42 @@ pub struct LoadedSpec {
 
 /// Reads, substitutes params, parses and validates a spec file.
 pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<LoadedSpec, SpecError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SpecError {
+    let err_at = |at: Option<(usize, usize)>, message: String| SpecError {
         file: path.to_path_buf(),
-        line: None,
-        column: None,
+        line: at.map(|a| a.0),
+        column: at.map(|a| a.1),
         field: None,
-        message: format!("cannot read the spec: {e}"),
-    })?;
+        message,
+    };
+    // One byte past the limit is enough to know it is too large; a huge file
+    // (or /dev/zero) is never read whole.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, limits::MAX_SPEC_BYTES as u64 + 1), &mut bytes)
+        })
+        .map_err(|e| err_at(None, format!("cannot read the spec: {e}")))?;
+    let too_large = bytes.len() > limits::MAX_SPEC_BYTES;
+    let text = match String::from_utf8(bytes) {
+        Ok(text) if !too_large => text,
+        Ok(text) => {
+            return Err(err_at(
+                Some(limits::line_and_column(&text, limits::MAX_SPEC_BYTES)),
+                limits::too_large_message(),
+            ))
+        }
+        Err(e) => {
+            let text = String::from_utf8_lossy(e.as_bytes());
+            if too_large {
+                return Err(err_at(
+                    Some(limits::line_and_column(&text, limits::MAX_SPEC_BYTES)),
+                    limits::too_large_message(),
+                ));
+            }
+            let at = limits::line_and_column(&text, e.utf8_error().valid_up_to());
+            return Err(err_at(Some(at), "not UTF-8 text: a spec is YAML in UTF-8".into()));
+        }
+    };
     parse(path, &text, overrides)
 }
 
@@ -70,14 +102,23 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
         message,
     };
 
+    // Pass 0: size and nesting, before a parser spends quadratic time on them.
+    let masked = mask_references(text);
+    limits::check(&masked).map_err(|(line, column, m)| err_at(Some(line), Some(column), None, m))?;
+
     // Pass 1: the untyped tree, for syntax errors and the params block. The
     // `${name}` references are not resolved yet and `{`/`}` would read as YAML
     // flow syntax, so they stand in as a plain scalar here.
-    let tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&mask_references(text)).map_err(|e| {
+    let tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&masked).map_err(|e| {
         let (mut line, mut column) = e.location().map(|l| (l.line(), l.column())).unzip();
         let mut message = strip_location(&e.to_string());
         if line.and_then(|l| text.lines().nth(l.saturating_sub(1))).is_some_and(|l| l.contains('\t')) {
             message.push_str(" (this line has a tab; YAML indents with spaces only)");
+        }
+        if message.starts_with("mapping values are not allowed") {
+            if let Some(hint) = line.and_then(|l| text.lines().nth(l.saturating_sub(1))).and_then(quote_hint) {
+                message.push_str(&hint);
+            }
         }
         // The parser notices an unclosed bracket only where it gives up;
         // point at the bracket instead.
@@ -89,6 +130,16 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
                 }
             }
         }
+        // Some errors come without a place (a flow collection cut off at the
+        // end reads as "more than one document"); the other parser's is exact.
+        if line.is_none() {
+            if let Some((l, c, m)) = locate::syntax_error(text) {
+                (line, column, message) = (Some(l), Some(c), m);
+            } else if let Some((l, c)) = locate::second_document(text) {
+                (line, column) = (Some(l), Some(c));
+                message = "a spec is one YAML document, and a second one starts here".into();
+            }
+        }
         // Duplicate keys are reported at the enclosing mapping; find the repeat.
         if let Some(key) = quoted_after(&message, "duplicate entry with key ") {
             if let Some(repeat) = second_occurrence(text, &key) {
@@ -97,23 +148,38 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
         }
         err_at(line, column, None, message)
     })?;
+    // Errors found from here on are located with yaml-rust2, which is
+    // stricter than serde_yaml_ng in places (a flow collection continued at
+    // column 0, a `#` right after `}`): text it cannot read is refused here,
+    // where its own error names the place.
+    if let Some((line, column, m)) = locate::syntax_error(&masked) {
+        return Err(err_at(Some(line), Some(column), None, format!("{m} (YAML syntax)")));
+    }
     if !tree.is_mapping() {
-        let (line, column) = locate::locate(text, &[]).unzip();
-        return Err(err_at(
-            line,
-            column,
-            None,
-            "a spec is a YAML mapping with at least name, targets, workloads, profiles and scenarios".into(),
-        ));
+        // An empty document (only comments, say) has no node to point at.
+        let (line, column) = locate::locate(&masked, &[]).unwrap_or((1, 1));
+        let message = match tree.is_null() {
+            true => "the spec is empty: a spec is a YAML mapping with at least name, targets, workloads, profiles and scenarios",
+            false => "a spec is a YAML mapping with at least name, targets, workloads, profiles and scenarios",
+        };
+        return Err(err_at(Some(line), Some(column), None, message.into()));
     }
     let params = resolve_params(&tree, overrides).map_err(|(field, m)| {
-        let (line, column) = locate::locate(text, &locate::parse_path(&field)).unzip();
+        let (line, column) = locate::locate(&masked, &locate::parse_path(&field)).unzip();
         err_at(line, column, Some(field), m)
     })?;
 
     // Pass 2: substitute `${name}` textually so line numbers survive.
     let resolved_text =
         substitute_params(text, &params).map_err(|(line, column, m)| err_at(Some(line), Some(column), None, m))?;
+    // A param's value can nest, or be used many times over.
+    limits::check(&resolved_text).map_err(|(line, column, m)| {
+        err_at(Some(line), Some(column), None, format!("after substituting the params, {m}"))
+    })?;
+    // The substituted values must keep the text readable to both parsers.
+    if let Some((line, column, m)) = locate::syntax_error(&resolved_text) {
+        return Err(err_at(Some(line), Some(column), None, format!("{m} (YAML syntax)")));
+    }
 
     // Pass 3: the typed model, with the failing field's path.
     let deserializer = serde_yaml_ng::Deserializer::from_str(&resolved_text);
@@ -215,6 +281,23 @@ fn resolve_params(
         params.insert(name.clone(), value);
     }
     Ok(params)
+}
+
+/// For a `key: value` line whose value holds `: ` (a window gate such as
+/// `p99(get, after: frozen) < 50ms`), the hint to quote the value.
+fn quote_hint(line: &str) -> Option<String> {
+    let code = line[..comment_start(line)].trim_end();
+    let (key, value) = code.split_once(": ")?;
+    let value = value.trim();
+    if !value.contains(": ") || value.starts_with(['"', '\'', '{', '[']) {
+        return None;
+    }
+    let quoted = match value.contains('"') {
+        true => format!("'{}'", value.replace('\'', "''")),
+        false => format!("\"{value}\""),
+    };
+    let key = key.trim().trim_start_matches("- ");
+    Some(format!(" (the value of `{key}` holds `: `, which YAML reads as another key: quote it, `{key}: {quoted}`)"))
 }
 
 /// The text between the quotes (or backticks) that follow `prefix`.

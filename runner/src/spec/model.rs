@@ -650,6 +650,12 @@ impl ClosedShape {
         if clients == 0 || in_flight == 0 {
             return Err(format!("closed-loop shape `{text}` needs at least 1x1"));
         }
+        use super::validate::{MAX_CONNECTIONS, MAX_IN_FLIGHT};
+        if clients > MAX_CONNECTIONS || in_flight > MAX_IN_FLIGHT {
+            return Err(format!(
+                "closed-loop shape `{text}` is too large: at most {MAX_CONNECTIONS} clients x {MAX_IN_FLIGHT} in flight"
+            ));
+        }
         Ok(ClosedShape { clients, in_flight })
     }
 }

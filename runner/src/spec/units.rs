@@ -16,6 +16,15 @@ pub struct Dur(pub Duration);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Size(pub u64);
 
+/// The longest duration a spec may write: a year, far past any campaign, and
+/// small enough that sums of a plan's durations and instants offset by them
+/// never overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The largest size a spec may write, 1 PiB: every size then fits the signed
+/// 64-bit fields (Docker's memory limit) it ends up in.
+pub const MAX_SIZE: u64 = 1 << 50;
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     if s.is_empty() {
@@ -47,7 +56,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         total += number * seconds_per_unit;
         rest = &rest[unit_len..];
     }
-    Ok(Duration::from_secs_f64(total))
+    // Checked here, so no caller can overflow (or panic converting) later.
+    match Duration::try_from_secs_f64(total) {
+        Ok(d) if d <= MAX_DURATION => Ok(d),
+        _ => Err(format!("duration `{s}` is too large (at most 8760h, a year)")),
+    }
 }
 
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -71,7 +84,12 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
             return Err(format!("invalid size `{s}`: unknown unit `{other}` (use B, KiB, MiB, GiB, KB, MB or GB)"))
         }
     };
-    Ok((number * multiplier as f64).round() as u64)
+    let bytes = (number * multiplier as f64).round();
+    // Compared as a float: a cast would clamp an absurd size to u64::MAX.
+    if bytes.is_nan() || bytes > MAX_SIZE as f64 {
+        return Err(format!("size `{s}` is too large (at most 1048576GiB)"));
+    }
+    Ok(bytes as u64)
 }
 
 /// Formats a duration the way a person reads a latency table.
@@ -181,6 +199,21 @@ mod tests {
         assert!(parse_duration("5").unwrap_err().contains("no unit"));
         assert!(parse_duration("5 parsecs").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("fast").is_err());
+    }
+
+    #[test]
+    fn absurd_durations_and_sizes_are_errors_not_panics() {
+        let overflowing = format!("1{}s", "0".repeat(400));
+        for huge in ["99999999999999999999999h", "10000000000000000000s", "9223372036854775807s", "8761h", &overflowing]
+        {
+            assert!(parse_duration(huge).unwrap_err().contains("too large (at most 8760h"), "{huge}");
+        }
+        assert_eq!(parse_duration("8760h").unwrap(), MAX_DURATION);
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        for huge in ["99999999999999999999999GiB", "1048577GiB"] {
+            assert!(parse_size(huge).unwrap_err().contains("too large"), "{huge}");
+        }
+        assert_eq!(parse_size("1048576GiB").unwrap(), MAX_SIZE);
     }
 
     #[test]

@@ -8,6 +8,22 @@ use super::model::*;
 /// The failing field's dotted path and the message.
 pub type Problem = (String, String);
 
+/// Open-loop rates whose period (1/rate) a `Duration` holds: at most one op
+/// a day, at least a nanosecond between ops.
+pub const MIN_OPEN_RATE: f64 = 1.0 / 86_400.0;
+pub const MAX_OPEN_RATE: f64 = 1e9;
+
+/// Client connections and ops in flight per connection: a history names its
+/// writers with 16 bits, and every slot is allocated up front.
+pub const MAX_CONNECTIONS: u32 = 10_000;
+pub const MAX_IN_FLIGHT: u32 = 10_000;
+
+pub const MAX_REPEATS: u32 = 1_000;
+
+/// Cells a plan may hold: a history names its cell with 16 bits, and the plan
+/// is built in memory before anything runs.
+pub const MAX_CELLS: u64 = 10_000;
+
 pub fn validate(spec: &Spec) -> Result<(), Problem> {
     if spec.name.trim().is_empty() {
         return Err(("name".into(), "must not be empty".into()));
@@ -27,8 +43,20 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
                 if !(open.rate.is_finite() && open.rate > 0.0) {
                     return Err((format!("{at}.open.rate"), "must be a positive number of ops per second".into()));
                 }
+                if !(MIN_OPEN_RATE..=MAX_OPEN_RATE).contains(&open.rate) {
+                    return Err((
+                        format!("{at}.open.rate"),
+                        "must be from 0.0000116 (one op a day) to 1000000000 ops per second (one a nanosecond)".into(),
+                    ));
+                }
                 if open.connections == 0 || open.in_flight == 0 {
                     return Err((format!("{at}.open"), "connections and in_flight must be at least 1".into()));
+                }
+                if open.connections > MAX_CONNECTIONS {
+                    return Err((format!("{at}.open.connections"), format!("must be at most {MAX_CONNECTIONS}")));
+                }
+                if open.in_flight > MAX_IN_FLIGHT {
+                    return Err((format!("{at}.open.in_flight"), format!("must be at most {MAX_IN_FLIGHT}")));
                 }
                 if !(0.0..=1.0).contains(&open.min_sent) {
                     return Err((
@@ -144,8 +172,12 @@ fn validate_workload(at: &str, w: &WorkloadSpec) -> Result<(), Problem> {
             return Err((format!("{at}.ops.{}", op.as_str()), "weights must be numbers >= 0".into()));
         }
     }
-    if w.ops.values().sum::<f64>() <= 0.0 {
+    let total: f64 = w.ops.values().sum();
+    if total <= 0.0 {
         return Err((format!("{at}.ops"), "at least one weight must be above 0".into()));
+    }
+    if !total.is_finite() {
+        return Err((format!("{at}.ops"), "the weights are too large to add up: use smaller numbers".into()));
     }
     let k = &w.keys;
     if k.count == 0 {
@@ -242,6 +274,9 @@ fn validate_timing(at: &str, t: &TimingSpec) -> Result<(), Problem> {
     if t.repeats == 0 {
         return Err((format!("{at}.repeats"), "must be at least 1".into()));
     }
+    if t.repeats > MAX_REPEATS {
+        return Err((format!("{at}.repeats"), format!("must be at most {MAX_REPEATS}")));
+    }
     if t.deadline.0.is_zero() {
         return Err((format!("{at}.deadline"), "must be longer than 0s".into()));
     }
@@ -254,6 +289,9 @@ fn validate_timing(at: &str, t: &TimingSpec) -> Result<(), Problem> {
     if t.quick.duration.0.is_zero() || t.quick.repeats == 0 {
         return Err((format!("{at}.quick"), "duration must be longer than 0s and repeats at least 1".into()));
     }
+    if t.quick.repeats > MAX_REPEATS {
+        return Err((format!("{at}.quick.repeats"), format!("must be at most {MAX_REPEATS}")));
+    }
     Ok(())
 }
 
@@ -262,6 +300,7 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
         return Err(("scenarios".into(), "needs at least one scenario".into()));
     }
     let mut seen = HashSet::new();
+    let mut cells = 0u64;
     for (i, s) in spec.scenarios.iter().enumerate() {
         let at = format!("scenarios[{i}]");
         if s.name.trim().is_empty() {
@@ -330,12 +369,27 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
             }
         }
         validate_faults(spec, s, &at)?;
+        // `--quick` runs every scenario with the quick repeats.
+        let repeats =
+            s.timing.as_ref().and_then(|t| t.repeats).unwrap_or(spec.timing.repeats).max(spec.timing.quick.repeats);
+        cells = cells.saturating_add(
+            (repeats as u64).saturating_mul(s.profiles.len() as u64).saturating_mul(s.variants().len() as u64),
+        );
+        if cells > MAX_CELLS {
+            return Err((
+                at,
+                format!("the plan would hold more than {MAX_CELLS} cells (scenarios x repeats x profiles x variants)"),
+            ));
+        }
         if let Some(t) = &s.timing {
             if t.duration.is_some_and(|d| d.0.is_zero()) {
                 return Err((format!("{at}.timing.duration"), "must be longer than 0s".into()));
             }
             if t.repeats == Some(0) {
                 return Err((format!("{at}.timing.repeats"), "must be at least 1".into()));
+            }
+            if t.repeats.is_some_and(|r| r > MAX_REPEATS) {
+                return Err((format!("{at}.timing.repeats"), format!("must be at most {MAX_REPEATS}")));
             }
             if t.deadline.is_some_and(|d| d.0.is_zero()) {
                 return Err((format!("{at}.timing.deadline"), "must be longer than 0s".into()));
