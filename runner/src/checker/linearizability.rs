@@ -780,8 +780,14 @@ impl Checker<'_> {
                     }
                     Some(Outcome::OutOfMemory) => {
                         // Give up the partition holding the most, which frees
-                        // the most for the others.
-                        let largest = (0..live.len()).max_by_key(|&j| (live[j].bytes(), j == i)).unwrap_or(i);
+                        // the most for the others; one whose set-up alone
+                        // exceeds the cap goes itself, sparing the others.
+                        let hopeless =
+                            live[i].search.is_none() && Search::<T>::setup_bytes(live[i].ops.len()) > max_bytes;
+                        let largest = match hopeless {
+                            true => i,
+                            false => (0..live.len()).max_by_key(|&j| (live[j].bytes(), j == i)).unwrap_or(i),
+                        };
                         let p = live.swap_remove(largest);
                         held -= p.bytes();
                         out_of_memory.push(format!("{} after about {} MiB", p.describe(), p.bytes() >> 20));

@@ -56,7 +56,17 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
                 result.evidence = NOTHING_MEASURED.into();
                 return result;
             }
-            return plugin_gate(result, name, p, &scoped, run);
+            let mut result = plugin_gate(result, name, p, &scoped, run);
+            // The plugin's word holds for a failure; a pass needs the load asked for.
+            let unsent: Vec<String> = scoped
+                .iter()
+                .filter_map(|c| load_not_sent(c, false).map(|why| format!("{}: {why}", c.label())))
+                .collect();
+            if result.result == GateOutcome::Pass && !unsent.is_empty() {
+                result.result = GateOutcome::Incomplete;
+                result.evidence = format!("{}; but not measured as asked in {}", result.evidence, abbreviate(&unsent));
+            }
+            return result;
         }
     };
     let expr = match expr::parse(text) {
@@ -92,7 +102,7 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
     for cell in &covered {
         let verdict = eval(&expr, cell);
         // What was measured may fail a gate, but it passes only on the load asked for.
-        let unmeasured = if reads_schedule { None } else { load_not_sent(cell) };
+        let unmeasured = load_not_sent(cell, reads_schedule);
         match verdict {
             Ok((true, _)) if unmeasured.is_some() => {
                 missing.push(format!("{}: {}", cell.label(), unmeasured.unwrap_or_default()))
@@ -136,9 +146,11 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
 
 /// Why a cell's measurements cannot earn a pass: nothing completed, or an
 /// open loop sent less of its schedule than its profile's `min_sent`.
-fn load_not_sent(cell: &CellResult) -> Option<String> {
+/// A gate that reads the schedule itself (`unsent`, `achieved_rate`) judges
+/// an under-sent cell, but not one where nothing completed.
+fn load_not_sent(cell: &CellResult, reads_schedule: bool) -> Option<String> {
     let stats = cell.stats.as_ref()?;
-    let under_sent = stats.open_loop.filter(|o| o.sent_fraction() < o.min_sent).map(|open| {
+    let under_sent = stats.open_loop.filter(|o| !reads_schedule && o.sent_fraction() < o.min_sent).map(|open| {
         format!(
             "the open loop sent {} of the {} ops its schedule had due ({:.1}%, below min_sent {}%): {} unsent, {:.0}/s of {}/s asked",
             crate::report::thousands(open.sent),
@@ -550,6 +562,11 @@ mod tests {
         assert_eq!(evaluate(&gate("p99(get) < 0.5ms"), std::slice::from_ref(&under_sent))[0].result, GateOutcome::Fail);
         assert_eq!(evaluate(&gate("unsent == 0"), std::slice::from_ref(&under_sent))[0].result, GateOutcome::Fail);
         assert_eq!(evaluate(&gate("achieved_rate >= 20000"), &[under_sent])[0].result, GateOutcome::Pass);
+        // A gate on the schedule passes nothing where nothing completed.
+        let mut stuck = cell("a", None, 0);
+        let stats = stuck.stats.as_mut().unwrap();
+        (stats.ok, stats.per_op["get"].ok) = (0, 0);
+        assert_eq!(evaluate(&gate("errors == 0 and unsent == 0"), &[stuck])[0].result, GateOutcome::Incomplete);
         // A closed loop owes nothing.
         assert_eq!(evaluate(&gate("unsent == 0"), &[cell("a", Some(1.0), 0)])[0].result, GateOutcome::Pass);
     }

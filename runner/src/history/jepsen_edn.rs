@@ -28,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::mem::size_of;
 use std::time::Instant;
 
@@ -86,6 +86,9 @@ pub fn parse(text: &str, model: Model) -> Result<Vec<Operation>, ParseError> {
 /// Lines read between looks at the clock.
 const CLOCK_EVERY: usize = 1024;
 
+/// Longest line read; a history's lines are one op event each.
+const MAX_LINE: usize = 64 * 1024;
+
 /// [`parse`] from a stream, one line at a time, so the text is never held
 /// whole: stops at `deadline`, and rather than let the operations read pass
 /// `max_bytes` (estimated).
@@ -100,10 +103,17 @@ pub fn read(
     let mut line = 0;
     loop {
         buffer.clear();
-        if input.read_until(b'\n', &mut buffer).map_err(ReadError::Io)? == 0 {
+        // One line is held at a time, and no line may be longer than
+        // MAX_LINE: a file without newlines cannot slip past the cap.
+        let read = (&mut input).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut buffer).map_err(ReadError::Io)?;
+        if read == 0 {
             break;
         }
         line += 1;
+        if buffer.len() > MAX_LINE {
+            let message = format!("the line is longer than {} KiB; no history line is", MAX_LINE >> 10);
+            return Err(ReadError::Unreadable(ParseError { line, message }));
+        }
         if line % CLOCK_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(ReadError::OutOfTime { line });
         }
@@ -788,6 +798,8 @@ INFO  jepsen.util - 0\t:invoke\t:read\tnil
         assert!(parse(&random, Model::Kv).is_err());
         let cases: Vec<(String, Model, usize, &str)> = vec![
             (String::new(), Model::Kv, 1, "the file is empty"),
+            // One endless line cannot slip past the memory cap.
+            (format!("{invoke}{}", "[".repeat(100_000)), Model::Kv, 2, "the line is longer than 64 KiB"),
             ("\n  \n\t\n".into(), Model::Kv, 1, "the file holds no operation event, only 3 blank line(s)"),
             ("\n:nemesis :info :start nil\nhello\n".into(), Model::Kv, 2, "no client operation event in 3 line(s)"),
             // A completion whose value was cut off is not a read of nil.

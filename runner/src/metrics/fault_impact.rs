@@ -84,22 +84,27 @@ impl FineTimeline {
                 let at_us = (*at * 1e6) as u64;
                 let (ops, failed) = span.iter().fold((0, 0), |(o, f), b| (o + b.ok + b.failed, f + b.failed));
                 let max_latency_ms = span.iter().map(|b| b.max_latency_us).max().unwrap_or(0) as f64 / 1e3;
-                let last_fail_end = span.iter().map(|b| b.last_fail_end).max().filter(|e| *e > 0).map(|e| e - 1);
-                // First success after the last failure (or after the fault, with none).
+                let last_fail = |buckets: &[Bucket]| {
+                    buckets.iter().map(|b| b.last_fail_end).max().filter(|e| *e > 0).map(|e| e - 1)
+                };
+                // The denial is judged on failures inside the window: an op
+                // that was in flight when it closed and timed out later says
+                // nothing about a target that served others after it.
+                let last_fail_end = last_fail(&self.buckets[from..until.min(end_bucket).max(from)]);
+                // First success after the last failure (or after the fault,
+                // with none), wherever it came: also after a later fault.
                 let after = last_fail_end.unwrap_or(at_us);
-                let first_success = span
-                    .iter()
-                    .enumerate()
-                    .skip((after / BUCKET_US) as usize - from.min((after / BUCKET_US) as usize))
-                    .find_map(|(j, b)| {
-                        let bucket_start = (from + j) as u64 * BUCKET_US;
+                let first_bucket = ((after / BUCKET_US) as usize).max(from);
+                let first_success =
+                    self.buckets.get(first_bucket..).unwrap_or_default().iter().enumerate().find_map(|(j, b)| {
+                        let bucket_start = (first_bucket + j) as u64 * BUCKET_US;
                         // After the last failure strictly; with none, from the fault on.
                         let ok_end = b.first_ok_end.checked_sub(1)?;
                         let counts = ok_end > after || (last_fail_end.is_none() && ok_end >= after);
                         (counts || bucket_start > after).then_some(ok_end)
                     });
                 // Throughput before: the 10 s before the fault (or since the window began).
-                let before_from = to_bucket(at - 10.0);
+                let before_from = to_bucket(at - 10.0).min(from);
                 let before: u64 = self.buckets[before_from..from.min(self.buckets.len())].iter().map(|b| b.ok).sum();
                 let before_s = (from - before_from) as f64 * BUCKET_US as f64 / 1e6;
                 let baseline = if before_s > 0.0 { before as f64 / before_s } else { 0.0 };
@@ -115,16 +120,17 @@ impl FineTimeline {
                     })
                     .flatten();
                 let rel = |us: u64| (us as f64 / 1e6 - at).max(0.0);
-                // Failures and no success after the last of them: still down
-                // when the cell ended, however long it waited.
-                let not_recovered = last_fail_end.is_some() && first_success.is_none();
+                // Ops failed after the fault and none succeeded after the
+                // last failure: still down when the cell ended, however long
+                // it waited.
+                let not_recovered = failed > 0 && first_success.is_none();
                 FaultImpact {
                     fault: name.clone(),
                     ops,
                     failed,
                     max_latency_ms,
                     denied_window_s: last_fail_end.map(rel).filter(|_| !not_recovered),
-                    denied_at_least_s: last_fail_end.map(rel).filter(|_| not_recovered),
+                    denied_at_least_s: last_fail(span).map(rel).filter(|_| not_recovered),
                     not_recovered,
                     first_success_s: first_success.map(rel),
                     throughput_before: baseline,
@@ -217,5 +223,34 @@ mod tests {
         assert!((impact.denied_at_least_s.unwrap() - 2.5).abs() < 0.01, "{impact:?}");
         assert_eq!(impact.failed, 1032, "failures after the window's end count too");
         assert_eq!((impact.first_success_s, impact.recovered_s), (None, None));
+    }
+
+    #[test]
+    fn recovery_after_the_next_fault_and_late_stragglers_are_recovery() {
+        let mut t = FineTimeline::default();
+        // freeze at 2 s, thaw at 4 s: failures until 4 s, successes after.
+        for ms in 0..6000u64 {
+            let failing = (2_000..4_000).contains(&ms);
+            t.record(ms * 1000 + 500, 100, !failing);
+        }
+        // An op in flight when the 6 s window closed timed out at 6.4 s.
+        t.record(6_400_000, 500_000, false);
+        let impacts = t.impacts(&[("freeze".into(), 2.0), ("thaw".into(), 4.0)], 6.0);
+        let freeze = &impacts[0];
+        assert!(!freeze.not_recovered, "its recovery came in the next fault's span: {freeze:?}");
+        assert!((freeze.denied_window_s.unwrap() - 2.0).abs() < 0.01, "{freeze:?}");
+        assert!((freeze.first_success_s.unwrap() - 2.0).abs() < 0.01, "{freeze:?}");
+        let thaw = &impacts[1];
+        assert!(!thaw.not_recovered, "a straggler after the window is no relapse: {thaw:?}");
+        assert_eq!(thaw.failed, 1, "but it is counted");
+        // A fault late in the window whose only failures ended after it, with
+        // no success since: not recovered.
+        let mut late = FineTimeline::default();
+        for ms in 0..2900u64 {
+            late.record(ms * 1000, 100, true);
+        }
+        late.record(3_400_000, 500_000, false);
+        let impact = &late.impacts(&[("pause".into(), 2.9)], 3.0)[0];
+        assert!(impact.not_recovered && impact.denied_window_s.is_none(), "{impact:?}");
     }
 }

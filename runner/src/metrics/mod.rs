@@ -137,22 +137,29 @@ fn error_label(class: ErrorClass, detail: &[u8]) -> (&'static str, &[u8]) {
     }
 }
 
-fn example_text(class: ErrorClass, detail: &[u8]) -> String {
+fn example_text(class: ErrorClass, detail: &[u8]) -> std::borrow::Cow<'_, str> {
     if detail.is_empty() {
         return match class {
-            ErrorClass::Deadline => "no reply by the op's deadline".into(),
-            ErrorClass::Connection => "the connection broke".into(),
-            ErrorClass::Hang => "still running past the hang watchdog".into(),
-            ErrorClass::Server => "an error reply".into(),
-        };
+            ErrorClass::Deadline => "no reply by the op's deadline",
+            ErrorClass::Connection => "the connection broke",
+            ErrorClass::Hang => "still running past the hang watchdog",
+            ErrorClass::Server => "an error reply",
+        }
+        .into();
     }
-    let text = String::from_utf8_lossy(&detail[..detail.len().min(EXAMPLE_MAX_LEN)]);
-    text.trim().to_string()
+    match String::from_utf8_lossy(&detail[..detail.len().min(EXAMPLE_MAX_LEN)]) {
+        std::borrow::Cow::Borrowed(text) => text.trim().into(),
+        std::borrow::Cow::Owned(text) => text.trim().to_string().into(),
+    }
 }
 
+/// Most labels a cell keeps apart; a server with more error codes has the
+/// rest counted under its class alone.
+const MAX_LABELS: usize = 32;
+
 fn count_label(labels: &mut Vec<ErrorLabel>, class: ErrorClass, detail: &[u8]) {
-    let (name, code) = error_label(class, detail);
-    let matches = |l: &ErrorLabel| {
+    let (name, mut code) = error_label(class, detail);
+    let matches = |l: &ErrorLabel, code: &[u8]| {
         let have = l.label.as_bytes();
         match code.is_empty() {
             true => have == name.as_bytes(),
@@ -164,7 +171,12 @@ fn count_label(labels: &mut Vec<ErrorLabel>, class: ErrorClass, detail: &[u8]) {
             }
         }
     };
-    let index = match labels.iter().position(matches) {
+    let mut found = labels.iter().position(|l| matches(l, code));
+    if found.is_none() && labels.len() >= MAX_LABELS {
+        code = &[];
+        found = labels.iter().position(|l| matches(l, code));
+    }
+    let index = match found {
         Some(i) => i,
         None => {
             let label = match code.is_empty() {
@@ -178,9 +190,10 @@ fn count_label(labels: &mut Vec<ErrorLabel>, class: ErrorClass, detail: &[u8]) {
     let entry = &mut labels[index];
     entry.count += 1;
     if entry.examples.len() < EXAMPLES_PER_LABEL {
+        // Compared before it is copied: a storm of one error allocates nothing.
         let text = example_text(class, detail);
-        if !entry.examples.contains(&text) {
-            entry.examples.push(text);
+        if !entry.examples.iter().any(|e| *e == text) {
+            entry.examples.push(text.into_owned());
         }
     }
 }
@@ -634,5 +647,30 @@ mod tests {
         // The deadline error finished 4.5 s after the 2 s window: folded into its last second.
         assert_eq!(s.timeline.len(), 2);
         assert_eq!((s.timeline[0].ok, s.timeline[1].failed), (2, 1));
+    }
+
+    #[test]
+    fn failures_are_labelled_by_class_and_server_code_with_distinct_examples() {
+        let mut labels = Vec::new();
+        for _ in 0..1000 {
+            count_label(&mut labels, ErrorClass::Server, b"LOADING Redis is loading the dataset in memory");
+        }
+        count_label(&mut labels, ErrorClass::Server, b"READONLY You can't write against a read only replica.");
+        count_label(&mut labels, ErrorClass::Connection, b"the server closed the connection");
+        count_label(&mut labels, ErrorClass::Deadline, b"");
+        count_label(&mut labels, ErrorClass::Server, b"lower-case message without a code");
+        let names: Vec<(&str, u64)> = labels.iter().map(|l| (l.label.as_str(), l.count)).collect();
+        assert_eq!(
+            names,
+            [("server LOADING", 1000), ("server READONLY", 1), ("connection", 1), ("deadline", 1), ("server", 1)]
+        );
+        assert_eq!(labels[0].examples, ["LOADING Redis is loading the dataset in memory"]);
+        assert_eq!(labels[3].examples, ["no reply by the op's deadline"]);
+        // A server with endless codes: past the cap they count under `server`.
+        for i in 0..100 {
+            count_label(&mut labels, ErrorClass::Server, format!("E{} x", "Q".repeat(i + 1)).as_bytes());
+        }
+        assert!(labels.len() <= MAX_LABELS + 1, "{}", labels.len());
+        assert_eq!(labels.iter().map(|l| l.count).sum::<u64>(), 1004 + 100);
     }
 }

@@ -36,7 +36,9 @@ pub fn check(text: &str) -> Result<(), Exceeded> {
             Err(e) if e.info() == SCANNER_DEPTH_LIMIT => {
                 return Err((e.marker().line(), e.marker().col() + 1, too_deep));
             }
-            Err(_) => return Ok(()),
+            // The parser that reports the error comes next; it must not
+            // meet deep nesting after the point this one gave up at.
+            Err(_) => return flow_depth(text, &too_deep),
         };
         match event {
             Event::MappingStart(..) | Event::SequenceStart(..) => {
@@ -68,9 +70,47 @@ pub fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
     (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
 }
 
+/// The deepest run of flow brackets (`[` `{`), outside quotes and comments:
+/// a coarse stand-in for the nesting check on text the event parser could
+/// not read to its end (such a spec is refused anyway; this only keeps its
+/// error fast).
+fn flow_depth(text: &str, too_deep: &str) -> Result<(), Exceeded> {
+    let mut depth = 0usize;
+    for (i, line) in text.lines().enumerate() {
+        let mut quote: Option<char> = None;
+        for (col, c) in line.chars().enumerate() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '\'' | '"') => quote = Some(c),
+                (None, '#') => break,
+                (None, '[' | '{') => {
+                    depth += 1;
+                    if depth > MAX_NESTING {
+                        return Err((i + 1, col + 1, too_deep.to_string()));
+                    }
+                }
+                (None, ']' | '}') => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deep_nesting_after_a_syntax_error_is_refused_at_once() {
+        let text = format!("name: x\n  bad: indentation: here\ngates: {}\n", "[".repeat(100_000));
+        let started = std::time::Instant::now();
+        let (line, _, message) = check(&text).unwrap_err();
+        assert_eq!(line, 3);
+        assert!(message.contains("nested deeper"), "{message}");
+        assert!(started.elapsed() < std::time::Duration::from_millis(200), "{:?}", started.elapsed());
+    }
 
     #[test]
     fn deep_nesting_is_refused_where_it_gets_too_deep() {

@@ -31,10 +31,17 @@ const PAUSE_LIMIT: Duration = Duration::from_secs(15);
 const CATCH_UP_LIMIT: Duration = Duration::from_secs(5);
 const PROMOTION_LIMIT: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(10);
+/// The coordinated switch must be done this long before the pause lapses:
+/// once writes flow again the old primary would acknowledge them.
+const PAUSE_MARGIN: Duration = Duration::from_secs(1);
 
+/// Applies the failover; confirmed only once a replica says it is primary.
 pub async fn run(plan: &FailoverPlan) -> anyhow::Result<String> {
     if !plan.coordinated {
-        return sentinel_failover(plan).await;
+        let started = Instant::now();
+        let said = sentinel_failover(plan).await?;
+        let promoted = wait_for_promotion(plan, Instant::now() + PROMOTION_LIMIT, &said).await?;
+        return Ok(format!("{said}; {} promoted after {} ms", promoted.name, started.elapsed().as_millis()));
     }
     let started = Instant::now();
     let mut primary = connect(&plan.primary).await?;
@@ -62,9 +69,12 @@ async fn switch(plan: &FailoverPlan, primary: &mut MultiplexedConnection, starte
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| anyhow!("{old} gave no master_repl_offset"))?;
     anyhow::ensure!(!plan.replicas.is_empty(), "{old} has no replica to fail over to");
+    // Every step fits in the pause, with a margin: a switch that cannot is
+    // abandoned (writes resume on the old primary, which is still primary).
+    let pause_ends = started + PAUSE_LIMIT - PAUSE_MARGIN;
     for r in &plan.replicas {
         let mut conn = connect(r).await?;
-        let deadline = Instant::now() + CATCH_UP_LIMIT;
+        let deadline = (Instant::now() + CATCH_UP_LIMIT).min(pause_ends);
         loop {
             let info = info_replication(&mut conn).await?;
             let applied: u64 = field(&info, "slave_repl_offset").and_then(|v| v.parse().ok()).unwrap_or(0);
@@ -82,28 +92,11 @@ async fn switch(plan: &FailoverPlan, primary: &mut MultiplexedConnection, starte
     }
     let caught_up_ms = started.elapsed().as_millis();
     let said = sentinel_failover(plan).await?;
-    // The Sentinels close every client of the replica they promote
-    // (`CLIENT KILL TYPE normal`): a connection that breaks is opened again.
-    let mut asking: Vec<Option<MultiplexedConnection>> = plan.replicas.iter().map(|_| None).collect();
-    let deadline = Instant::now() + PROMOTION_LIMIT;
-    let promoted = 'promotion: loop {
-        for (r, conn) in plan.replicas.iter().zip(asking.iter_mut()) {
-            if conn.is_none() {
-                *conn = connect(r).await.ok();
-            }
-            let Some(c) = conn else { continue };
-            match info_replication(c).await {
-                Ok(info) if field(&info, "role").as_deref() == Some("master") => break 'promotion r,
-                Ok(_) => {}
-                Err(_) => *conn = None,
-            }
-        }
-        if Instant::now() >= deadline {
-            bail!("{said}, but no replica said it was primary within {PROMOTION_LIMIT:?}");
-        }
-        tokio::time::sleep(POLL).await;
-    };
+    let promoted = wait_for_promotion(plan, (Instant::now() + PROMOTION_LIMIT).min(pause_ends), &said).await?;
     let promoted_ms = started.elapsed().as_millis();
+    if Instant::now() >= pause_ends {
+        bail!("{said}; {} promoted after {promoted_ms} ms, too close to the end of the write pause", promoted.name);
+    }
     redis::cmd("REPLICAOF")
         .arg(&promoted.host)
         .arg(promoted.port)
@@ -125,6 +118,34 @@ async fn switch(plan: &FailoverPlan, primary: &mut MultiplexedConnection, starte
         plan.replicas.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", "),
         promoted.name,
     ))
+}
+
+/// Waits until one of the replicas says it is primary. The Sentinels close
+/// every client of the replica they promote (`CLIENT KILL TYPE normal`): a
+/// connection that breaks is opened again.
+async fn wait_for_promotion<'a>(
+    plan: &'a FailoverPlan,
+    deadline: Instant,
+    said: &str,
+) -> anyhow::Result<&'a FailoverMember> {
+    let mut asking: Vec<Option<MultiplexedConnection>> = plan.replicas.iter().map(|_| None).collect();
+    loop {
+        for (r, conn) in plan.replicas.iter().zip(asking.iter_mut()) {
+            if conn.is_none() {
+                *conn = connect(r).await.ok();
+            }
+            let Some(c) = conn else { continue };
+            match info_replication(c).await {
+                Ok(info) if field(&info, "role").as_deref() == Some("master") => return Ok(r),
+                Ok(_) => {}
+                Err(_) => *conn = None,
+            }
+        }
+        if Instant::now() >= deadline {
+            bail!("{said}, but no replica said it was primary in time");
+        }
+        tokio::time::sleep(POLL).await;
+    }
 }
 
 /// `SENTINEL FAILOVER` on the first Sentinel that takes it.
