@@ -79,24 +79,28 @@ pub fn place(faults: &mut [FaultRecord], spans: &[DemotedPrimary], times: &AckTi
         return;
     }
     let lost_s: Vec<f64> = times.lost.iter().map(|&ns| (ns as f64 - window_start_ns as f64) / 1e9).collect();
-    let inside = |t: f64| spans.iter().any(|d| d.contains(t));
     // Fault i's stretch: from its request to the next one's; the first
     // starts at the beginning of time, the last runs to its end.
     let mut order: Vec<usize> = (0..faults.len()).collect();
     order.sort_by(|&a, &b| faults[a].requested_s.total_cmp(&faults[b].requested_s));
     let stretch = |t: f64| order.iter().rev().find(|&&i| faults[i].requested_s <= t).copied().unwrap_or(order[0]);
+    // Each span belongs to the fault in whose stretch it was first seen.
+    let owner: Vec<usize> = spans.iter().map(|d| stretch(d.seen_s)).collect();
     let mut around: Vec<LostWritesAround> = vec![LostWritesAround::default(); faults.len()];
     for (i, a) in around.iter_mut().enumerate() {
         let mine = || lost_s.iter().copied().filter(|&t| stretch(t) == i);
+        // Spans overlap when two members were demoted primaries at once: a
+        // lost write goes to the first span that holds it, so none counts twice.
+        let first_span = |t: f64| (0..spans.len()).find(|&n| owner[n] == i && spans[n].contains(t));
         a.lost = Spread::of(mine());
-        a.outside_demoted = Spread::of(mine().filter(|&t| !inside(t)));
-    }
-    for (n, d) in spans.iter().enumerate() {
-        around[stretch(d.seen_s)].demoted_primaries.push(DemotedWrites {
-            span: d.clone(),
-            acked_writes: times.acked_in_spans.get(n).copied().unwrap_or(0),
-            lost: Spread::of(lost_s.iter().copied().filter(|&t| d.contains(t))),
-        });
+        a.outside_demoted = Spread::of(mine().filter(|&t| first_span(t).is_none()));
+        for (n, d) in spans.iter().enumerate().filter(|(n, _)| owner[*n] == i) {
+            a.demoted_primaries.push(DemotedWrites {
+                span: d.clone(),
+                acked_writes: times.acked_in_spans.get(n).copied().unwrap_or(0),
+                lost: Spread::of(mine().filter(|&t| first_span(t) == Some(n))),
+            });
+        }
     }
     for (f, a) in faults.iter_mut().zip(around) {
         f.lost_writes = Some(a);
@@ -220,5 +224,15 @@ mod tests {
         let mut faults = [fault("coordinated", 10.0)];
         place(&mut faults, &[], &AckTimes::default(), ns(0.0));
         assert_eq!(describe(&faults[0]), None);
+
+        // Two members demoted primaries at once (overlapping spans): each
+        // lost write is placed once.
+        let other = DemotedPrimary { member: "kv-1".into(), ..span.clone() };
+        let times = AckTimes { lost: vec![ns(11.02), ns(12.0), ns(16.0)], acked_in_spans: vec![900, 900] };
+        let mut faults = [fault("isolated", 10.0)];
+        place(&mut faults, &[span.clone(), other], &times, ns(0.0));
+        let placed = faults[0].lost_writes.clone().unwrap();
+        let inside: u64 = placed.demoted_primaries.iter().map(|d| d.lost.count).sum();
+        assert_eq!((inside, placed.outside_demoted.count, placed.lost.count), (2, 1, 3));
     }
 }
