@@ -279,22 +279,16 @@ mod tests {
                 .iter()
                 .filter(|_| ran)
                 .map(|f| FaultRecord {
-                    name: f.name.clone(),
-                    action: "kill".into(),
-                    target: "kv.primary".into(),
                     hit: vec!["kv-0".into()],
-                    requested_s: 1.0,
                     confirmed_s: Some(1.01),
                     evidence: "gone".into(),
-                    healed_s: None,
-                    heal_evidence: String::new(),
                     error: Some("heal failed | twice\nsecond line".into()),
-                    output: String::new(),
                     lost_writes: Some(crate::checker::lost_write_times::LostWritesAround {
                         lost: Spread { count: 5, first_s: Some(1.0), last_s: Some(2.5) },
                         demoted_primaries: vec![],
                         outside_demoted: Spread { count: 5, first_s: Some(1.0), last_s: Some(2.5) },
                     }),
+                    ..FaultRecord::requested(&f.name, "kill", "kv.primary", 1.0)
                 })
                 .collect();
             let stats = CellStats {

@@ -165,18 +165,9 @@ mod tests {
 
     fn fault(name: &str, requested_s: f64) -> FaultRecord {
         FaultRecord {
-            name: name.into(),
-            action: "failover".into(),
-            target: "kv.primary".into(),
             hit: vec!["kv-0".into()],
-            requested_s,
             confirmed_s: Some(requested_s),
-            evidence: String::new(),
-            healed_s: None,
-            heal_evidence: String::new(),
-            error: None,
-            output: String::new(),
-            lost_writes: None,
+            ..FaultRecord::requested(name, "failover", "kv.primary", requested_s)
         }
     }
 

@@ -47,6 +47,26 @@ pub struct FaultRecord {
     pub lost_writes: Option<crate::checker::lost_write_times::LostWritesAround>,
 }
 
+impl FaultRecord {
+    /// A fault as requested at `requested_s`, before anything is known of it.
+    pub fn requested(name: &str, action: &str, target: &str, requested_s: f64) -> FaultRecord {
+        FaultRecord {
+            name: name.into(),
+            action: action.into(),
+            target: target.into(),
+            hit: vec![],
+            requested_s,
+            confirmed_s: None,
+            evidence: String::new(),
+            healed_s: None,
+            heal_evidence: String::new(),
+            error: None,
+            output: String::new(),
+            lost_writes: None,
+        }
+    }
+}
+
 /// A fault the provider applied, with what undoes it.
 pub struct Applied {
     pub hit: Vec<String>,
@@ -127,20 +147,8 @@ pub async fn run_schedule(
             }
             pending.next();
             let fault = &faults[i];
-            let mut record = FaultRecord {
-                name: fault.name.clone(),
-                action: fault.action.as_str().into(),
-                target: fault.target.clone(),
-                hit: vec![],
-                requested_s: since(Instant::now()),
-                confirmed_s: None,
-                evidence: String::new(),
-                healed_s: None,
-                heal_evidence: String::new(),
-                error: None,
-                output: String::new(),
-                lost_writes: None,
-            };
+            let mut record =
+                FaultRecord::requested(&fault.name, fault.action.as_str(), &fault.target, since(Instant::now()));
             match apply(target, fault, spec).await {
                 Ok(applied) => {
                     record.confirmed_s = Some(since(Instant::now()));
