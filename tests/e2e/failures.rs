@@ -154,11 +154,14 @@ fn a_crashed_server_fails_the_ops_on_it_and_clients_reconnect_when_it_is_back() 
     let _load = exclusive();
     let server = RedisServer::start();
     let port = server.port;
-    let (_d, spec) = spec_file(&paused_server_spec(port, true).replace("duration: 4s", "duration: 5s"));
+    let (_d, spec) = spec_file(&paused_server_spec(port, true).replace("duration: 4s", "duration: 6s"));
+    // The server is down for 2.5 s of wall time; the cell starts a moment
+    // after faultline does, so which second is the dark one is not fixed,
+    // but at least one whole second of the timeline falls inside the outage.
     let crash = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(1500));
         server.kill();
-        std::thread::sleep(Duration::from_millis(1500));
+        std::thread::sleep(Duration::from_millis(2500));
         RedisServer::start_on(port)
     });
     let run = run(&spec, &[]);
@@ -171,7 +174,11 @@ fn a_crashed_server_fails_the_ops_on_it_and_clients_reconnect_when_it_is_back() 
     assert!(stats["errors"]["deadline"].as_u64().unwrap() >= 8, "{}", stats["errors"]);
     let timeline = stats["timeline"].as_array().unwrap();
     let ok: Vec<u64> = timeline.iter().map(|p| p["ok"].as_u64().unwrap()).collect();
-    assert!(ok[0] > 100 && ok[2] == 0 && ok[4] > 100, "ok per second: {ok:?}");
+    let dark = ok.iter().position(|&n| n == 0);
+    assert!(
+        ok[0] > 100 && dark.is_some_and(|d| d > 0 && ok[d + 1..].iter().any(|&n| n > 100)),
+        "ok per second: {ok:?}"
+    );
 }
 
 #[test]
