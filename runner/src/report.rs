@@ -230,6 +230,7 @@ mod tests {
                         evidence: "line one\nline two".into(),
                         result: GateOutcome::Incomplete,
                     }],
+                    informational: false,
                 })
                 .collect();
             Results {

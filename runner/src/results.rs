@@ -170,6 +170,9 @@ pub struct GateResult {
     /// A gate plugin's criteria table, row by row.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub criteria: Vec<Criterion>,
+    /// Reported, but not part of the verdict.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub informational: bool,
 }
 
 /// One row of a gate plugin's criteria table.

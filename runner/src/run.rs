@@ -49,6 +49,10 @@ pub fn run(args: RunArgs) -> u8 {
         print!("{}", plan.describe(&loaded.spec));
         return 0;
     }
+    if let Err(e) = images_present(&loaded.spec, &plan) {
+        eprintln!("error: {}: {e}", args.spec.display());
+        return EXIT_USAGE;
+    }
     let plugins = match SpecPlugins::load(&args.spec, &loaded) {
         Ok(p) => p,
         Err(e) => {
@@ -63,6 +67,32 @@ pub fn run(args: RunArgs) -> u8 {
             verdict_code(results::Verdict::Incomplete)
         }
     }
+}
+
+/// Every image the plan's docker targets run must be on this machine
+/// before anything starts: faultline never pulls, and a campaign that would
+/// stop at its third target has started two for nothing.
+fn images_present(spec: &spec::Spec, plan: &plan::Plan) -> Result<(), String> {
+    let images: Vec<(&String, &String)> = spec
+        .targets
+        .iter()
+        .filter(|(name, t)| t.provider == spec::ProviderKind::Docker && plan.cells.iter().any(|c| &c.target == *name))
+        .flat_map(|(name, t)| {
+            let companions = t.companions.values().filter_map(|c| c.image.as_ref());
+            t.image.iter().chain(companions).map(move |image| (name, image))
+        })
+        .collect();
+    if images.is_empty() {
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let docker = crate::docker::Docker::connect().await.map_err(|e| format!("{e:#}"))?;
+        for (target, image) in images {
+            docker.require_image(image).await.map_err(|e| format!("target `{target}`: {e:#}"))?;
+        }
+        Ok(())
+    })
 }
 
 fn verdict_code(v: results::Verdict) -> u8 {

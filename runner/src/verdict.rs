@@ -15,7 +15,8 @@ pub fn decide(
 ) -> (Verdict, Vec<String>) {
     let mut fail = Vec::new();
     let mut incomplete = Vec::new();
-    for g in gates {
+    let decisive: Vec<&GateResult> = gates.iter().filter(|g| !g.informational).collect();
+    for g in &decisive {
         match g.result {
             GateOutcome::Fail => fail.push(format!("gate `{}` failed", g.name)),
             GateOutcome::Incomplete => incomplete.push(format!("gate `{}` could not be evaluated", g.name)),
@@ -33,8 +34,8 @@ pub fn decide(
         incomplete.push(format!("error: {}", e.lines().next().unwrap_or(e)));
     }
     incomplete.extend(subset_reasons.iter().cloned());
-    if gates.is_empty() {
-        incomplete.push("the spec has no gates, so nothing was decided".into());
+    if decisive.is_empty() {
+        incomplete.push("the spec has no gates but informational ones, so nothing was decided".into());
     }
     if !fail.is_empty() && !interrupted {
         fail.extend(incomplete);
@@ -43,7 +44,7 @@ pub fn decide(
         incomplete.extend(fail);
         (Verdict::Incomplete, incomplete)
     } else {
-        (Verdict::Pass, vec![format!("all {} gates held in all {} cells", gates.len(), cells.len())])
+        (Verdict::Pass, vec![format!("all {} gates held in all {} cells", decisive.len(), cells.len())])
     }
 }
 
@@ -58,6 +59,7 @@ mod tests {
             result,
             evidence: String::new(),
             criteria: Vec::new(),
+            informational: false,
         }
     }
 
@@ -78,5 +80,10 @@ mod tests {
         assert_eq!(decide(&[gate(GateOutcome::Pass)], &[], &[], &[], true).0, Verdict::Incomplete);
         // No gates: nothing was decided, so nothing passed.
         assert_eq!(decide(&[], &[], &[], &[], false).0, Verdict::Incomplete);
+        // An informational gate is reported, never decisive: its failure
+        // fails nothing, and it alone decides nothing.
+        let info = GateResult { informational: true, ..gate(GateOutcome::Fail) };
+        assert_eq!(decide(&[gate(GateOutcome::Pass), info.clone()], &[], &[], &[], false).0, Verdict::Pass);
+        assert_eq!(decide(&[info], &[], &[], &[], false).0, Verdict::Incomplete);
     }
 }

@@ -199,13 +199,15 @@ fn a_missing_image_names_the_build_script() {
     let spec_text = kv_spec("", "1s").replace("faultline/redis:bookworm", "faultline/nosuch:bookworm");
     let (_d, spec) = spec_file(&spec_text);
     let run = run(&spec, &[]);
-    assert_eq!(run.code(), 2, "{}", run.stderr());
-    let error = run.results()["errors"][0].as_str().unwrap().to_string();
+    // Refused before anything starts: no run directory, nothing created.
+    assert_eq!(run.code(), 3, "{}", run.stderr());
+    let error = run.stderr();
     assert!(
-        error.contains("image `faultline/nosuch:bookworm` is not on this machine")
+        error.contains("target `kv`: image `faultline/nosuch:bookworm` is not on this machine")
             && error.contains("sudo fixtures/images/build.sh nosuch"),
         "{error}"
     );
+    assert!(run.dir.is_none(), "a run directory was made for a run that could not start");
     assert_eq!(docker_snapshot(), before);
 }
 

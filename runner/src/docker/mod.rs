@@ -442,6 +442,8 @@ impl std::fmt::Display for ReadyCheck {
 /// No registry is reachable here: say how to get the image.
 pub fn missing_image_message(image: &str) -> String {
     let how = match image.strip_prefix("faultline/").and_then(|rest| rest.split(':').next()) {
+        // No MongoDB server package can be had here: the user brings one.
+        Some("mongodb") => "build it from a MongoDB server package or tarball you have: `sudo fixtures/images/build.sh mongodb /path/to/mongodb-server.deb|.tgz` (see fixtures/images/README.md)".to_string(),
         Some(name) => format!("build it with `sudo fixtures/images/build.sh {name}` (see fixtures/images/README.md)"),
         None => "`docker pull` or `docker load` it first, or build one with fixtures/images/build.sh".to_string(),
     };

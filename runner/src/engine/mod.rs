@@ -2,8 +2,11 @@
 //! closed- or open-loop executor under deadlines and the hang watchdog, and
 //! takes everything down again, whatever happens.
 
+mod books;
 mod pipeline;
 pub mod progress;
+mod requests;
+mod schedule;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -67,8 +70,15 @@ impl Engine<'_> {
             let spec = &self.spec.targets[name];
             self.progress
                 .println(&format!("starting target `{name}` ({:?} via {:?})", spec.kind, spec.provider).to_lowercase());
+            let driver = match target::driver(spec.kind, spec.options.as_ref()) {
+                Ok(d) => d,
+                Err((field, e)) => {
+                    outcome.errors.push(format!("target `{name}`: options.{field}: {e}"));
+                    break;
+                }
+            };
             let started = tokio::select! {
-                r = provider::start(name, spec, target::driver(spec.kind), self.log_dir) => Some(r),
+                r = provider::start(name, spec, driver, self.log_dir) => Some(r),
                 _ = self.cancel.cancelled() => None,
             };
             match started {
@@ -94,9 +104,10 @@ impl Engine<'_> {
             }
         }
 
-        let all_up = outcome.errors.is_empty() && !outcome.interrupted;
+        let mut all_up = outcome.errors.is_empty() && !outcome.interrupted;
         let by_name: HashMap<&str, &RunningTarget> = running.iter().map(|t| (t.name.as_str(), t)).collect();
         let mut workloads: HashMap<&str, Arc<Workload>> = HashMap::new();
+        let mut prepared: Vec<(&str, &str)> = Vec::new();
         let total = self.plan.cells.len();
         for (i, cell) in self.plan.cells.iter().enumerate() {
             if !all_up || self.cancel.is_cancelled() {
@@ -109,8 +120,20 @@ impl Engine<'_> {
                     Arc::new(Workload::new(&self.spec.workloads[&cell.workload], self.spec.seed, self.run_tag))
                 })
                 .clone();
+            let running = by_name[cell.target.as_str()];
+            if !prepared.contains(&(cell.target.as_str(), cell.workload.as_str())) {
+                prepared.push((cell.target.as_str(), cell.workload.as_str()));
+                // A target not set up as the spec says measures something
+                // else: nothing more runs.
+                if let Err(e) = self.prepare(running, &cell.workload, &workload).await {
+                    outcome.errors.push(e);
+                    outcome.cells.push(self.skipped(cell));
+                    all_up = false;
+                    continue;
+                }
+            }
             let remaining = self.plan.time_after(i);
-            let result = self.run_cell(cell, (i + 1, total), by_name[cell.target.as_str()], workload, remaining).await;
+            let result = self.run_cell(cell, (i + 1, total), running, workload, remaining).await;
             let line = match (&result.status, &result.stats) {
                 (CellStatus::Completed, Some(s)) => format!(
                     "{}: {:.0} ops/s, {} errors{}{}",
@@ -153,6 +176,26 @@ impl Engine<'_> {
         outcome
     }
 
+    /// Sets a target up for a workload before its first cell (MongoDB's
+    /// seed documents), bounded by the target's ready timeout per 10,000.
+    async fn prepare(&self, running: &RunningTarget, name: &str, workload: &Workload) -> Result<(), String> {
+        let spec = &self.spec.targets[&running.name];
+        let fail = |e: String| format!("preparing target `{}` for workload `{name}`: {e}", running.name);
+        let limit = spec.ready_timeout.0.max(Duration::from_secs(60));
+        tokio::select! {
+            r = tokio::time::timeout(limit, running.driver.prepare(&running.uri, workload)) => match r {
+                Ok(Ok(done)) if done.is_empty() => Ok(()),
+                Ok(Ok(done)) => {
+                    self.progress.println(&format!("target `{}`, workload `{name}`: {done}", running.name));
+                    Ok(())
+                }
+                Ok(Err(e)) => Err(fail(format!("{e:#}"))),
+                Err(_) => Err(fail(format!("took longer than {}", crate::spec::units::format_duration(limit)))),
+            },
+            _ = self.cancel.cancelled() => Err(fail("interrupted".into())),
+        }
+    }
+
     fn skipped(&self, cell: &Cell) -> CellResult {
         CellResult {
             scenario: cell.scenario.clone(),
@@ -187,7 +230,11 @@ impl Engine<'_> {
         let uri = running.uri.as_str();
         let mut result = self.skipped(cell);
         let target_spec = &self.spec.targets[&cell.target];
-        let driver = target::driver(target_spec.kind);
+        let options = target::kinds::overlay(target_spec.options.as_ref(), self.scenario(cell).options.as_ref());
+        let driver = match target::driver(target_spec.kind, options.as_ref()) {
+            Ok(d) => d,
+            Err((field, e)) => return self.failed(result, format!("options.{field}: {e}")),
+        };
         let load = self.spec.profiles[&cell.profile].load();
         let (connections, in_flight) = match load {
             Load::Closed(s) => (s.clients, s.in_flight),
@@ -241,15 +288,13 @@ impl Engine<'_> {
                 Some(s) => OpStream::from_plugin(Feed::new(s, i as u32, in_flight), tag),
                 None => workload.stream(i as u64, connections as u64, salt, tag),
             };
-            let dialer =
-                pipeline::Dialer { driver: Arc::clone(&driver), uri: uri.to_string(), workload: Arc::clone(&workload) };
             let pacing = match load {
                 Load::Closed(_) => None,
                 Load::Open(o) => {
-                    Some(pipeline::Pacing { t0, rate: o.rate, first: i as u64, stride: connections as u64 })
+                    Some(schedule::Pacing { t0, rate: o.rate, first: i as u64, stride: connections as u64 })
                 }
             };
-            let settings = pipeline::Settings {
+            let settings = books::Settings {
                 in_flight,
                 timing: t,
                 cancel_at_deadline: target_spec.cancel_at_deadline,
@@ -258,9 +303,18 @@ impl Engine<'_> {
                 pacing,
             };
             let cancel = self.cancel.clone();
+            let dialer =
+                pipeline::Dialer { driver: Arc::clone(&driver), uri: uri.to_string(), workload: Arc::clone(&workload) };
             tasks.push(tokio::spawn(async move {
                 tokio::time::sleep_until(t0).await;
-                pipeline::run(connection, dialer, ops, settings, recorder, history, cancel).await
+                match connection {
+                    Connection::Pipelined(c) => {
+                        pipeline::run(c, dialer, ops, settings, recorder, history, cancel).await
+                    }
+                    Connection::Requests(client) => {
+                        requests::run(client, ops, settings, recorder, history, cancel).await
+                    }
+                }
             }));
         }
         let watcher = self.progress.watch_cell(position, cell.label(), live, t0, t.warmup, t.duration, remaining_after);
@@ -436,14 +490,14 @@ impl Engine<'_> {
         cell: usize,
         connection: usize,
         t0: Instant,
-    ) -> anyhow::Result<Option<pipeline::HistoryLog>> {
+    ) -> anyhow::Result<Option<books::HistoryLog>> {
         if self.spec.checkers.is_empty() {
             return Ok(None);
         }
         let dir = self.cell_history_dir(cell);
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let writer = HistoryWriter::create(&dir.join(format!("{connection:04}.ops")))?;
-        Ok(Some(pipeline::HistoryLog { writer, t0, scope: Scope { run: self.run_tag, cell: cell as u16 } }))
+        Ok(Some(books::HistoryLog { writer, t0, scope: Scope { run: self.run_tag, cell: cell as u16 } }))
     }
 
     /// Reads the cell's history, then the final values of the keys it wrote,

@@ -36,6 +36,9 @@ pub async fn apply(topo: &Topology, fault: &FaultSpec, spec: &Spec) -> anyhow::R
             FaultAction::Isolate => d.isolate(c, &topo.network).await?.evidence,
             FaultAction::Rejoin => d.rejoin(c).await?.evidence,
             FaultAction::Failover => unreachable!("handled above: it switches the whole group"),
+            FaultAction::Stepdown | FaultAction::Freeze | FaultAction::Stepup => {
+                anyhow::bail!("`{}` is sent by the target kind's driver, not to a container", fault.action.as_str())
+            }
             FaultAction::Exec => {
                 let out = d.exec_ok(c, &fault.command, EXEC_TIMEOUT).await?;
                 output.push_str(out.combined().trim());

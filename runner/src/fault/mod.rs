@@ -3,6 +3,7 @@
 //! gone), recorded with its times, and healed — after `heal_after`, or at the
 //! end of the cell, or on abort, by the ledger of what is still in force.
 
+mod admin;
 mod docker;
 mod process;
 
@@ -80,11 +81,14 @@ pub struct Applied {
 pub enum Heal {
     Docker(docker::Undo),
     Process(process::Undo),
+    Admin(admin::Undo),
 }
 
 /// The provider side of faults: one implementation per provider kind.
 async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
-    if let Some(topology) = target.topology() {
+    if target.driver.faults().contains(&fault.action) {
+        admin::apply(target, fault, spec).await
+    } else if let Some(topology) = target.topology() {
         docker::apply(topology, fault, spec).await
     } else if let Some(pgid) = target.process_group() {
         process::apply(pgid, &target.name, fault).await
@@ -97,6 +101,7 @@ async fn heal(target: &RunningTarget, heal: &Heal) -> anyhow::Result<String> {
     match heal {
         Heal::Docker(undo) => docker::heal(target.topology().expect("docker undo on a docker target"), undo).await,
         Heal::Process(undo) => process::heal(undo).await,
+        Heal::Admin(undo) => admin::heal(target, undo).await,
     }
 }
 
@@ -203,6 +208,9 @@ impl FaultAction {
             FaultAction::Rejoin => "rejoin",
             FaultAction::Exec => "exec",
             FaultAction::Failover => "failover",
+            FaultAction::Stepdown => "stepdown",
+            FaultAction::Freeze => "freeze",
+            FaultAction::Stepup => "stepup",
         }
     }
 
@@ -210,7 +218,12 @@ impl FaultAction {
     pub fn heals(self) -> bool {
         matches!(
             self,
-            FaultAction::Kill | FaultAction::Stop | FaultAction::Pause | FaultAction::Disconnect | FaultAction::Isolate
+            FaultAction::Kill
+                | FaultAction::Stop
+                | FaultAction::Pause
+                | FaultAction::Disconnect
+                | FaultAction::Isolate
+                | FaultAction::Freeze
         )
     }
 }

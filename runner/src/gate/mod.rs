@@ -41,6 +41,7 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
         result: GateOutcome::Incomplete,
         evidence: String::new(),
         criteria: Vec::new(),
+        informational: gate.informational,
     };
     let in_scope = |c: &&CellResult| {
         gate.scenario.as_ref().is_none_or(|s| &c.scenario == s) && gate.profile.as_ref().is_none_or(|p| &c.profile == p)

@@ -104,6 +104,10 @@ pub struct Completion<'a> {
     /// A failure's own words: the server's error reply, or why the
     /// connection broke; empty when there are none.
     pub detail: &'a [u8],
+    /// A driver's name for the failure (`NotWritablePrimary`), counted as
+    /// its own label; without one, a Redis-style error code is read off the
+    /// detail.
+    pub code: Option<&'a str>,
 }
 
 /// How many distinct messages each error label keeps as examples.
@@ -121,20 +125,25 @@ pub struct ErrorLabel {
     pub examples: Vec<String>,
 }
 
-/// The label a failure is counted under.
-fn error_label(class: ErrorClass, detail: &[u8]) -> (&'static str, &[u8]) {
-    match class {
-        ErrorClass::Deadline => ("deadline", &[]),
-        ErrorClass::Connection => ("connection", &[]),
-        ErrorClass::Hang => ("hang", &[]),
-        // Redis-style errors start with an upper-case code.
-        ErrorClass::Server => {
-            let code = detail.split(|b| *b == b' ').next().unwrap_or_default();
-            let is_code =
-                !code.is_empty() && code.len() <= 40 && code.iter().all(|b| b.is_ascii_uppercase() || *b == b'_');
-            ("server", if is_code { code } else { &[] })
-        }
+/// The label a failure is counted under: its class, refined by the
+/// driver's name for it or, failing that, a Redis-style error code.
+fn error_label<'a>(class: ErrorClass, detail: &'a [u8], code: Option<&'a str>) -> (&'static str, &'a [u8]) {
+    let name = match class {
+        ErrorClass::Deadline => "deadline",
+        ErrorClass::Connection => "connection",
+        ErrorClass::Hang => "hang",
+        ErrorClass::Server => "server",
+    };
+    if let Some(code) = code.filter(|c| !c.is_empty() && c.len() <= 64) {
+        return (name, code.as_bytes());
     }
+    if class != ErrorClass::Server {
+        return (name, &[]);
+    }
+    // Redis-style errors start with an upper-case code.
+    let code = detail.split(|b| *b == b' ').next().unwrap_or_default();
+    let is_code = !code.is_empty() && code.len() <= 40 && code.iter().all(|b| b.is_ascii_uppercase() || *b == b'_');
+    (name, if is_code { code } else { &[] })
 }
 
 fn example_text(class: ErrorClass, detail: &[u8]) -> std::borrow::Cow<'_, str> {
@@ -157,8 +166,8 @@ fn example_text(class: ErrorClass, detail: &[u8]) -> std::borrow::Cow<'_, str> {
 /// rest counted under its class alone.
 const MAX_LABELS: usize = 32;
 
-fn count_label(labels: &mut Vec<ErrorLabel>, class: ErrorClass, detail: &[u8]) {
-    let (name, mut code) = error_label(class, detail);
+fn count_label(labels: &mut Vec<ErrorLabel>, class: ErrorClass, detail: &[u8], code: Option<&str>) {
+    let (name, mut code) = error_label(class, detail, code);
     let matches = |l: &ErrorLabel, code: &[u8]| {
         let have = l.label.as_bytes();
         match code.is_empty() {
@@ -303,7 +312,7 @@ impl Recorder {
         match c.result {
             Ok(()) => self.live.ok.fetch_add(1, Ordering::Relaxed),
             Err(class) => {
-                count_label(&mut self.labels, class, c.detail);
+                count_label(&mut self.labels, class, c.detail, c.code);
                 self.live.failed.fetch_add(1, Ordering::Relaxed)
             }
         };
@@ -628,6 +637,7 @@ mod tests {
             result,
             over_deadline: false,
             detail: b"",
+            code: None,
         };
         r.record(&done(t0, 3, Ok(())));
         r.record(&done(measure_from, 2, Ok(())));
@@ -653,12 +663,12 @@ mod tests {
     fn failures_are_labelled_by_class_and_server_code_with_distinct_examples() {
         let mut labels = Vec::new();
         for _ in 0..1000 {
-            count_label(&mut labels, ErrorClass::Server, b"LOADING Redis is loading the dataset in memory");
+            count_label(&mut labels, ErrorClass::Server, b"LOADING Redis is loading the dataset in memory", None);
         }
-        count_label(&mut labels, ErrorClass::Server, b"READONLY You can't write against a read only replica.");
-        count_label(&mut labels, ErrorClass::Connection, b"the server closed the connection");
-        count_label(&mut labels, ErrorClass::Deadline, b"");
-        count_label(&mut labels, ErrorClass::Server, b"lower-case message without a code");
+        count_label(&mut labels, ErrorClass::Server, b"READONLY You can't write against a read only replica.", None);
+        count_label(&mut labels, ErrorClass::Connection, b"the server closed the connection", None);
+        count_label(&mut labels, ErrorClass::Deadline, b"", None);
+        count_label(&mut labels, ErrorClass::Server, b"lower-case message without a code", None);
         let names: Vec<(&str, u64)> = labels.iter().map(|l| (l.label.as_str(), l.count)).collect();
         assert_eq!(
             names,
@@ -668,7 +678,7 @@ mod tests {
         assert_eq!(labels[3].examples, ["no reply by the op's deadline"]);
         // A server with endless codes: past the cap they count under `server`.
         for i in 0..100 {
-            count_label(&mut labels, ErrorClass::Server, format!("E{} x", "Q".repeat(i + 1)).as_bytes());
+            count_label(&mut labels, ErrorClass::Server, format!("E{} x", "Q".repeat(i + 1)).as_bytes(), None);
         }
         assert!(labels.len() <= MAX_LABELS + 1, "{}", labels.len());
         assert_eq!(labels.iter().map(|l| l.count).sum::<u64>(), 1004 + 100);

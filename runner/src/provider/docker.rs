@@ -20,7 +20,7 @@ use super::RunningTarget;
 use crate::docker::{ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard};
 use crate::spec::docker::{split_tmpfs, CompanionSpec, DiscoverySpec, ReadySpec};
 use crate::spec::{ProviderKind, TargetSpec};
-use crate::target::topology::{topology_kind, Role, TopologyKind};
+use crate::target::topology::{topology_kind, FailoverMember, Role, TopologyKind};
 use crate::target::{ServerInfo, TargetDriver};
 use crate::topology::{companion_name, member_name, Member, Topology};
 
@@ -106,6 +106,7 @@ pub async fn start(
             provider: ProviderKind::Docker,
             process: None,
             docker: Some(DockerTarget { topology: Arc::new(topology), labels, logs, guard }),
+            driver,
         }),
         Err((e, culprit)) => {
             save_all_logs(&docker, build.created.iter(), &logs).await;
@@ -253,10 +254,24 @@ impl Build<'_> {
             Arc::clone(&self.driver),
         );
         let uri = match &spec.discovery {
-            None => topology.uri(&topology.members[0]).await.map_err(|e| (e, None))?,
+            None => self.group_uri(&topology).await?,
             Some(d) => self.discovery_ready(&topology, d).await?,
         };
         Ok((topology, server, uri))
+    }
+
+    /// Where clients connect: the whole group when the kind's driver
+    /// discovers its members itself (a MongoDB replica set), else member 0.
+    async fn group_uri(&self, topology: &Topology) -> Result<String, Failure> {
+        let mut hosts = Vec::new();
+        for m in &topology.members {
+            let ip = topology.ip(m).await.map_err(|e| (e, Some(m.clone())))?;
+            hosts.push(format!("{ip}:{}", m.port.expect("members have a port")));
+        }
+        match (topology.members.len() > 1).then(|| self.kind.group_uri(&hosts)).flatten() {
+            Some(uri) => Ok(uri),
+            None => topology.uri(&topology.members[0]).await.map_err(|e| (e, None)),
+        }
     }
 
     /// The URI that finds the primary through the companion group named in
@@ -384,11 +399,17 @@ impl Build<'_> {
         deadline: Instant,
         timeout: Duration,
     ) -> anyhow::Result<()> {
-        let mut uris = Vec::new();
+        let mut group = Vec::new();
         for m in members {
             let ip = self.docker.ip_on(&m.container, &network.name).await?.context("no address")?;
-            uris.push(self.driver.uri(&ip.to_string(), m.port.unwrap_or(0)));
+            let port = m.port.unwrap_or(0);
+            let uri = self.driver.uri(&ip.to_string(), port);
+            group.push(FailoverMember { name: m.name.clone(), uri, host: ip.to_string(), port });
         }
+        // Kinds whose members form the group by a command (MongoDB's
+        // replSetInitiate) do so now that every member answers.
+        self.kind.initiate(&group).await.with_context(|| format!("forming the group of `{}`", self.name))?;
+        let uris: Vec<String> = group.iter().map(|m| m.uri.clone()).collect();
         loop {
             let roles = self.kind.roles(&uris, Duration::from_secs(2)).await;
             let healthy = roles.iter().enumerate().all(|(i, r)| match (i, r) {

@@ -20,5 +20,6 @@ pub async fn start(name: &str, spec: &TargetSpec, driver: Arc<dyn TargetDriver>)
         provider: ProviderKind::External,
         process: None,
         docker: None,
+        driver,
     })
 }

@@ -26,6 +26,8 @@ pub struct RunningTarget {
     /// Docker targets: the containers (removed when the target stops, also
     /// on drop).
     docker: Option<docker::DockerTarget>,
+    /// Its kind's driver, with the target's own options (for its faults).
+    pub driver: Arc<dyn TargetDriver>,
 }
 
 impl RunningTarget {

@@ -103,8 +103,12 @@ pub async fn start(
     let command = spec.command.clone().unwrap_or_else(|| driver.default_command().to_string());
     let port = free_port()?;
     let mut args: Vec<String> = Vec::new();
+    // The target's own directory, under the run's: what the server writes
+    // stays with the run, apart from every other target's.
+    let data_dir = log_dir.parent().unwrap_or(log_dir).join("targets").join(name);
+    std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
     if !spec.args.iter().any(|a| a.contains("{port}")) {
-        args.extend(driver.listen_args(port));
+        args.extend(driver.listen_args(port, &data_dir));
     }
     args.extend(spec.args.iter().map(|a| a.replace("{port}", &port.to_string())));
     let log_path = log_dir.join(format!("{name}.log"));
@@ -118,9 +122,9 @@ pub async fn start(
         cmd.pre_exec(process_group::detach_into_own_group);
     }
     let child = cmd.spawn().map_err(|e| {
-        let hint = match (e.kind(), debian_package(&command)) {
-            (std::io::ErrorKind::NotFound, Some(package)) => {
-                format!(" — `{command}` is not installed or not on PATH (on Debian: apt-get install {package})")
+        let hint = match (e.kind(), install_hint(&command)) {
+            (std::io::ErrorKind::NotFound, Some(how)) => {
+                format!(" — `{command}` is not installed or not on PATH ({how})")
             }
             (std::io::ErrorKind::NotFound, None) => format!(" — `{command}` is not installed or not on PATH"),
             _ => String::new(),
@@ -153,6 +157,7 @@ pub async fn start(
             provider: ProviderKind::Process,
             process: Some(process),
             docker: None,
+            driver,
         }),
         Err(e) => {
             process.stop().await;
@@ -166,9 +171,11 @@ pub async fn start(
     }
 }
 
-fn debian_package(command: &str) -> Option<&'static str> {
+/// How to install a server faultline knows, for an error that says it is missing.
+fn install_hint(command: &str) -> Option<&'static str> {
     match command {
-        "redis-server" | "redis-sentinel" => Some("redis-server"),
+        "redis-server" | "redis-sentinel" => Some("on Debian: apt-get install redis-server"),
+        "secantusd-rs" => Some("scripts/install-deps.sh installs it (cargo install secantus-mdb)"),
         _ => None,
     }
 }

@@ -62,6 +62,7 @@ fn default_seed() -> u64 {
 #[serde(rename_all = "lowercase")]
 pub enum TargetKind {
     Redis,
+    Mongodb,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -135,6 +136,11 @@ pub struct TargetSpec {
     /// of member 0's fixed address.
     #[serde(default)]
     pub discovery: Option<super::docker::DiscoverySpec>,
+    /// The kind's own options (e.g. mongodb: `read_concern`, `write_concern`);
+    /// `faultline schema` and docs/targets.md list each kind's.
+    #[serde(default)]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub options: Option<serde_json::Value>,
 }
 
 fn default_ready_timeout() -> Dur {
@@ -192,10 +198,12 @@ pub enum OpKind {
     Set,
     Incr,
     Del,
+    /// Creates the key's document; fails when it exists (MongoDB).
+    Insert,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 4] = [OpKind::Get, OpKind::Set, OpKind::Incr, OpKind::Del];
+    pub const ALL: [OpKind; 5] = [OpKind::Get, OpKind::Set, OpKind::Incr, OpKind::Del, OpKind::Insert];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -203,6 +211,7 @@ impl OpKind {
             OpKind::Set => "set",
             OpKind::Incr => "incr",
             OpKind::Del => "del",
+            OpKind::Insert => "insert",
         }
     }
 
@@ -213,6 +222,11 @@ impl OpKind {
     /// Dense index for per-kind metric arrays.
     pub fn index(self) -> usize {
         self as usize
+    }
+
+    /// Whether the op writes its own value, which reads can then observe.
+    pub fn writes_value(self) -> bool {
+        matches!(self, OpKind::Set | OpKind::Insert)
     }
 }
 
@@ -495,6 +509,11 @@ pub struct ScenarioSpec {
     /// Faults applied during each of this scenario's cells.
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
+    /// Target options for this scenario's cells, over the target's own (e.g.
+    /// another read concern on the same servers).
+    #[serde(default)]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub options: Option<serde_json::Value>,
 }
 
 /// One scheduled fault.
@@ -521,6 +540,18 @@ pub struct FaultSpec {
     /// `SENTINEL FAILOVER`).
     #[serde(default)]
     pub coordinated: bool,
+    /// stepdown: how long the old primary may not stand for election again;
+    /// freeze: how long the member may not stand (default 60s).
+    #[serde(default)]
+    pub seconds: Option<Dur>,
+    /// stepdown: how long the primary waits for a secondary to catch up
+    /// before it steps down (default 10s).
+    #[serde(default)]
+    pub catch_up: Option<Dur>,
+    /// stepdown: step down even when no secondary has caught up (a lone
+    /// member has none).
+    #[serde(default)]
+    pub force: bool,
     /// Undo it after this long (kill and stop: start; pause: unpause;
     /// disconnect: reconnect; isolate: rejoin). Without it, the fault is
     /// undone at the end of the cell.
@@ -545,6 +576,13 @@ pub enum FaultAction {
     Exec,
     /// Switch the primary through the target's Sentinels.
     Failover,
+    /// MongoDB: `replSetStepDown` on the primary, confirmed by the role change.
+    Stepdown,
+    /// MongoDB: `replSetFreeze` on a member, so it does not stand for election.
+    Freeze,
+    /// MongoDB: `replSetStepUp` on a member, which calls an election it wins
+    /// if it can (with a partition, a second primary).
+    Stepup,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -601,6 +639,9 @@ pub struct GateSpec {
     pub rule: GateRule,
     pub scenario: Option<String>,
     pub profile: Option<String>,
+    /// Reported, but not part of the verdict (a comparison kept for
+    /// information, like the seed's majority reads).
+    pub informational: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -611,7 +652,7 @@ pub enum GateRule {
 
 impl GateSpec {
     pub fn expr(expr: &str) -> GateSpec {
-        GateSpec { rule: GateRule::Expr(expr.into()), scenario: None, profile: None }
+        GateSpec { rule: GateRule::Expr(expr.into()), scenario: None, profile: None, informational: false }
     }
 
     /// What the report shows in the gate's "rule" column.
@@ -701,7 +742,8 @@ impl JsonSchema for GateSpec {
                     "properties": {
                         "expr": {"type": "string"},
                         "scenario": {"type": "string"},
-                        "profile": {"type": "string"}
+                        "profile": {"type": "string"},
+                        "informational": {"type": "boolean", "description": "reported, not part of the verdict"}
                     }
                 },
                 {
@@ -714,7 +756,8 @@ impl JsonSchema for GateSpec {
                         "deadline": {"type": "string", "description": "how long one evaluation may run (default 1s)"},
                         "memory": {"type": "string", "description": "the most linear memory the plugin may use (default 64MiB)"},
                         "scenario": {"type": "string"},
-                        "profile": {"type": "string"}
+                        "profile": {"type": "string"},
+                        "informational": {"type": "boolean", "description": "reported, not part of the verdict"}
                     }
                 }
             ]
@@ -742,13 +785,15 @@ impl<'de> Deserialize<'de> for GateSpec {
             scenario: Option<String>,
             #[serde(default)]
             profile: Option<String>,
+            #[serde(default)]
+            informational: bool,
         }
         struct GateVisitor;
         impl<'de> serde::de::Visitor<'de> for GateVisitor {
             type Value = GateSpec;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str(
-                    "an expression such as `p99(get) < 30ms`, or a map with `expr` or `plugin`, and `scenario`, `profile`",
+                    "an expression such as `p99(get) < 30ms`, or a map with `expr` or `plugin`, and `scenario`, `profile`, `informational`",
                 )
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<GateSpec, E> {
@@ -776,7 +821,7 @@ impl<'de> Deserialize<'de> for GateSpec {
                         memory: full.memory,
                     }),
                 };
-                Ok(GateSpec { rule, scenario: full.scenario, profile: full.profile })
+                Ok(GateSpec { rule, scenario: full.scenario, profile: full.profile, informational: full.informational })
             }
         }
         d.deserialize_any(GateVisitor)

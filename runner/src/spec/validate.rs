@@ -138,7 +138,16 @@ fn validate_target(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> 
     if t.ready_timeout.0.is_zero() {
         return Err((format!("{at}.ready_timeout"), "must be longer than 0s".into()));
     }
-    Ok(())
+    validate_options(&format!("{at}.options"), t, t.options.as_ref())
+}
+
+/// A kind's options, parsed by the kind itself: the error names the field.
+fn validate_options(at: &str, t: &TargetSpec, options: Option<&serde_json::Value>) -> Result<(), Problem> {
+    match crate::target::driver(t.kind, options) {
+        Ok(_) => Ok(()),
+        Err((field, e)) if field.is_empty() => Err((at.into(), e)),
+        Err((field, e)) => Err((format!("{at}.{field}"), e)),
+    }
 }
 
 fn validate_plugin(at: &str, p: &PluginRef) -> Result<(), Problem> {
@@ -347,8 +356,19 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
                 return Err((field, undefined("workload", name, spec.workloads.keys())));
             };
             for t in &targets {
-                let kind = spec.targets[t].kind;
-                let driver = crate::target::driver(kind);
+                let target = &spec.targets[t];
+                let kind = target.kind;
+                let options = crate::target::kinds::overlay(target.options.as_ref(), s.options.as_ref());
+                if s.options.is_some() {
+                    validate_options(&format!("{at}.options"), target, options.as_ref())?;
+                }
+                let driver = crate::target::driver(kind, options.as_ref()).map_err(|(f, e)| (format!("{at}.options.{f}"), e))?;
+                if !driver.acknowledges_writes() && spec.checkers.contains(&crate::checker::CheckerName::LostAcknowledgedWrite) {
+                    return Err((
+                        format!("{at}.options"),
+                        format!("target `{t}` does not acknowledge writes (w: 0), so the lost-acknowledged-write checker has nothing to hold it to: use w: 1 or majority, or drop the checker"),
+                    ));
+                }
                 if let Some(op) = workload.ops.keys().find(|op| !driver.supports(**op)) {
                     return Err((
                         field,
@@ -420,6 +440,14 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Proble
             (_, false) => return Err((format!("{at}.command"), "applies only to action: exec".into())),
             _ => {}
         }
+        let admin = matches!(f.action, FaultAction::Stepdown | FaultAction::Freeze | FaultAction::Stepup);
+        if f.seconds.is_some() && !matches!(f.action, FaultAction::Stepdown | FaultAction::Freeze) {
+            return Err((format!("{at}.seconds"), "applies only to action: stepdown and freeze".into()));
+        }
+        if (f.catch_up.is_some() || f.force) && f.action != FaultAction::Stepdown {
+            let field = if f.force { "force" } else { "catch_up" };
+            return Err((format!("{at}.{field}"), "applies only to action: stepdown".into()));
+        }
         if f.heal_after.is_some() && !f.action.heals() {
             return Err((format!("{at}.heal_after"), format!("`{}` leaves nothing to heal", f.action.as_str())));
         }
@@ -435,14 +463,28 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Proble
         if !targets.contains(&target) {
             return Err((field, format!("`{}` is not a target of scenario `{}`", f.target, s.name)));
         }
+        if admin {
+            let t = &spec.targets[&target];
+            let driver = crate::target::driver(t.kind, t.options.as_ref()).map_err(|(f, e)| (format!("targets.{target}.options.{f}"), e))?;
+            if !driver.faults().contains(&f.action) {
+                return Err((
+                    format!("{at}.action"),
+                    format!(
+                        "`{}` is not a fault of {} targets (`{target}`)",
+                        f.action.as_str(),
+                        format!("{:?}", t.kind).to_lowercase()
+                    ),
+                ));
+            }
+        }
         match spec.targets[&target].provider {
             ProviderKind::External => {
                 return Err((field, format!("`{target}` is external: faultline cannot inject faults into it")))
             }
             ProviderKind::Process
-                if !matches!(f.action, FaultAction::Kill | FaultAction::Stop | FaultAction::Pause) =>
+                if !admin && !matches!(f.action, FaultAction::Kill | FaultAction::Stop | FaultAction::Pause) =>
             {
-                return Err((format!("{at}.action"), "process targets take kill, stop and pause".into()))
+                return Err((format!("{at}.action"), "process targets take kill, stop and pause (and their kind's own faults, e.g. mongodb's stepdown)".into()))
             }
             // The process provider starts its server once; nothing restarts a killed one.
             ProviderKind::Process if f.action == FaultAction::Kill && f.heal_after.is_some() => {

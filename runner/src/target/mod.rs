@@ -1,19 +1,25 @@
 //! Target kinds: how to reach, probe and drive one kind of database. A new
-//! kind is one file implementing [`TargetDriver`] plus one line in [`driver`].
+//! kind is one folder implementing [`TargetDriver`] (and, for members in
+//! containers, [`topology::TopologyKind`]) plus its line in [`kinds`].
 
+pub mod kinds;
+pub mod mongodb;
 mod redis;
 mod redis_failover;
 mod redis_sentinel;
 mod redis_topology;
 pub mod topology;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use tokio::net::TcpStream;
 
 use crate::metrics::ErrorClass;
-use crate::spec::{OpKind, TargetKind};
+use crate::spec::{FaultAction, FaultSpec, OpKind};
 use crate::workload::{Op, Workload};
+
+pub use kinds::driver;
 
 /// What a probe learned about a running server (for the report's provenance).
 #[derive(Debug, Clone)]
@@ -25,8 +31,9 @@ pub struct ServerInfo {
 pub trait TargetDriver: Send + Sync {
     /// The binary a `process` provider starts when the spec names none.
     fn default_command(&self) -> &'static str;
-    /// Arguments that make the server listen on `port` on loopback only.
-    fn listen_args(&self, port: u16) -> Vec<String>;
+    /// Arguments that make the server listen on `port` on loopback only and
+    /// keep its files in `data_dir` (the target's own, under the run's).
+    fn listen_args(&self, port: u16, data_dir: &Path) -> Vec<String>;
     fn uri(&self, host: &str, port: u16) -> String;
     fn supports(&self, op: OpKind) -> bool;
     /// One round trip that succeeds only when the server can serve requests.
@@ -36,14 +43,89 @@ pub trait TargetDriver: Send + Sync {
     /// Reads the current values of `keys` (absent keys as None), for the
     /// checkers' final state.
     async fn read_values(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>>;
+    /// Sets the target up for a workload before its first cell (e.g. seeds
+    /// documents); says what it did.
+    async fn prepare(&self, uri: &str, workload: &Workload) -> anyhow::Result<String> {
+        let _ = (uri, workload);
+        Ok(String::new())
+    }
+    /// Whether the server acknowledges writes (MongoDB's `w: 0` does not),
+    /// which the lost-acknowledged-write checker needs.
+    fn acknowledges_writes(&self) -> bool {
+        true
+    }
+    /// The kind's own faults (e.g. MongoDB's `stepdown`), sent by [`Self::fault`].
+    fn faults(&self) -> &'static [FaultAction] {
+        &[]
+    }
+    /// Applies one of [`Self::faults`] to the server at `uri` and confirms
+    /// it took effect; the evidence comes back.
+    async fn fault(&self, uri: &str, fault: &FaultSpec) -> anyhow::Result<String> {
+        let _ = uri;
+        anyhow::bail!("`{}` is not a fault of this kind", fault.action.as_str())
+    }
+}
+
+/// How the engine drives a target's load: the executor follows the variant.
+pub enum Connection {
+    /// A socket speaking a protocol faultline encodes itself (Redis's RESP).
+    Pipelined(PipelinedConnection),
+    /// An official driver: every op is its own request future over the
+    /// driver's own connection pool (MongoDB, the AWS SDK).
+    Requests(Arc<dyn RequestClient>),
 }
 
 /// A socket speaking a pipelined request/response protocol: replies come back
 /// in request order, so one connection carries many ops in flight and the
 /// engine batches them into single writes and reads.
-pub struct Connection {
+pub struct PipelinedConnection {
     pub stream: TcpStream,
     pub protocol: Box<dyn WireProtocol>,
+}
+
+/// A driver that runs one op per call. The engine owns time: it drops the
+/// future at the op's deadline, or counts a hang when it runs on past the
+/// watchdog, so `execute` needs no timeout of its own.
+#[async_trait::async_trait]
+pub trait RequestClient: Send + Sync {
+    async fn execute(&self, op: &Op) -> Response;
+}
+
+/// What one request ended with: a value read (or an image a write
+/// returned), or a failure the driver classified.
+pub type Response = Result<ReadValue, DriverError>;
+
+/// What a read returned, for the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadValue {
+    /// Not a value (a write's acknowledgement, a count).
+    None,
+    /// The key had no value.
+    Nil,
+    Bytes(Vec<u8>),
+}
+
+/// A failed request as its driver understood it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverError {
+    pub class: ErrorClass,
+    /// Whether it may still have taken effect (checkers treat such a write
+    /// as Jepsen does: it may or may not have happened).
+    pub applied: Applied,
+    /// The driver's name for the failure, counted as its own label
+    /// (`NotWritablePrimary`, `ServerSelectionTimeout`).
+    pub code: Option<String>,
+    /// Its own words, kept as an example.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Definitely not applied: the server refused it before acting.
+    No,
+    /// May have been applied: a timeout or broken connection after it was
+    /// sent, a write-concern error.
+    Maybe,
 }
 
 pub trait WireProtocol: Send {
@@ -80,10 +162,4 @@ pub enum ReplyValue {
     Nil,
     /// The value's bytes, as a range of the decoded input.
     Bytes(std::ops::Range<usize>),
-}
-
-pub fn driver(kind: TargetKind) -> Arc<dyn TargetDriver> {
-    match kind {
-        TargetKind::Redis => Arc::new(redis::RedisDriver),
-    }
 }

@@ -4,6 +4,7 @@
 //! pipeline depth 16 (a channel hop, a boxed future and an allocated command
 //! per op), which would make the load generator the bottleneck.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -11,7 +12,7 @@ use redis::AsyncConnectionConfig;
 use tokio::net::TcpStream;
 
 use super::redis_sentinel::SentinelUri;
-use super::{Connection, Reply, ReplyValue, ServerInfo, TargetDriver, WireProtocol};
+use super::{Connection, PipelinedConnection, Reply, ReplyValue, ServerInfo, TargetDriver, WireProtocol};
 use crate::metrics::ErrorClass;
 use crate::spec::OpKind;
 use crate::workload::{Op, Workload};
@@ -24,10 +25,13 @@ impl TargetDriver for RedisDriver {
         "redis-server"
     }
 
-    fn listen_args(&self, port: u16) -> Vec<String> {
+    fn listen_args(&self, port: u16, data_dir: &Path) -> Vec<String> {
         // No persistence by default: a benchmark should not measure a stray RDB save
-        // unless the spec asks for it (its own args come after and win).
-        ["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        // unless the spec asks for it (its own args come after and win). What
+        // it does persist lands in the target's own directory, never in the
+        // user's working directory or another target's.
+        let dir = data_dir.display().to_string();
+        ["--port", &port.to_string(), "--dir", &dir, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
             .map(String::from)
             .to_vec()
     }
@@ -138,7 +142,8 @@ async fn handshake(stream: &mut TcpStream, args: &[&[u8]]) -> anyhow::Result<()>
 fn load_connection(stream: TcpStream, workload: Arc<Workload>, follow_primary: bool) -> anyhow::Result<Connection> {
     // Small requests must leave at once, not wait for Nagle's timer.
     stream.set_nodelay(true)?;
-    Ok(Connection { stream, protocol: Box::new(Resp { workload, scratch: Vec::with_capacity(256), follow_primary }) })
+    let protocol = Box::new(Resp { workload, scratch: Vec::with_capacity(256), follow_primary });
+    Ok(Connection::Pipelined(PipelinedConnection { stream, protocol }))
 }
 
 /// How far a load has got, if `INFO persistence` says the server is still
@@ -216,6 +221,7 @@ impl WireProtocol for Resp {
             OpKind::Set => (b"SET", 3),
             OpKind::Incr => (b"INCR", 2),
             OpKind::Del => (b"DEL", 2),
+            OpKind::Insert => unreachable!("validation refuses ops redis targets do not support"),
         };
         out.push(b'*');
         out.push(b'0' + args);

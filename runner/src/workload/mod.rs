@@ -185,7 +185,7 @@ impl OpStream {
             Source::Builtin(b) => b.next_op(),
             Source::Plugin(f) => f.next_op()?,
         };
-        if let (Some((cell, writer)), OpKind::Set) = (self.tag, op.kind) {
+        if let (Some((cell, writer)), true) = (self.tag, op.kind.writes_value()) {
             self.next_seq += 1;
             op.write_id = Some(ValueId { cell, writer, seq: self.next_seq - 1 });
         }

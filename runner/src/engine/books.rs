@@ -1,0 +1,177 @@
+//! The books every executor keeps on its ops, shared so the pipelined lane
+//! and the request/response slots time out, classify and record an op the
+//! same way: one place decides when an op is given up (its deadline, or the
+//! hang watchdog), what its history outcome is, and what the recorder, the
+//! history and a shape plugin that observes outcomes are told.
+
+use tokio::time::Instant;
+
+use crate::history::{HistoryWriter, Observed, OpRecord, Outcome, Scope};
+use crate::metrics::{Completion, ErrorClass, Recorder};
+use crate::plan::CellTiming;
+use crate::workload::{Op, OpStream};
+
+use super::schedule::{Issue, Pacing};
+
+/// How a lane runs, whatever its executor.
+pub struct Settings {
+    pub in_flight: u32,
+    pub timing: CellTiming,
+    pub cancel_at_deadline: bool,
+    pub measure_from: Instant,
+    pub stop_at: Instant,
+    /// Open loop: the schedule this lane serves.
+    pub pacing: Option<Pacing>,
+}
+
+/// An op in play.
+pub struct Pending {
+    pub op: Op,
+    /// When the client created it (for the history: not moved by pacing).
+    pub began: Instant,
+    /// Its request may have reached the server, so it may have taken effect.
+    pub sent: bool,
+    /// When it was issued (closed loop) or due (open loop): decides its window.
+    pub issued: Instant,
+    /// Latency counts from here.
+    pub start: Instant,
+    pub deadline: Instant,
+    /// Given up at its deadline or by the watchdog; its reply is dropped.
+    pub abandoned: bool,
+}
+
+impl Pending {
+    pub fn new(issue: Issue, now: Instant, sent: bool, timing: &CellTiming) -> Pending {
+        let Issue { op, issued, start } = issue;
+        Pending { op, began: now, sent, issued, start, deadline: now + timing.deadline, abandoned: false }
+    }
+}
+
+/// Where a lane writes its history, when checkers need one.
+pub struct HistoryLog {
+    pub writer: HistoryWriter,
+    /// The cell's clock: record times are nanoseconds since this.
+    pub t0: Instant,
+    pub scope: Scope,
+}
+
+/// How an op ended, as its executor saw it.
+pub struct Ending<'a> {
+    pub result: Result<(), ErrorClass>,
+    /// For the history: whether a failed op may still have taken effect.
+    pub outcome: Outcome,
+    pub observed: Observed,
+    /// A failure's own words (the server's message, why a connection broke).
+    pub detail: &'a [u8],
+    /// A driver's name for the failure (`NotWritablePrimary`), when it has one.
+    pub code: Option<&'a str>,
+}
+
+impl Ending<'_> {
+    /// A failure no reply explains (a broken connection, a deadline): the op
+    /// may have taken effect if its request was sent.
+    pub fn failed(class: ErrorClass, sent: bool, detail: &[u8]) -> Ending<'_> {
+        let outcome = if sent { Outcome::Unknown } else { Outcome::Fail };
+        Ending { result: Err(class), outcome, observed: Observed::Nothing, detail, code: None }
+    }
+}
+
+/// The books of one lane.
+pub struct Books {
+    /// Ops in play and not given up: the slots in use.
+    pub live: u32,
+    pub timing: CellTiming,
+    cancel_at_deadline: bool,
+    pub recorder: Recorder,
+    pub history: Option<HistoryLog>,
+    /// Ops that ended and whether they succeeded, for a shape plugin that
+    /// observes outcomes; handed over before the next op is drawn.
+    completions: Option<Vec<(Op, bool)>>,
+}
+
+impl Books {
+    pub fn new(settings: &Settings, recorder: Recorder, history: Option<HistoryLog>, ops: &OpStream) -> Books {
+        Books {
+            live: 0,
+            timing: settings.timing,
+            cancel_at_deadline: settings.cancel_at_deadline,
+            recorder,
+            history,
+            completions: ops.observes().then(Vec::new),
+        }
+    }
+
+    /// Tells a shape plugin how the ops since the last call ended.
+    pub fn report_completions(&mut self, ops: &mut OpStream) {
+        if let Some(c) = &mut self.completions {
+            c.drain(..).for_each(|(op, ok)| ops.completed(&op, ok));
+        }
+    }
+
+    /// Records the end of an op that was still live.
+    pub fn end(&mut self, p: &Pending, end: Instant, ending: Ending) {
+        self.live -= 1;
+        if let Some(h) = &mut self.history {
+            let ns = |t: Instant| t.saturating_duration_since(h.t0).as_nanos() as u64;
+            let outcome = if ending.result.is_ok() { Outcome::Ok } else { ending.outcome };
+            h.writer.append(&OpRecord {
+                start: ns(p.began),
+                end: ns(end),
+                key: p.op.key,
+                kind: p.op.kind,
+                outcome,
+                written: p.op.write_id,
+                written_len: p.op.value_len,
+                observed: ending.observed,
+            });
+        }
+        if let Some(c) = &mut self.completions {
+            c.push((p.op.clone(), ending.result.is_ok()));
+        }
+        // A hang is counted as a hang only; over-deadline is for ops that
+        // did end, late.
+        let late = end > p.deadline + self.timing.over_deadline_after;
+        self.recorder.record(&Completion {
+            kind: p.op.kind,
+            issued: p.issued,
+            start: p.start,
+            end,
+            result: ending.result,
+            over_deadline: late && ending.result != Err(ErrorClass::Hang),
+            detail: ending.detail,
+            code: ending.code,
+        });
+    }
+
+    /// When an op is given up: at its deadline if the client cancels there
+    /// or it was never sent, else when the hang watchdog fires.
+    pub fn give_up_at(&self, p: &Pending) -> Instant {
+        if self.cancel_at_deadline || !p.sent {
+            p.deadline
+        } else {
+            p.deadline + self.timing.hang_after
+        }
+    }
+
+    /// Gives `p` up at `now` (its time has come): a deadline when the client
+    /// cancels there, or when it never reached a server that could hang it
+    /// (it timed out like a driver's server selection); else a hang.
+    pub fn give_up(&mut self, p: &mut Pending, now: Instant) {
+        p.abandoned = true;
+        let class = if self.cancel_at_deadline || !p.sent { ErrorClass::Deadline } else { ErrorClass::Hang };
+        self.end(p, now, Ending::failed(class, p.sent, b""));
+    }
+
+    /// The lane's end: what it leaves for the cell.
+    pub fn close(self, ran_out: Option<Instant>) -> LaneEnd {
+        LaneEnd { recorder: self.recorder, history: self.history.map(|h| h.writer), ran_out }
+    }
+}
+
+/// What a lane leaves when its load ends.
+pub struct LaneEnd {
+    pub recorder: Recorder,
+    pub history: Option<HistoryWriter>,
+    /// When the workload's shape ran out of ops for it, if it did.
+    pub ran_out: Option<Instant>,
+}

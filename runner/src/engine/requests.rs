@@ -1,0 +1,147 @@
+//! The request/response executor, for official drivers (MongoDB, the AWS
+//! SDK) that issue every op as its own future over their own connection
+//! pool. A lane keeps up to `in_flight` request futures running and polls
+//! them together; when ops are issued ([`Issuer`]) and how they are given up
+//! and recorded ([`Books`]) is the same code the pipelined lane uses.
+//!
+//! The driver classifies each outcome (ok, failed, or unknown when it may
+//! have been applied) and names its failures; the engine owns time. An op
+//! still running at its deadline is dropped there when the client cancels at
+//! the deadline, else it is left running until the hang watchdog fires
+//! `hang_after` later and counts it as a hang. Dropping the future is the
+//! cancellation: whether or not the driver would have honoured one, the slot
+//! is free again and the op is never counted twice.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::books::{Books, Ending, HistoryLog, LaneEnd, Pending, Settings};
+use super::schedule::Issuer;
+use crate::history::{parse_value, Observed, Outcome};
+use crate::metrics::Recorder;
+use crate::target::{Applied, ReadValue, RequestClient, Response};
+use crate::workload::OpStream;
+
+type Request = Pin<Box<dyn Future<Output = (u64, Response)> + Send>>;
+
+/// One op in flight: its number in this lane and its books entry; the
+/// future runs in the lane's set under the same number.
+struct InFlight {
+    id: u64,
+    pending: Pending,
+    abort: futures::future::AbortHandle,
+}
+
+pub async fn run(
+    client: Arc<dyn RequestClient>,
+    mut ops: OpStream,
+    settings: Settings,
+    recorder: Recorder,
+    history: Option<HistoryLog>,
+    cancel: CancellationToken,
+) -> LaneEnd {
+    let mut books = Books::new(&settings, recorder, history, &ops);
+    let mut issuer = Issuer::new(settings.pacing, settings.in_flight, settings.stop_at);
+    let mut running: FuturesUnordered<futures::future::Abortable<Request>> = FuturesUnordered::new();
+    // In issue order; a handful of entries, so a scan beats a map.
+    let mut in_flight: Vec<InFlight> = Vec::with_capacity(settings.in_flight as usize);
+    let mut next_id = 0u64;
+
+    loop {
+        let now = Instant::now();
+        if cancel.is_cancelled() || ((now >= settings.stop_at || issuer.exhausted()) && books.live == 0) {
+            break;
+        }
+        books.report_completions(&mut ops);
+        while let Some(issue) = issuer.next(now, books.live, &mut ops, &mut books.recorder) {
+            let (id, client) = (next_id, Arc::clone(&client));
+            next_id += 1;
+            let op = issue.op.clone();
+            let request: Request = Box::pin(async move { (id, client.execute(&op).await) });
+            let (abort, registration) = futures::future::AbortHandle::new_pair();
+            running.push(futures::future::Abortable::new(request, registration));
+            // A driver may send at once: the op may take effect from here on.
+            in_flight.push(InFlight { id, pending: Pending::new(issue, now, true, &books.timing), abort });
+            books.live += 1;
+        }
+        if issuer.exhausted() && books.live == 0 {
+            break;
+        }
+        if !issuer.exhausted() {
+            ops.prepare(settings.in_flight as usize);
+        }
+
+        let watchdog_at = in_flight.iter().map(|f| books.give_up_at(&f.pending)).min();
+        let stop_at = (now < settings.stop_at).then_some(settings.stop_at);
+        let wake_at = [watchdog_at, issuer.wake_at(books.live), stop_at].into_iter().flatten().min();
+        let wake = async {
+            match wake_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let next_done = async {
+            match running.is_empty() {
+                true => std::future::pending().await,
+                false => running.next().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => break,
+            done = next_done => {
+                // An aborted request ends as `Err`: it was given up already.
+                if let Some(Ok((id, response))) = done {
+                    if let Some(at) = in_flight.iter().position(|f| f.id == id) {
+                        let f = in_flight.remove(at);
+                        end_request(&mut books, &f.pending, Instant::now(), response);
+                    }
+                }
+            }
+            _ = wake => {
+                let now = Instant::now();
+                in_flight.retain_mut(|f| {
+                    if books.give_up_at(&f.pending) > now {
+                        return true;
+                    }
+                    f.abort.abort();
+                    books.give_up(&mut f.pending, now);
+                    false
+                });
+            }
+        }
+    }
+    // Whatever is still running when the load stops is dropped with the set.
+    issuer.count_unsent(&mut books.recorder, settings.measure_from, cancel.is_cancelled());
+    books.close(issuer.ran_out)
+}
+
+/// Records how a driver said an op ended.
+fn end_request(books: &mut Books, p: &Pending, end: Instant, response: Response) {
+    let ending = match &response {
+        Ok(value) => {
+            let observed = match (value, &books.history) {
+                (_, None) | (ReadValue::None, _) => Observed::Nothing,
+                (ReadValue::Nil, _) => Observed::Nil,
+                (ReadValue::Bytes(bytes), Some(h)) => parse_value(bytes, h.scope),
+            };
+            Ending { result: Ok(()), outcome: Outcome::Ok, observed, detail: b"", code: None }
+        }
+        Err(e) => Ending {
+            result: Err(e.class),
+            outcome: match e.applied {
+                Applied::No => Outcome::Fail,
+                Applied::Maybe => Outcome::Unknown,
+            },
+            observed: Observed::Nothing,
+            detail: e.message.as_bytes(),
+            code: e.code.as_deref(),
+        },
+    };
+    books.end(p, end, ending);
+}

@@ -1,0 +1,166 @@
+//! When a lane issues its next op, shared by every executor. Closed loop: a
+//! slot issues its next op as soon as the previous one ends. Open loop
+//! ([`Pacing`]): ops are due on a fixed schedule whatever the target does,
+//! and latency counts from when an op was due, so a stalled target is
+//! charged for every op that had to wait (no coordinated omission); an op
+//! that was due but never found a free slot is counted as unsent.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::metrics::Recorder;
+use crate::workload::{Op, OpStream};
+
+/// tokio's timers tick in milliseconds and wake up to a tick late, so an
+/// open loop wakes this much early and sends ops due within it: an op sent
+/// early counts from when it was sent, one sent late from when it was due.
+pub const EARLY_ISSUE: Duration = Duration::from_millis(2);
+
+/// The slice of an open loop's schedule one connection serves: ops
+/// `first, first + stride, …` due at `t0 + i / rate`. Due times are computed
+/// from the index, not by adding periods, so no rounding drifts and any
+/// positive rate works, also one far beyond what the lane can send.
+pub struct Pacing {
+    pub t0: Instant,
+    /// Ops per second over the whole schedule (all connections).
+    pub rate: f64,
+    pub first: u64,
+    pub stride: u64,
+}
+
+impl Pacing {
+    fn due(&self, i: u64) -> Instant {
+        // Saturating float-to-int casts: an index past the end of time is due never.
+        let ns = (i as f64 * 1e9 / self.rate) as u64;
+        self.t0.checked_add(Duration::from_nanos(ns)).unwrap_or(self.t0 + FAR_FUTURE)
+    }
+
+    /// How many of this lane's ops from index `next` on are due in
+    /// `[from, until)`: the ops it still owed when it stopped.
+    fn due_between(&self, next: u64, from: Instant, until: Instant) -> u64 {
+        // The first lane index at or after `t`: estimated, then walked to the
+        // exact boundary `due` draws (a step or two at most).
+        let first_at = |t: Instant| -> u64 {
+            let secs = t.saturating_duration_since(self.t0).as_secs_f64();
+            let estimate = (secs * self.rate) as u64;
+            let mut k = estimate.saturating_sub(self.first).div_ceil(self.stride).saturating_sub(1);
+            while self.due(self.first + k * self.stride) < t {
+                k += 1;
+            }
+            while k > 0 && self.due(self.first + (k - 1) * self.stride) >= t {
+                k -= 1;
+            }
+            k
+        };
+        let start = first_at(from).max(next.saturating_sub(self.first).div_ceil(self.stride));
+        first_at(until).saturating_sub(start)
+    }
+}
+
+/// Stands for "never" where an Instant would overflow.
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+
+/// A lane's issuing state: which op of its open-loop slice is next, and
+/// whether its shape ran out of ops.
+pub struct Issuer {
+    pacing: Option<Pacing>,
+    next_due: Option<u64>,
+    in_flight: u32,
+    stop_at: Instant,
+    /// When a shape plugin ran out of ops for this lane (or failed).
+    pub ran_out: Option<Instant>,
+}
+
+/// An op to issue now: the op, the time that decides its window (issued in
+/// a closed loop, due in an open one) and where its latency counts from.
+pub struct Issue {
+    pub op: Op,
+    pub issued: Instant,
+    pub start: Instant,
+}
+
+impl Issuer {
+    pub fn new(pacing: Option<Pacing>, in_flight: u32, stop_at: Instant) -> Issuer {
+        let next_due = pacing.as_ref().map(|p| p.first);
+        Issuer { pacing, next_due, in_flight, stop_at, ran_out: None }
+    }
+
+    /// The next op to issue at `now` with `live` slots in use, if a slot is
+    /// free, the window is open and (open loop) an op is due.
+    pub fn next(&mut self, now: Instant, live: u32, ops: &mut OpStream, recorder: &mut Recorder) -> Option<Issue> {
+        if live >= self.in_flight || now >= self.stop_at || self.ran_out.is_some() {
+            return None;
+        }
+        let due = match (&self.pacing, self.next_due) {
+            (Some(p), Some(i)) => {
+                let due = p.due(i);
+                if due > now + EARLY_ISSUE || due >= self.stop_at {
+                    return None;
+                }
+                Some(due)
+            }
+            _ => None,
+        };
+        let Some(op) = ops.next_op() else {
+            self.ran_out = Some(now);
+            return None;
+        };
+        Some(match (due, &self.pacing) {
+            (Some(due), Some(p)) => {
+                recorder.record_lag(due, now.max(due));
+                self.next_due = self.next_due.map(|i| i + p.stride);
+                Issue { op, issued: due, start: now.min(due) }
+            }
+            _ => Issue { op, issued: now, start: now },
+        })
+    }
+
+    pub fn exhausted(&self) -> bool {
+        self.ran_out.is_some()
+    }
+
+    /// Open loop with a free slot: when to wake for the next due op.
+    pub fn wake_at(&self, live: u32) -> Option<Instant> {
+        match (&self.pacing, self.next_due) {
+            (Some(p), Some(i)) if live < self.in_flight && !self.exhausted() => Some(p.due(i))
+                .filter(|d| *d < self.stop_at)
+                .map(|d| d.checked_sub(EARLY_ISSUE).unwrap_or(d)),
+            _ => None,
+        }
+    }
+
+    /// Every op due in the window was sent or is owed: counts what is owed,
+    /// up to the end of the window (or now, when the run was interrupted).
+    pub fn count_unsent(&self, recorder: &mut Recorder, measure_from: Instant, interrupted: bool) {
+        if let (Some(p), Some(next)) = (&self.pacing, self.next_due) {
+            let until = if interrupted { Instant::now().min(self.stop_at) } else { self.stop_at };
+            recorder.record_unsent(p.due_between(next, measure_from, until));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lanes' counts of what they still owed add up to the schedule,
+    /// exactly, at ordinary and absurd rates.
+    #[test]
+    fn owed_ops_add_up_to_the_schedule() {
+        let t0 = Instant::now();
+        for (rate, lanes) in [(1000.0, 3u64), (600_000.0, 2), (1e12, 2), (0.5, 4), (3.3, 1)] {
+            let (from, until) = (t0 + Duration::from_millis(500), t0 + Duration::from_millis(2500));
+            let lane = |first| Pacing { t0, rate, first, stride: lanes };
+            let owed: u64 = (0..lanes).map(|l| lane(l).due_between(l, from, until)).sum();
+            // Ops i with 0.5 s <= i / rate < 2.5 s.
+            let expected = (2.5 * rate).ceil() as u64 - (0.5 * rate).ceil() as u64;
+            assert!(owed.abs_diff(expected) <= lanes, "rate {rate}: {owed} vs {expected}");
+            // A lane that sent up to some op owes only what comes after it.
+            let sent_up_to = lane(0).due_between(0, t0, from);
+            assert_eq!(lane(0).due_between(sent_up_to * lanes, from, until), lane(0).due_between(0, from, until));
+            assert_eq!(lane(0).due_between(u64::MAX / 2, from, until), 0, "rate {rate}");
+        }
+    }
+}
