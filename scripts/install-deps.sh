@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Installs what faultline's campaigns and tests need on a Debian machine:
-# redis-server and redis-tools (redis-cli, redis-benchmark). Idempotent; says
-# what it installs.
+# Installs what faultline's campaigns and tests need on a Debian machine
+# (`scripts/install-deps.sh` for Redis, `scripts/install-deps.sh all` for
+# everything the tests drive):
+# redis-server and redis-tools (redis-cli, redis-benchmark), and secantusd-rs,
+# a MongoDB-wire-protocol server (crates.io `secantus-mdb`; no real mongod can
+# be installed here), built once per version into a cache outside the
+# checkout. Idempotent; says what it installs.
 set -euo pipefail
 
 need=()
@@ -9,6 +13,7 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v redis-benchmark >/dev/null || need+=(redis-tools)
 command -v pgrep >/dev/null || need+=(procps)
+command -v cmake >/dev/null || need+=(cmake)
 
 if [ ${#need[@]} -gt 0 ]; then
   # shellcheck disable=SC2207
@@ -20,3 +25,24 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 echo "redis: $(redis-server --version | cut -d' ' -f3)"
+
+# secantusd-rs: about 12 minutes to build on 2 cores, so it is built once per
+# version under the cache and linked onto PATH; only with `all` (the test
+# suite's and the MongoDB campaigns' need, not the quickstart's).
+[ "${1:-}" = all ] || exit 0
+SECANTUS_VERSION=0.5.3-beta.196
+cache="${FAULTLINE_CACHE:-/var/cache/faultline}"
+mkdir -p "$cache" 2>/dev/null || cache="$HOME/.cache/faultline"
+root="$cache/tools/secantus-mdb-$SECANTUS_VERSION"
+if [ ! -x "$root/bin/secantusd-rs" ]; then
+  echo "building secantusd-rs $SECANTUS_VERSION (cargo install secantus-mdb, about 12 minutes; cached in $root)"
+  build_dir="$(mktemp -d)"
+  CARGO_TARGET_DIR="$build_dir" cargo install secantus-mdb --version "$SECANTUS_VERSION" \
+    --ignore-rust-version --locked --root "$root.partial" --quiet
+  rm -rf "$build_dir" "$root"
+  mv "$root.partial" "$root"
+fi
+bin_dir=/usr/local/bin
+[ -w "$bin_dir" ] || { bin_dir="$HOME/.local/bin"; mkdir -p "$bin_dir"; }
+ln -sf "$root/bin/secantusd-rs" "$bin_dir/secantusd-rs"
+echo "secantusd-rs: $SECANTUS_VERSION ($bin_dir/secantusd-rs)"

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-scripts/install-deps.sh
+scripts/install-deps.sh all
 scripts/docker-images.sh
 # The tests run the committed plugins in fixtures/plugins/. First prove they
 # are what plugins/build.sh makes from the sources: install the guest

@@ -11,6 +11,7 @@ mod failures;
 mod faults;
 mod interrupts;
 mod leftovers;
+mod mongodb;
 mod plugins;
 mod process_targets;
 mod readiness;

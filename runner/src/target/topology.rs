@@ -3,8 +3,8 @@
 //! member which role it has right now. Roles are never remembered: after a
 //! failover the answer changes, so every [`Role`] comes from the servers at
 //! the moment it is asked for. A kind joins with one implementation of
-//! [`TopologyKind`] and one line in [`topology_kind`] (MongoDB would ask
-//! `hello` / `replSetGetStatus`).
+//! [`TopologyKind`] and one line in [`topology_kind`] (MongoDB asks
+//! `hello`).
 
 use std::sync::Arc;
 
@@ -46,6 +46,19 @@ pub trait TopologyKind: Send + Sync {
     fn discovery_uri(&self, servers: &[String], name: &str) -> Option<String> {
         let _ = (servers, name);
         None
+    }
+    /// The URI that reaches the whole group through the driver's own
+    /// discovery (e.g. a MongoDB replica set), from every member's
+    /// `host:port`; None when clients connect to member 0.
+    fn group_uri(&self, hosts: &[String]) -> Option<String> {
+        let _ = hosts;
+        None
+    }
+    /// Forms the group once every member answers (e.g. `replSetInitiate`);
+    /// members built from their arguments need nothing.
+    async fn initiate(&self, members: &[FailoverMember]) -> anyhow::Result<String> {
+        let _ = members;
+        Ok(String::new())
     }
     /// The member's role now, asked of the server at `uri`.
     async fn role(&self, uri: &str) -> anyhow::Result<Role>;
@@ -97,5 +110,6 @@ pub struct FailoverPlan {
 pub fn topology_kind(kind: TargetKind) -> Arc<dyn TopologyKind> {
     match kind {
         TargetKind::Redis => Arc::new(super::redis_topology::RedisTopology),
+        TargetKind::Mongodb => Arc::new(super::mongodb::MongoTopology),
     }
 }

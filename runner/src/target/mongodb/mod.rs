@@ -1,0 +1,170 @@
+//! MongoDB (and MongoDB-wire-protocol servers), driven through the official
+//! driver. Every load client is a `mongodb::Client` of its own, with its own
+//! connection pool, as every application replica has one; its ops are
+//! request futures, run by the engine's request/response executor.
+//!
+//! A key of the workload is a document `{_id: "<prefix><n>", v: <bytes>}`;
+//! counters (`incr`) live in their own documents `{_id: "<prefix>n:<n>", n}`.
+//! Reads and writes carry the workload's tagged values, so the history
+//! checkers run on MongoDB campaigns unchanged.
+
+mod admin;
+mod errors;
+mod ops;
+pub mod options;
+mod topology;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use mongodb::bson::{doc, Bson, Document};
+use mongodb::options::ClientOptions;
+use mongodb::Client;
+
+use super::{Connection, ServerInfo, TargetDriver};
+use crate::spec::{FaultAction, FaultSpec, OpKind};
+use crate::workload::Workload;
+pub use options::MongoOptions;
+pub use topology::MongoTopology;
+
+pub struct MongoDriver {
+    pub options: MongoOptions,
+}
+
+/// How long an admin command (probe, final read, fault) may take.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl MongoDriver {
+    /// A client for admin work: short server selection, so a dead server
+    /// fails a probe quickly instead of after the driver's 30 s.
+    async fn admin_client(&self, uri: &str) -> anyhow::Result<Client> {
+        let mut options =
+            ClientOptions::parse(uri).await.with_context(|| format!("invalid MongoDB URI `{uri}`"))?;
+        self.options.apply(&mut options, 4);
+        options.server_selection_timeout = Some(Duration::from_secs(2));
+        options.connect_timeout = Some(Duration::from_secs(2));
+        options.retry_writes = Some(false);
+        Client::with_options(options).context("cannot create a MongoDB client")
+    }
+
+    fn collection(&self, client: &Client) -> mongodb::Collection<Document> {
+        let options = mongodb::options::CollectionOptions::builder()
+            .read_concern(self.options.read_concern())
+            .write_concern(self.options.write_concern())
+            .selection_criteria(Some(self.options.selection_criteria()))
+            .build();
+        client.database(&self.options.database).collection_with_options(&self.options.collection, options)
+    }
+}
+
+#[async_trait::async_trait]
+impl TargetDriver for MongoDriver {
+    fn default_command(&self) -> &'static str {
+        "secantusd-rs"
+    }
+
+    fn listen_args(&self, port: u16, data_dir: &Path) -> Vec<String> {
+        // secantusd-rs (the MongoDB-wire server that runs here); a real
+        // mongod takes `--port P --dbpath DIR --bind_ip 127.0.0.1` through
+        // the spec's own args.
+        vec!["--port".into(), port.to_string(), "--storage-path".into(), data_dir.display().to_string()]
+    }
+
+    fn uri(&self, host: &str, port: u16) -> String {
+        format!("mongodb://{host}:{port}/?directConnection=true")
+    }
+
+    fn supports(&self, op: OpKind) -> bool {
+        matches!(op, OpKind::Get | OpKind::Set | OpKind::Incr | OpKind::Del | OpKind::Insert)
+    }
+
+    fn acknowledges_writes(&self) -> bool {
+        self.options.acknowledged_writes()
+    }
+
+    fn faults(&self) -> &'static [FaultAction] {
+        &[FaultAction::Stepdown, FaultAction::Freeze, FaultAction::Stepup]
+    }
+
+    async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {
+        let client = self.admin_client(uri).await?;
+        let probe = async {
+            let admin = client.database("admin");
+            let hello = admin.run_command(doc! {"hello": 1}).await.context("hello")?;
+            // A replica set serves the load through its primary: one that has
+            // none yet (an election, a set still being initiated) is not up.
+            let primary = hello.get_bool("isWritablePrimary").unwrap_or(false);
+            let set = hello.get_str("setName").ok();
+            // A member started with --replSet waits for replSetInitiate: it is
+            // up, and the provider forms the set next.
+            let uninitiated = set.is_none() && hello.get_bool("isreplicaset").unwrap_or(false);
+            if !primary && !uninitiated && self.options.read_preference == options::ReadPreferenceMode::Primary {
+                let seen = hello.get_str("primary").map(|p| format!(" (it names {p} as primary)")).unwrap_or_default();
+                anyhow::bail!("the server is not a writable primary{seen}");
+            }
+            let build = admin.run_command(doc! {"buildInfo": 1}).await.context("buildInfo")?;
+            let version = build.get_str("version").unwrap_or("unknown");
+            let set = set.map(|s| format!(", replica set `{s}`")).unwrap_or_default();
+            anyhow::Ok(ServerInfo { version: format!("mongodb {version}{set}") })
+        };
+        let info = tokio::time::timeout(ADMIN_TIMEOUT, probe).await.context("no answer within 10s")?;
+        client.shutdown().immediate(true).await;
+        info
+    }
+
+    async fn prepare(&self, uri: &str, workload: &Workload) -> anyhow::Result<String> {
+        if self.options.seed_documents == 0 {
+            return Ok(String::new());
+        }
+        let client = self.admin_client(uri).await?;
+        let seeded = ops::seed(&self.collection(&client), workload, self.options.seed_documents).await;
+        client.shutdown().immediate(true).await;
+        seeded
+    }
+
+    async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection> {
+        let mut options =
+            ClientOptions::parse(uri).await.with_context(|| format!("invalid MongoDB URI `{uri}`"))?;
+        self.options.apply(&mut options, ops::DEFAULT_POOL);
+        let client = Client::with_options(options).context("cannot create a MongoDB client")?;
+        // Fails here, before the clock starts, when the server is not there.
+        client.database("admin").run_command(doc! {"ping": 1}).await.with_context(|| format!("ping {uri}"))?;
+        let collection = self.collection(&client);
+        Ok(Connection::Requests(Arc::new(ops::MongoClient::new(client, collection, workload, &self.options))))
+    }
+
+    async fn read_values(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+        let client = self.admin_client(uri).await?;
+        // The final state is read as strongly as the server offers, from the primary.
+        let collection = client.database(&self.options.database).collection_with_options::<Document>(
+            &self.options.collection,
+            mongodb::options::CollectionOptions::builder()
+                .read_concern(Some(mongodb::options::ReadConcern::majority()))
+                .selection_criteria(Some(mongodb::options::SelectionCriteria::ReadPreference(
+                    mongodb::options::ReadPreference::Primary,
+                )))
+                .build(),
+        );
+        let values = ops::read_values(&collection, keys).await;
+        client.shutdown().immediate(true).await;
+        values
+    }
+
+    async fn fault(&self, uri: &str, fault: &FaultSpec) -> anyhow::Result<String> {
+        let client = self.admin_client(uri).await?;
+        let done = admin::apply(&client, fault).await;
+        client.shutdown().immediate(true).await;
+        done
+    }
+}
+
+/// A document's `v` field as bytes, whatever type the server kept it as.
+fn value_bytes(v: Option<&Bson>) -> Option<Vec<u8>> {
+    match v? {
+        Bson::Binary(b) => Some(b.bytes.clone()),
+        Bson::String(s) => Some(s.clone().into_bytes()),
+        _ => None,
+    }
+}

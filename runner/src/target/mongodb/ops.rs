@@ -1,0 +1,133 @@
+//! The workload's ops as MongoDB requests: `get` finds one document by
+//! `_id`, `set` `$set`s its value (upserting), `insert` creates it, `incr`
+//! `$inc`s a counter, `del` deletes it. Also the seed phase and the final
+//! read the checkers compare against.
+
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use mongodb::bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
+use mongodb::{Client, Collection};
+
+use super::errors::classify;
+use super::value_bytes;
+use super::MongoOptions;
+use crate::spec::OpKind;
+use crate::target::{ReadValue, RequestClient, Response};
+use crate::workload::{Op, Workload};
+
+/// Connections per client when the spec sets no `pool_size`: the seed's
+/// driver default, above any profile's in-flight ops per client.
+pub const DEFAULT_POOL: u32 = 100;
+
+pub struct MongoClient {
+    /// Kept so the pool lives as long as the lane does.
+    _client: Client,
+    collection: Collection<Document>,
+    workload: std::sync::Arc<Workload>,
+    max_time: Option<Duration>,
+}
+
+impl MongoClient {
+    pub fn new(
+        client: Client,
+        collection: Collection<Document>,
+        workload: std::sync::Arc<Workload>,
+        options: &MongoOptions,
+    ) -> MongoClient {
+        MongoClient { _client: client, collection, workload, max_time: options.max_time() }
+    }
+
+    fn id(&self, op: &Op) -> String {
+        let mut key = Vec::with_capacity(24);
+        self.workload.put_key(op.kind, op.key, &mut key);
+        String::from_utf8_lossy(&key).into_owned()
+    }
+
+    fn value(&self, op: &Op) -> Bson {
+        let mut bytes = Vec::with_capacity(op.value_len as usize);
+        self.workload.put_value(op, &mut bytes);
+        Bson::Binary(Binary { subtype: BinarySubtype::Generic, bytes })
+    }
+}
+
+#[async_trait::async_trait]
+impl RequestClient for MongoClient {
+    async fn execute(&self, op: &Op) -> Response {
+        let id = self.id(op);
+        let c = &self.collection;
+        let done = match op.kind {
+            OpKind::Get => {
+                let found = c.find_one(doc! {"_id": &id}).projection(doc! {"v": 1}).max_time_opt(self.max_time).await;
+                return match found {
+                    Ok(Some(d)) => Ok(value_bytes(d.get("v")).map_or(ReadValue::None, ReadValue::Bytes)),
+                    Ok(None) => Ok(ReadValue::Nil),
+                    Err(e) => Err(classify(&e, false)),
+                };
+            }
+            OpKind::Set => c.update_one(doc! {"_id": &id}, doc! {"$set": {"v": self.value(op)}}).upsert(true).await.map(drop),
+            OpKind::Insert => c.insert_one(doc! {"_id": &id, "v": self.value(op)}).await.map(drop),
+            OpKind::Incr => c.update_one(doc! {"_id": &id}, doc! {"$inc": {"n": 1i64}}).upsert(true).await.map(drop),
+            OpKind::Del => c.delete_one(doc! {"_id": &id}).await.map(drop),
+        };
+        done.map(|()| ReadValue::None).map_err(|e| classify(&e, true))
+    }
+}
+
+/// Sets `max_time` only when the spec gives one.
+trait MaxTimeOpt: Sized {
+    fn max_time_opt(self, max_time: Option<Duration>) -> Self;
+}
+
+impl MaxTimeOpt for mongodb::action::FindOne<'_, Document> {
+    fn max_time_opt(self, max_time: Option<Duration>) -> Self {
+        match max_time {
+            Some(t) => self.max_time(t),
+            None => self,
+        }
+    }
+}
+
+/// Upserts keys `0..count` with the workload's value, 1,000 per batch, so a
+/// campaign's reads find documents from its first op.
+pub async fn seed(collection: &Collection<Document>, workload: &Workload, count: u64) -> anyhow::Result<String> {
+    let started = std::time::Instant::now();
+    let (min, _) = workload.value_size();
+    for batch in (0..count).collect::<Vec<_>>().chunks(1000) {
+        let ids: Vec<String> = batch
+            .iter()
+            .map(|k| {
+                let mut key = Vec::new();
+                workload.put_key(OpKind::Set, *k, &mut key);
+                String::from_utf8_lossy(&key).into_owned()
+            })
+            .collect();
+        // Replaces what an earlier run left, so every run starts alike.
+        collection.delete_many(doc! {"_id": {"$in": &ids}}).await?;
+        let docs = ids.iter().zip(batch).map(|(id, k)| {
+            let op = Op { kind: OpKind::Set, key: *k, value_len: min, write_id: None, value: None };
+            let mut bytes = Vec::new();
+            workload.put_value(&op, &mut bytes);
+            doc! {"_id": id, "v": Bson::Binary(Binary { subtype: BinarySubtype::Generic, bytes })}
+        });
+        collection.insert_many(docs).await?;
+    }
+    Ok(format!("seeded {count} documents in {:.1}s", started.elapsed().as_secs_f64()))
+}
+
+/// The `v` of each of `keys` (absent documents as None), 1,000 per query.
+pub async fn read_values(collection: &Collection<Document>, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+    let mut values = Vec::with_capacity(keys.len());
+    for batch in keys.chunks(1000) {
+        let ids: Vec<String> = batch.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect();
+        let mut found: std::collections::HashMap<String, Vec<u8>> = std::collections::HashMap::new();
+        let mut cursor = collection.find(doc! {"_id": {"$in": &ids}}).await?;
+        while let Some(d) = cursor.try_next().await? {
+            if let (Ok(id), Some(v)) = (d.get_str("_id"), value_bytes(d.get("v"))) {
+                found.insert(id.to_string(), v);
+            }
+        }
+        values.extend(ids.iter().map(|id| found.remove(id)));
+    }
+    Ok(values)
+}

@@ -1,0 +1,187 @@
+//! MongoDB campaigns against a real MongoDB-wire-protocol server: secantusd-rs
+//! (crates.io `secantus-mdb`, one node advertising a one-member replica set;
+//! scripts/install-deps.sh installs it), started by faultline as a process
+//! target and driven through the official driver by the request/response
+//! executor. No real mongod exists on this machine: elections among members
+//! are not tested here.
+
+use crate::support::*;
+
+/// A one-target MongoDB spec; `extra` goes under the target's options,
+/// `rest` after the workloads (profiles, timing, scenarios, gates).
+fn mongo_spec(options: &str, workload: &str, rest: &str) -> String {
+    format!(
+        r#"name: mongo
+seed: 5
+targets:
+  db:
+    kind: mongodb
+    provider: process
+    ready_timeout: 30s
+    options: {{database: fl_test, {options}}}
+workloads:
+  w: {workload}
+{rest}"#
+    )
+}
+
+#[test]
+fn the_local_campaign_runs_every_scenario_and_its_checks_hold() {
+    let _load = exclusive();
+    let run = run(&repo().join("specs/mongodb-local.yaml"), &["--quick"]);
+    // --quick is never a PASS; everything else must have run and held.
+    assert_eq!(run.code(), 2, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    assert_eq!(r["targets"][0]["kind"], "mongodb");
+    assert!(r["targets"][0]["server"].as_str().unwrap().starts_with("mongodb "), "{}", r["targets"][0]);
+    let cells = r["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 8, "linearizable and majority at 3 profiles, step-down, pause");
+    for c in cells {
+        let label = format!("{}/{}", c["scenario"], c["profile"]);
+        assert_eq!(c["status"], "completed", "{label}: {}", c["error"]);
+        assert!(c["stats"]["ok"].as_u64().unwrap() > 50, "{label}: {}", c["stats"]["ok"]);
+        assert_eq!(c["stats"]["errors"]["hang"], 0, "{label}");
+        for check in c["checks"].as_array().unwrap() {
+            assert_eq!(check["result"], "pass", "{label}: {check}");
+        }
+    }
+    let stepped = cells.iter().find(|c| c["scenario"] == "step-down").unwrap();
+    let fault = &stepped["faults"][0];
+    assert!(fault["confirmed_s"].is_number(), "{fault}");
+    assert!(fault["evidence"].as_str().unwrap().contains("no longer primary"), "{fault}");
+    // Writes refused while the node is not primary, counted under the
+    // server's own code name with its message.
+    let labels = stepped["stats"]["error_labels"].as_array().unwrap();
+    assert!(
+        labels.iter().any(|l| l["label"].as_str().unwrap().starts_with("server ") && l["count"].as_u64().unwrap() > 0),
+        "{labels:?}"
+    );
+    let gates = r["gates"].as_array().unwrap();
+    let majority = gates.iter().find(|g| g["name"] == "majority-no-errors").unwrap();
+    assert_eq!(majority["informational"], true);
+    for g in gates.iter().filter(|g| g["informational"] != true) {
+        assert_ne!(g["result"], "fail", "{g}");
+    }
+    let report = run.report();
+    assert!(report.contains("(information only)"), "{report}");
+}
+
+/// The request/response executor's watchdog on a real server frozen with
+/// SIGSTOP: a client that does not cancel at the deadline has its ops counted
+/// as hangs 500 ms past it; one that cancels fails them at the deadline.
+#[test]
+fn a_frozen_server_gives_hangs_or_deadline_errors_as_the_client_cancels() {
+    let _load = exclusive();
+    for cancel in [false, true] {
+        let spec = mongo_spec(
+            "read_concern: majority",
+            "{ops: {get: 1}, keys: {count: 100}}",
+            r#"profiles:
+  p: {closed: 2x4}
+timing: {warmup: 500ms, duration: 5s, deadline: 300ms, hang_after: 500ms}
+scenarios:
+  - name: s
+    target: db
+    workload: w
+    profiles: [p]
+    faults: [{name: frozen, at: 1s, action: pause, target: db, heal_after: 2s}]
+gates:
+  no-hangs: hangs == 0
+"#,
+        )
+        .replace("ready_timeout: 30s", &format!("ready_timeout: 30s\n    cancel_at_deadline: {cancel}"));
+        let (_d, path) = spec_file(&spec);
+        let run = run(&path, &[]);
+        let r = run.results();
+        let stats = &r["cells"][0]["stats"];
+        assert_eq!(r["cells"][0]["status"], "completed", "{}", run.stderr());
+        let (hangs, deadline) = (stats["errors"]["hang"].as_u64().unwrap(), stats["errors"]["deadline"].as_u64().unwrap());
+        if cancel {
+            // 8 in flight at the freeze and more issued during it, each given up at 300 ms.
+            assert!(deadline >= 8 && hangs == 0, "cancel: {}", stats["errors"]);
+            assert_eq!(run.code(), 0, "{}", run.stderr());
+        } else {
+            assert!(hangs >= 8, "no cancel: {}", stats["errors"]);
+            assert_eq!(run.code(), 1, "the hang gate fails");
+        }
+        assert!(stats["ok"].as_u64().unwrap() > 100, "the load went on after the thaw: {stats}");
+    }
+}
+
+/// An open loop on the request/response executor keeps its schedule when
+/// the server can serve it, and reports what it could not send when not.
+#[test]
+fn an_open_loop_on_mongodb_counts_every_op_due() {
+    let _load = exclusive();
+    let spec = |rate: &str| {
+        mongo_spec(
+            "read_concern: local",
+            "{ops: {get: 1}, keys: {count: 100}}",
+            &format!(
+                r#"profiles:
+  paced: {{open: {{rate: {rate}, connections: 2, in_flight: 4}}}}
+timing: {{warmup: 500ms, duration: 3s}}
+scenarios:
+  - {{name: s, target: db, workload: w, profiles: [paced]}}
+gates:
+  no-errors: errors == 0
+"#
+            ),
+        )
+    };
+    let (_d, kept) = spec_file(&spec("200"));
+    let run_kept = run(&kept, &[]);
+    let open = &run_kept.results()["cells"][0]["stats"]["open_loop"];
+    assert_eq!(open["unsent"], 0, "{open}");
+    assert_eq!(open["due"], 600, "{open}");
+    assert_eq!(run_kept.code(), 0, "{}", run_kept.stderr());
+    let (_d, flooded) = spec_file(&spec("1000000"));
+    let run_flooded = run(&flooded, &[]);
+    let r = run_flooded.results();
+    let open = &r["cells"][0]["stats"]["open_loop"];
+    assert_eq!(open["due"], 3_000_000, "{open}");
+    assert_eq!(open["sent"].as_u64().unwrap() + open["unsent"].as_u64().unwrap(), 3_000_000, "{open}");
+    assert_eq!(r["gates"][0]["result"], "incomplete", "{}", r["gates"][0]);
+    assert_eq!(run_flooded.code(), 2);
+}
+
+/// Every op kind the MongoDB target runs, and the final read the checkers use.
+#[test]
+fn every_op_kind_runs_and_a_duplicate_insert_is_a_named_server_error() {
+    let _load = exclusive();
+    let spec = mongo_spec(
+        "read_concern: majority, write_concern: {w: majority, j: true}",
+        "{ops: {get: 40, set: 30, incr: 10, del: 10, insert: 10}, keys: {count: 20}}",
+        r#"profiles:
+  p: {closed: 2x4}
+timing: {warmup: 0s, duration: 2s}
+scenarios:
+  - {name: s, target: db, workload: w, profiles: [p]}
+gates:
+  ok: errors == 0
+"#,
+    );
+    let (_d, path) = spec_file(&spec);
+    let run = run(&path, &[]);
+    let r = run.results();
+    let stats = &r["cells"][0]["stats"];
+    for kind in ["get", "set", "incr", "del", "insert"] {
+        assert!(stats["per_op"][kind]["ok"].as_u64().unwrap() > 0, "{kind}: {}", stats["per_op"][kind]);
+    }
+    // Inserting a key that exists fails, as it should, under the server's name for it.
+    let labels = stats["error_labels"].as_array().unwrap();
+    let duplicate = labels.iter().find(|l| l["label"] == "server DuplicateKey").unwrap_or_else(|| panic!("{labels:?}"));
+    assert!(duplicate["examples"][0].as_str().unwrap().contains("duplicate key"), "{duplicate}");
+    assert_eq!(run.code(), 1, "the errors gate fails on the duplicate inserts");
+}
+
+#[test]
+fn a_mongodb_uri_that_cannot_be_parsed_is_a_clear_error() {
+    let spec = mongo_spec("read_concern: local", "{ops: {get: 1}, keys: {count: 10}}", "profiles:\n  p: {closed: 1x1}\ntiming: {duration: 1s}\nscenarios:\n  - {name: s, target: db, workload: w, profiles: [p]}\ngates:\n  ok: errors == 0\n")
+        .replace("provider: process", "provider: external\n    uri: \"mongodb://no host here:/x\"");
+    let (_d, path) = spec_file(&spec);
+    let run = run(&path, &[]);
+    assert_eq!(run.code(), 2, "{}", run.stderr());
+    let error = run.results()["errors"][0].as_str().unwrap().to_string();
+    assert!(error.contains("invalid MongoDB URI `mongodb://no host here:/x`"), "{error}");
+}
