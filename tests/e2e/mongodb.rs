@@ -42,7 +42,7 @@ fn the_local_campaign_runs_every_scenario_and_its_checks_hold() {
         assert!(c["stats"]["ok"].as_u64().unwrap() > 50, "{label}: {}", c["stats"]["ok"]);
         assert_eq!(c["stats"]["errors"]["hang"], 0, "{label}");
         for check in c["checks"].as_array().unwrap() {
-            assert_eq!(check["result"], "pass", "{label}: {check}");
+            assert_eq!(check["status"], "ok", "{label}: {check}");
         }
     }
     let stepped = cells.iter().find(|c| c["scenario"] == "step-down").unwrap();

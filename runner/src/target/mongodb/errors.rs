@@ -15,13 +15,37 @@ use crate::target::{Applied, DriverError};
 const REFUSED_BEFORE_ACTING: &[&str] =
     &["NotWritablePrimary", "NotPrimaryNoSecondaryOk", "NotPrimaryOrSecondary", "DuplicateKey", "PrimarySteppedDown"];
 
+/// Code names of the codes a server may send without one (write errors
+/// often carry only the number).
+const CODE_NAMES: &[(i32, &str)] = &[
+    (50, "MaxTimeMSExpired"),
+    (64, "WriteConcernFailed"),
+    (91, "ShutdownInProgress"),
+    (189, "PrimarySteppedDown"),
+    (262, "ExceededTimeLimit"),
+    (10107, "NotWritablePrimary"),
+    (11000, "DuplicateKey"),
+    (11600, "InterruptedAtShutdown"),
+    (11602, "InterruptedDueToReplStateChange"),
+    (13435, "NotPrimaryNoSecondaryOk"),
+    (13436, "NotPrimaryOrSecondary"),
+];
+
+/// The server's name for `code`: the one it sent, else the known one.
+fn code_name(code: i32, sent: Option<&str>) -> String {
+    match sent.filter(|n| !n.is_empty()) {
+        Some(name) => name.to_string(),
+        None => CODE_NAMES.iter().find(|(c, _)| *c == code).map_or_else(|| format!("code {code}"), |(_, n)| n.to_string()),
+    }
+}
+
 /// `write`: the op changes data, so "may have been applied" matters.
 pub fn classify(error: &Error, write: bool) -> DriverError {
     let maybe = if write { Applied::Maybe } else { Applied::No };
-    let server = |code: &str, message: &str, applied: Applied| DriverError {
+    let server = |code: String, message: &str, applied: Applied| DriverError {
         class: ErrorClass::Server,
         applied,
-        code: Some(if code.is_empty() { "unnamed".into() } else { code.to_string() }),
+        code: Some(code),
         message: message.to_string(),
     };
     let client = |class: ErrorClass, code: &str, applied: Applied| DriverError {
@@ -32,15 +56,18 @@ pub fn classify(error: &Error, write: bool) -> DriverError {
     };
     match error.kind.as_ref() {
         ErrorKind::Command(c) => {
-            let applied = if REFUSED_BEFORE_ACTING.contains(&c.code_name.as_str()) { Applied::No } else { maybe };
-            server(&c.code_name, &c.message, applied)
+            let name = code_name(c.code, Some(&c.code_name));
+            let applied = if REFUSED_BEFORE_ACTING.contains(&name.as_str()) { Applied::No } else { maybe };
+            server(name, &c.message, applied)
         }
         // Applied on the primary, not yet acknowledged by enough members.
-        ErrorKind::Write(WriteFailure::WriteConcernError(w)) => server(&w.code_name, &w.message, maybe),
+        ErrorKind::Write(WriteFailure::WriteConcernError(w)) => {
+            server(code_name(w.code, Some(&w.code_name)), &w.message, maybe)
+        }
         ErrorKind::Write(WriteFailure::WriteError(w)) => {
-            let name = w.code_name.clone().unwrap_or_else(|| format!("code {}", w.code));
+            let name = code_name(w.code, w.code_name.as_deref());
             let applied = if REFUSED_BEFORE_ACTING.contains(&name.as_str()) { Applied::No } else { maybe };
-            server(&name, &w.message, applied)
+            server(name, &w.message, applied)
         }
         // No server was suitable: nothing was sent.
         ErrorKind::ServerSelection { .. } => client(ErrorClass::Connection, "ServerSelectionTimeout", Applied::No),
@@ -57,4 +84,17 @@ pub fn classify(error: &Error, write: bool) -> DriverError {
 /// Driver messages can run over many lines; the first says what happened.
 fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().chars().take(300).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_sent_without_a_name_get_the_servers_name_for_them() {
+        assert_eq!(code_name(11000, None), "DuplicateKey");
+        assert_eq!(code_name(10107, Some("")), "NotWritablePrimary");
+        assert_eq!(code_name(10107, Some("NotMaster")), "NotMaster");
+        assert_eq!(code_name(4242, None), "code 4242");
+    }
 }
