@@ -95,7 +95,8 @@ gates:
         let r = run.results();
         let stats = &r["cells"][0]["stats"];
         assert_eq!(r["cells"][0]["status"], "completed", "{}", run.stderr());
-        let (hangs, deadline) = (stats["errors"]["hang"].as_u64().unwrap(), stats["errors"]["deadline"].as_u64().unwrap());
+        let (hangs, deadline) =
+            (stats["errors"]["hang"].as_u64().unwrap(), stats["errors"]["deadline"].as_u64().unwrap());
         if cancel {
             // 8 in flight at the freeze and more issued during it, each given up at 300 ms.
             assert!(deadline >= 8 && hangs == 0, "cancel: {}", stats["errors"]);
@@ -184,4 +185,70 @@ fn a_mongodb_uri_that_cannot_be_parsed_is_a_clear_error() {
     assert_eq!(run.code(), 2, "{}", run.stderr());
     let error = run.results()["errors"][0].as_str().unwrap().to_string();
     assert!(error.contains("invalid MongoDB URI `mongodb://no host here:/x`"), "{error}");
+}
+
+/// A secantusd-rs the test starts itself, for faults it makes through a
+/// first run and a second run that then meets them.
+struct Secantus {
+    port: u16,
+    child: std::process::Child,
+    _data: tempfile::TempDir,
+}
+
+impl Secantus {
+    fn start() -> Secantus {
+        let data = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let child = std::process::Command::new("secantusd-rs")
+            .args(["--port", &port.to_string(), "--storage-path"])
+            .arg(data.path().join("db"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("secantusd-rs is installed (scripts/install-deps.sh all)");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "secantusd-rs on {port} did not come up");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Secantus { port, child, _data: data }
+    }
+}
+
+impl Drop for Secantus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_server_that_is_not_primary_by_the_ready_timeout_is_refused_clearly() {
+    let _load = exclusive();
+    let server = Secantus::start();
+    let external = |rest: &str| {
+        mongo_spec("read_concern: local", "{ops: {get: 1}, keys: {count: 10}}", rest).replace(
+            "provider: process",
+            &format!("provider: external\n    uri: \"mongodb://127.0.0.1:{}/?directConnection=true\"", server.port),
+        )
+    };
+    // A first run steps the server down for 60 s as its last act.
+    let (_d, first) = spec_file(&external(
+        "profiles:\n  p: {closed: 1x1}\ntiming: {warmup: 0s, duration: 2s}\nscenarios:\n  - {name: s, target: db, workload: w, profiles: [p], faults: [{name: down, at: 1500ms, action: stepdown, target: db, seconds: 60s, force: true}]}\ngates:\n  ok: hangs == 0\n",
+    ));
+    let stepped = run(&first, &[]);
+    let fault = &stepped.results()["cells"][0]["faults"][0];
+    assert!(fault["evidence"].as_str().unwrap_or_default().contains("no longer primary"), "{fault}");
+    // The next run finds no primary within its ready timeout: an error that
+    // says so, and no cell run on a server that cannot take writes.
+    let (_d, second) = spec_file(
+        &external("profiles:\n  p: {closed: 1x1}\ntiming: {duration: 1s}\nscenarios:\n  - {name: s, target: db, workload: w, profiles: [p]}\ngates:\n  ok: errors == 0\n")
+            .replace("ready_timeout: 30s", "ready_timeout: 2s"),
+    );
+    let refused = run(&second, &[]);
+    assert_eq!(refused.code(), 2, "{}", refused.stderr());
+    let r = refused.results();
+    let error = r["errors"][0].as_str().unwrap();
+    assert!(error.contains("within 2s") && error.contains("not a writable primary"), "{error}");
+    assert_eq!(r["cells"][0]["status"], "skipped");
 }

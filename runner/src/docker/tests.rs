@@ -248,7 +248,8 @@ scenarios:
         std::fs::create_dir_all(&log_dir).unwrap();
         runtime().block_on(async {
             let t = &spec.targets["kv"];
-            let target = crate::provider::start("kv", t, crate::target::driver(t.kind, None).unwrap(), &log_dir).await.unwrap();
+            let target =
+                crate::provider::start("kv", t, crate::target::driver(t.kind, None).unwrap(), &log_dir).await.unwrap();
             let topo = std::sync::Arc::clone(target.topology().unwrap());
             let result = async {
                 assert_eq!(topo.primary().await?.name, "kv-0");

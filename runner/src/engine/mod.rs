@@ -485,12 +485,7 @@ impl Engine<'_> {
     }
 
     /// One history file per connection, when checkers need a history.
-    fn open_history(
-        &self,
-        cell: usize,
-        connection: usize,
-        t0: Instant,
-    ) -> anyhow::Result<Option<books::HistoryLog>> {
+    fn open_history(&self, cell: usize, connection: usize, t0: Instant) -> anyhow::Result<Option<books::HistoryLog>> {
         if self.spec.checkers.is_empty() {
             return Ok(None);
         }

@@ -61,7 +61,6 @@ impl Pacing {
 /// Stands for "never" where an Instant would overflow.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 86_400);
 
-
 /// A lane's issuing state: which op of its open-loop slice is next, and
 /// whether its shape ran out of ops.
 pub struct Issuer {
@@ -124,9 +123,9 @@ impl Issuer {
     /// Open loop with a free slot: when to wake for the next due op.
     pub fn wake_at(&self, live: u32) -> Option<Instant> {
         match (&self.pacing, self.next_due) {
-            (Some(p), Some(i)) if live < self.in_flight && !self.exhausted() => Some(p.due(i))
-                .filter(|d| *d < self.stop_at)
-                .map(|d| d.checked_sub(EARLY_ISSUE).unwrap_or(d)),
+            (Some(p), Some(i)) if live < self.in_flight && !self.exhausted() => {
+                Some(p.due(i)).filter(|d| *d < self.stop_at).map(|d| d.checked_sub(EARLY_ISSUE).unwrap_or(d))
+            }
             _ => None,
         }
     }

@@ -362,8 +362,11 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
                 if s.options.is_some() {
                     validate_options(&format!("{at}.options"), target, options.as_ref())?;
                 }
-                let driver = crate::target::driver(kind, options.as_ref()).map_err(|(f, e)| (format!("{at}.options.{f}"), e))?;
-                if !driver.acknowledges_writes() && spec.checkers.contains(&crate::checker::CheckerName::LostAcknowledgedWrite) {
+                let driver =
+                    crate::target::driver(kind, options.as_ref()).map_err(|(f, e)| (format!("{at}.options.{f}"), e))?;
+                if !driver.acknowledges_writes()
+                    && spec.checkers.contains(&crate::checker::CheckerName::LostAcknowledgedWrite)
+                {
                     return Err((
                         format!("{at}.options"),
                         format!("target `{t}` does not acknowledge writes (w: 0), so the lost-acknowledged-write checker has nothing to hold it to: use w: 1 or majority, or drop the checker"),
@@ -465,7 +468,8 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Proble
         }
         if admin {
             let t = &spec.targets[&target];
-            let driver = crate::target::driver(t.kind, t.options.as_ref()).map_err(|(f, e)| (format!("targets.{target}.options.{f}"), e))?;
+            let driver = crate::target::driver(t.kind, t.options.as_ref())
+                .map_err(|(f, e)| (format!("targets.{target}.options.{f}"), e))?;
             if !driver.faults().contains(&f.action) {
                 return Err((
                     format!("{at}.action"),
@@ -478,8 +482,10 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Proble
             }
         }
         match spec.targets[&target].provider {
-            ProviderKind::External => {
-                return Err((field, format!("`{target}` is external: faultline cannot inject faults into it")))
+            // A kind's own faults are commands to its server, which an
+            // external target takes too; signals and containers it has not.
+            ProviderKind::External if !admin => {
+                return Err((field, format!("`{target}` is external: faultline can only send it its kind's own faults (e.g. mongodb's stepdown)")))
             }
             ProviderKind::Process
                 if !admin && !matches!(f.action, FaultAction::Kill | FaultAction::Stop | FaultAction::Pause) =>

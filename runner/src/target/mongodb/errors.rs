@@ -35,7 +35,9 @@ const CODE_NAMES: &[(i32, &str)] = &[
 fn code_name(code: i32, sent: Option<&str>) -> String {
     match sent.filter(|n| !n.is_empty()) {
         Some(name) => name.to_string(),
-        None => CODE_NAMES.iter().find(|(c, _)| *c == code).map_or_else(|| format!("code {code}"), |(_, n)| n.to_string()),
+        None => {
+            CODE_NAMES.iter().find(|(c, _)| *c == code).map_or_else(|| format!("code {code}"), |(_, n)| n.to_string())
+        }
     }
 }
 

@@ -40,8 +40,7 @@ impl MongoDriver {
     /// A client for admin work: short server selection, so a dead server
     /// fails a probe quickly instead of after the driver's 30 s.
     async fn admin_client(&self, uri: &str) -> anyhow::Result<Client> {
-        let mut options =
-            ClientOptions::parse(uri).await.with_context(|| format!("invalid MongoDB URI `{uri}`"))?;
+        let mut options = ClientOptions::parse(uri).await.with_context(|| format!("invalid MongoDB URI `{uri}`"))?;
         self.options.apply(&mut options, 4);
         options.server_selection_timeout = Some(Duration::from_secs(2));
         options.connect_timeout = Some(Duration::from_secs(2));
@@ -125,8 +124,7 @@ impl TargetDriver for MongoDriver {
     }
 
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection> {
-        let mut options =
-            ClientOptions::parse(uri).await.with_context(|| format!("invalid MongoDB URI `{uri}`"))?;
+        let mut options = ClientOptions::parse(uri).await.with_context(|| format!("invalid MongoDB URI `{uri}`"))?;
         self.options.apply(&mut options, ops::DEFAULT_POOL);
         let client = Client::with_options(options).context("cannot create a MongoDB client")?;
         // Fails here, before the clock starts, when the server is not there.

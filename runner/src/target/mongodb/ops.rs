@@ -65,7 +65,9 @@ impl RequestClient for MongoClient {
                     Err(e) => Err(classify(&e, false)),
                 };
             }
-            OpKind::Set => c.update_one(doc! {"_id": &id}, doc! {"$set": {"v": self.value(op)}}).upsert(true).await.map(drop),
+            OpKind::Set => {
+                c.update_one(doc! {"_id": &id}, doc! {"$set": {"v": self.value(op)}}).upsert(true).await.map(drop)
+            }
             OpKind::Insert => c.insert_one(doc! {"_id": &id, "v": self.value(op)}).await.map(drop),
             OpKind::Incr => c.update_one(doc! {"_id": &id}, doc! {"$inc": {"n": 1i64}}).upsert(true).await.map(drop),
             OpKind::Del => c.delete_one(doc! {"_id": &id}).await.map(drop),

@@ -6,8 +6,7 @@
 use std::time::Duration;
 
 use mongodb::options::{
-    Acknowledgment, ClientOptions, ReadConcern, ReadPreference, ReadPreferenceOptions, SelectionCriteria,
-    WriteConcern,
+    Acknowledgment, ClientOptions, ReadConcern, ReadPreference, ReadPreferenceOptions, SelectionCriteria, WriteConcern,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
