@@ -5,7 +5,7 @@
 mod check;
 mod checker;
 mod command_line;
-mod compare;
+mod comparison;
 mod docker;
 mod engine;
 mod fault;
@@ -61,6 +61,9 @@ enum Command {
         /// Print the expanded plan and exit without running anything.
         #[arg(long)]
         dry_run: bool,
+        /// Also write the verdict as JUnit XML: a testcase per gate and cell.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// Check a spec without running it.
     Validate {
@@ -68,12 +71,36 @@ enum Command {
         #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_assignment)]
         set: Vec<(String, String)>,
     },
-    /// Re-render a run's report from its results.json.
+    /// Re-render a run's report (and charts) from its results.json, or
+    /// write it as a section of another document.
     Report {
         run_dir: PathBuf,
-        /// A minijinja template instead of the default one.
+        /// A minijinja template instead of the default one (or the spec's).
         #[arg(long)]
         template: Option<PathBuf>,
+        /// Write the report into this file, between the markers
+        /// <!-- faultline:begin NAME --> and <!-- faultline:end NAME -->
+        /// (appended when absent); nothing else in it changes. Charts go to
+        /// NAME-charts/ beside it.
+        #[arg(long, value_name = "FILE", requires = "section")]
+        into: Option<PathBuf>,
+        /// The section's name (letters, digits, `.`, `_`, `-`).
+        #[arg(long, value_name = "NAME", requires = "into")]
+        section: Option<String>,
+    },
+    /// Compare two runs of the same spec (e.g. the parent commit, then the
+    /// candidate): per cell, B / A with a bootstrap interval over the
+    /// repeats and a verdict. Markdown on stdout; exit 0 no regression, 1 a
+    /// regression beyond the threshold, 3 unreadable or incomparable runs.
+    Compare {
+        run_a: PathBuf,
+        run_b: PathBuf,
+        /// Changes within ± this share are noise (e.g. 0.05 for ±5%).
+        #[arg(long, default_value_t = comparison::DEFAULT_PARITY_BAND)]
+        threshold: f64,
+        /// Also write the comparison as JSON.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
     },
     /// Print the JSON Schema of the spec language.
     Schema,
@@ -195,8 +222,11 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run { spec, set, quick, only, out, dry_run } => {
-            run::run(run::RunArgs { spec, set, quick, only, out, dry_run })
+        Command::Run { spec, set, quick, only, out, dry_run, junit } => {
+            run::run(run::RunArgs { spec, set, quick, only, out, dry_run, junit })
+        }
+        Command::Compare { run_a, run_b, threshold, json } => {
+            comparison::runs::command(&run_a, &run_b, threshold, json)
         }
         Command::Validate { spec, set } => {
             match spec::load(&spec, &set).and_then(|loaded| plugin::SpecPlugins::load(&spec, &loaded).map(|_| loaded)) {
@@ -214,16 +244,19 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Report { run_dir, template } => match run::rerender(&run_dir, template.as_deref()) {
-            Ok(path) => {
-                println!("report: {}", path.display());
-                0
+        Command::Report { run_dir, template, into, section } => {
+            let into = into.zip(section);
+            match run::rerender(&run_dir, template.as_deref(), into.as_ref().map(|(f, s)| (f.as_path(), s.as_str()))) {
+                Ok(message) => {
+                    println!("{message}");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    EXIT_USAGE
+                }
             }
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                EXIT_USAGE
-            }
-        },
+        }
         Command::History { command: HistoryCommand::Export { run_dir, format } } => match run::export(&run_dir, format)
         {
             Ok(()) => 0,

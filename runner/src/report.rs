@@ -1,20 +1,34 @@
 //! Renders results.json as Markdown with minijinja: the default template in
-//! reports/templates/, or the spec's own.
+//! reports/templates/, or the spec's own; with its charts, as a section of
+//! another document, as JUnit XML and as a CI step summary.
 
-use std::path::Path;
+pub mod charts;
+pub mod junit;
+pub mod section;
+pub mod step_summary;
+
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use minijinja::{context, Environment, Value};
 use serde::Serialize;
 
 use crate::metrics::LatencyStats;
-use crate::results::{CellResult, Results};
+use crate::results::{CellResult, Results, Word};
 
 pub const DEFAULT_TEMPLATE: &str = include_str!("../../reports/templates/default.md.j2");
+/// What `report --into` writes unless a template is chosen: the campaign as
+/// a section of a longer document.
+pub const SECTION_TEMPLATE: &str = include_str!("../../reports/templates/section.md.j2");
+/// The comparison tables, rendered on their own and given to every
+/// template as `comparison_tables`.
+const COMPARISONS_PARTIAL: &str = include_str!("../../reports/templates/comparisons.md.j2");
 
 /// One latency table: a scenario × profile, all targets and repeats.
 #[derive(Serialize)]
 struct Table<'a> {
+    /// The group's label, `scenario/profile`, which its timeline chart names.
+    group: String,
     scenario: &'a str,
     profile: &'a str,
     shape: &'a str,
@@ -52,6 +66,7 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
             Some(i) => i,
             None => {
                 tables.push(Table {
+                    group: crate::comparison::Group::of(cell).label(),
                     scenario: &cell.scenario,
                     profile: &cell.profile,
                     shape: &cell.shape,
@@ -101,19 +116,66 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
 /// Reads and parses a template, so a broken one is reported before a run
 /// rather than after it.
 pub fn check_template(path: &Path) -> anyhow::Result<()> {
-    environment(Some(path)).map(|_| ())
+    environment(Template::File(path)).map(|_| ())
 }
 
-fn environment(template_path: Option<&Path>) -> anyhow::Result<(Environment<'static>, String)> {
-    let source = match template_path {
-        Some(p) => {
-            std::fs::read_to_string(p).with_context(|| format!("cannot read report template {}", p.display()))?
-        }
-        None => DEFAULT_TEMPLATE.to_string(),
+/// `0.91x`, or `–` when there is no ratio.
+pub fn format_ratio(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".into(), |v| format!("{v:.2}x"))
+}
+
+/// `0.88–0.94`, or `–` without an interval (fewer than two repeats).
+pub fn format_interval(v: Option<crate::comparison::bootstrap::Interval>) -> String {
+    v.map_or_else(|| "–".into(), |i| format!("{:.2}–{:.2}", i.low, i.high))
+}
+
+/// The word, or `inconclusive` when the interval crosses an edge of the band.
+pub fn format_word(w: Option<Word>) -> String {
+    match w {
+        Some(Word::Win) => "**WIN**".into(),
+        Some(Word::Parity) => "parity".into(),
+        Some(Word::Loss) => "**LOSS**".into(),
+        None => "inconclusive".into(),
+    }
+}
+
+/// Which template renders a report.
+#[derive(Clone, Copy)]
+pub enum Template<'a> {
+    /// The full report (report.md).
+    Default,
+    /// The campaign as a section of a longer document.
+    Section,
+    File(&'a Path),
+}
+
+fn environment(template: Template) -> anyhow::Result<(Environment<'static>, String)> {
+    let (name, source) = match template {
+        Template::File(p) => (
+            p.display().to_string(),
+            std::fs::read_to_string(p).with_context(|| format!("cannot read report template {}", p.display()))?,
+        ),
+        Template::Default => ("default.md.j2".to_string(), DEFAULT_TEMPLATE.to_string()),
+        Template::Section => ("section.md.j2".to_string(), SECTION_TEMPLATE.to_string()),
     };
-    let name = template_path.map(|p| p.display().to_string()).unwrap_or_else(|| "default.md.j2".into());
     let mut env = Environment::new();
+    env.add_filter("ratio", |v: Option<f64>| format_ratio(v));
+    env.add_filter("interval", |v: Value| {
+        format_interval(serde_json::from_value(serde_json::to_value(&v).unwrap_or_default()).ok())
+    });
+    env.add_filter("point", |v: Value| {
+        let point: indexmap::IndexMap<String, String> =
+            serde_json::from_value(serde_json::to_value(&v).unwrap_or_default()).unwrap_or_default();
+        crate::comparison::point_label(&point)
+    });
+    env.add_filter("word", |v: Option<String>| match v.as_deref() {
+        Some("WIN") => format_word(Some(Word::Win)),
+        Some("LOSS") => format_word(Some(Word::Loss)),
+        Some("parity") => format_word(Some(Word::Parity)),
+        _ => format_word(None),
+    });
     env.set_trim_blocks(true);
+    env.add_template("comparisons.md.j2", COMPARISONS_PARTIAL).expect("the built-in tables parse");
     env.add_filter("ms", |v: f64| format!("{v:.2}"));
     env.add_filter("num", |v: f64| thousands(v.round() as u64));
     env.add_filter("sparkline", |v: Vec<f64>| sparkline(&v));
@@ -124,9 +186,29 @@ fn environment(template_path: Option<&Path>) -> anyhow::Result<(Environment<'sta
     Ok((env, name))
 }
 
-pub fn render(results: &Results, template_path: Option<&Path>, title: Option<&str>) -> anyhow::Result<String> {
-    let (env, name) = environment(template_path)?;
+/// A report's charts, and the folder its links point into (relative to
+/// the report).
+pub struct ChartLinks<'a> {
+    pub charts: &'a [charts::Chart],
+    pub dir: &'a str,
+}
+
+pub fn render(
+    results: &Results,
+    template: Template,
+    title: Option<&str>,
+    charts: ChartLinks,
+) -> anyhow::Result<String> {
+    let (env, name) = environment(template)?;
     let template = env.get_template(&name)?;
+    // Rendered apart and handed over as text, so any template can show them.
+    let comparison_tables = match results.comparisons.is_empty() {
+        true => String::new(),
+        false => env
+            .get_template("comparisons.md.j2")?
+            .render(context! { comparisons => Value::from_serialize(&results.comparisons) })
+            .context("the comparison tables failed to render")?,
+    };
     let title = title.map(str::to_string).unwrap_or_else(|| format!("faultline: {}", results.run.name));
     template
         .render(context! {
@@ -139,9 +221,56 @@ pub fn render(results: &Results, template_path: Option<&Path>, title: Option<&st
             cells => Value::from_serialize(&results.cells),
             tables => Value::from_serialize(tables(results)),
             comparisons => Value::from_serialize(&results.comparisons),
+            comparison_tables,
             errors => results.errors,
+            charts => Value::from_serialize(charts.charts),
+            chart_dir => charts.dir,
         })
         .with_context(|| format!("report template {name} failed to render"))
+}
+
+/// report.md and its charts (in `charts/`) in a run directory.
+pub fn write_run_report(
+    results: &Results,
+    run_dir: &Path,
+    template: Option<&Path>,
+    title: Option<&str>,
+) -> anyhow::Result<PathBuf> {
+    let drawn = charts::draw_all(results, &run_dir.join("charts"))?;
+    let template = template.map_or(Template::Default, Template::File);
+    let markdown = render(results, template, title, ChartLinks { charts: &drawn, dir: "charts" })?;
+    let path = run_dir.join("report.md");
+    std::fs::write(&path, markdown).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// `report --into FILE --section NAME`: the section written into FILE, its
+/// charts into a folder beside it. Every check comes before the first
+/// write, so bad input leaves the file and the folder as they were.
+/// Returns whether the file changed.
+pub fn write_section(
+    results: &Results,
+    document: &Path,
+    name: &str,
+    template: Option<&Path>,
+    title: Option<&str>,
+) -> anyhow::Result<bool> {
+    section::check_name(name).map_err(anyhow::Error::msg)?;
+    let destination = section::Destination::open(document)?;
+    let (folder, relative) = section::chart_folder(&destination.path, name);
+    if folder.exists() && !folder.is_dir() {
+        anyhow::bail!("{} is in the way of the section's charts: it is not a folder", folder.display());
+    }
+    // Rendered first with the charts it will have, so a template error
+    // stops before anything is written.
+    let planned = charts::plan(results);
+    let template = template.map_or(Template::Section, Template::File);
+    let markdown = render(results, template, title, ChartLinks { charts: &planned, dir: &relative })?;
+    let text = section::splice(&destination.text, name, &markdown)
+        .map_err(|e| anyhow::anyhow!("{}: {e}; the file was not changed", destination.path.display()))?;
+    let drawn = charts::draw_all(results, &folder)?;
+    debug_assert_eq!(drawn.len(), planned.len());
+    destination.replace(&text)
 }
 
 pub fn thousands(n: u64) -> String {
@@ -195,10 +324,25 @@ mod tests {
             let options = crate::plan::PlanOptions { quick: false, only: vec![] };
             let plan = crate::plan::build(&spec, &options).unwrap();
             let results = synthetic::results(&spec, &plan);
-            let text = render(&results, None, None).unwrap();
+            let planned = charts::plan(&results);
+            assert!(!planned.is_empty());
+            let text =
+                render(&results, Template::Default, None, ChartLinks { charts: &planned, dir: "charts" }).unwrap();
             let expected = synthetic::expected_items(&results);
             if let Err(e) = markdown::check(&text, &expected) {
                 panic!("{}: {e}\n\n{text}", path.display());
+            }
+            // A scenario with several variants has its ratios, and a chart of them.
+            let comparing = spec.scenarios.iter().any(|s| s.variants().len() > 1);
+            assert_eq!(comparing, !results.comparisons.is_empty(), "{}", path.display());
+            assert_eq!(comparing, text.contains("| Throughput | Paired median | 95% interval |"), "{}", path.display());
+            for chart in &planned {
+                assert!(text.contains(&format!("](charts/{})", chart.file)), "{}: {}", path.display(), chart.file);
+            }
+            let section =
+                render(&results, Template::Section, None, ChartLinks { charts: &planned, dir: "s-charts" }).unwrap();
+            if let Err(e) = markdown::check(&section, &[]) {
+                panic!("{} as a section: {e}\n\n{section}", path.display());
             }
         }
     }
@@ -231,6 +375,11 @@ mod tests {
                         result: GateOutcome::Incomplete,
                     }],
                     informational: false,
+                    cells: vec![GateCell {
+                        cell: "s/p/t#1 | pipe".into(),
+                        result: GateOutcome::Fail,
+                        evidence: "p99(get) = 40ms".into(),
+                    }],
                 })
                 .collect();
             Results {
@@ -254,8 +403,8 @@ mod tests {
                 verdict_reasons: vec!["gate `g` failed".into()],
                 gates,
                 targets: vec![],
+                comparisons: crate::comparison::compare(spec, &cells),
                 cells,
-                comparisons: vec![],
                 errors: vec!["a target did not come up".into()],
             }
         }

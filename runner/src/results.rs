@@ -173,6 +173,20 @@ pub struct GateResult {
     /// Reported, but not part of the verdict.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub informational: bool,
+    /// A built-in gate in each cell it covers (a ratio gate: in each group
+    /// of cells it compares), e.g. for one JUnit testcase each.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub cells: Vec<GateCell>,
+}
+
+/// A built-in gate's outcome in one cell (or group of cells).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GateCell {
+    /// The cell's label, `scenario/profile/variant#repeat`, or a group's,
+    /// `scenario/profile`.
+    pub cell: String,
+    pub result: GateOutcome,
+    pub evidence: String,
 }
 
 /// One row of a gate plugin's criteria table.
@@ -183,17 +197,70 @@ pub struct Criterion {
     pub result: GateOutcome,
 }
 
+/// One variant against its scenario's baseline (the first variant) in one
+/// group of cells: the same scenario, matrix point and profile.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Comparison {
     pub scenario: String,
+    /// The matrix point both sides ran.
+    #[serde(skip_serializing_if = "indexmap::IndexMap::is_empty", default)]
+    pub matrix: indexmap::IndexMap<String, String>,
     pub profile: String,
     pub baseline: String,
     pub target: String,
-    /// Mean throughput over repeats, target / baseline.
-    pub throughput_ratio: Option<f64>,
-    /// Worst p99 over op kinds and repeats, target / baseline.
-    pub p99_ratio: Option<f64>,
+    /// Repeats both sides completed, paired by their number.
     pub repeats: u32,
+    pub baseline_stats: VariantStats,
+    pub target_stats: VariantStats,
+    /// target / baseline of the mean throughput.
+    pub throughput: Ratio,
+    /// target / baseline of the mean p50 and p99 (of the worst op kind).
+    pub p50: Ratio,
+    pub p99: Ratio,
+    /// The throughput's word, only where its interval is clear of the
+    /// parity band: WIN above it, LOSS below it, parity inside it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub word: Option<Word>,
+    /// Ratios within 1 ± this count as no difference (the spec's `report.parity`).
+    pub parity_band: f64,
+}
+
+/// One variant's numbers over its completed repeats.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct VariantStats {
+    pub repeats: u32,
+    /// Successful ops per second.
+    pub mean_throughput: f64,
+    pub median_throughput: f64,
+    /// Mean over repeats of the worst op kind's percentile, in ms.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub p99_ms: Option<f64>,
+}
+
+/// A ratio with its noise.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Ratio {
+    /// Of the means; none when the baseline's is 0 or missing.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub value: Option<f64>,
+    /// Median of the per-repeat ratios of paired repeats.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub paired_median: Option<f64>,
+    /// 95% bootstrap interval; none with fewer than two repeats.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interval: Option<crate::comparison::bootstrap::Interval>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Word {
+    #[serde(rename = "WIN")]
+    Win,
+    #[serde(rename = "parity")]
+    Parity,
+    #[serde(rename = "LOSS")]
+    Loss,
 }
 
 impl Results {

@@ -11,7 +11,7 @@ use crate::engine::{progress::Progress, Engine};
 use crate::plan::{self, PlanOptions};
 use crate::plugin::SpecPlugins;
 use crate::results::{Results, RunInfo, SCHEMA_VERSION};
-use crate::{compare, gate, report, results, spec, verdict, EXIT_USAGE};
+use crate::{comparison, gate, report, results, spec, verdict, EXIT_USAGE};
 
 pub struct RunArgs {
     pub spec: PathBuf,
@@ -20,6 +20,8 @@ pub struct RunArgs {
     pub only: Vec<String>,
     pub out: PathBuf,
     pub dry_run: bool,
+    /// Where to write the verdict as JUnit XML.
+    pub junit: Option<PathBuf>,
 }
 
 pub fn run(args: RunArgs) -> u8 {
@@ -144,7 +146,9 @@ fn execute(
         outcome
     });
 
+    let comparisons = comparison::compare(spec, &outcome.cells);
     let context = gate::RunContext {
+        comparisons: &comparisons,
         scenarios: &spec.scenarios,
         run_name: &spec.name,
         complete: plan.subset_reasons.is_empty() && !outcome.interrupted,
@@ -175,7 +179,7 @@ fn execute(
         verdict_reasons,
         gates,
         targets: outcome.targets,
-        comparisons: compare::compare(spec, &outcome.cells),
+        comparisons,
         cells: outcome.cells,
         errors: outcome.errors,
     };
@@ -189,14 +193,20 @@ fn execute(
     }
     println!("verdict: {} ({})", results.verdict.as_str(), results.verdict_reasons.join("; "));
     println!("results: {}", run_dir.join("results.json").display());
-    // The verdict stands even if the report cannot be written: say so, keep its exit code.
+    // The verdict stands even if a report cannot be written: say so, keep its exit code.
     let report_path = run_dir.join("report.md");
-    let written = report::render(&results, template, spec.report.title.as_deref()).and_then(|md| {
-        std::fs::write(&report_path, md).with_context(|| format!("cannot write {}", report_path.display()))
-    });
-    match written {
-        Ok(()) => println!("report:  {}", report_path.display()),
+    match report::write_run_report(&results, &run_dir, template, spec.report.title.as_deref()) {
+        Ok(path) => println!("report:  {}", path.display()),
         Err(e) => eprintln!("error: no report: {e:#}"),
+    }
+    if let Some(path) = &args.junit {
+        match std::fs::write(path, report::junit::render(&results)) {
+            Ok(()) => println!("junit:   {}", path.display()),
+            Err(e) => eprintln!("error: cannot write the JUnit file {}: {e}", path.display()),
+        }
+    }
+    if let Err(e) = report::step_summary::append_if_asked(&results, &report_path) {
+        eprintln!("error: {e:#}");
     }
     Ok(verdict_code(results.verdict))
 }
@@ -241,8 +251,9 @@ fn now_text() -> String {
 }
 
 /// `faultline report RUN_DIR`: render again from results.json, with the given
-/// template or else the one the spec as run names.
-pub fn rerender(run_dir: &Path, template: Option<&Path>) -> anyhow::Result<PathBuf> {
+/// template or else the one the spec as run names; into a section of
+/// another document when `into` names it and the section.
+pub fn rerender(run_dir: &Path, template: Option<&Path>, into: Option<(&Path, &str)>) -> anyhow::Result<String> {
     let results = Results::read(&run_dir.join("results.json"))?;
     let spec_text = std::fs::read_to_string(run_dir.join("spec.yaml")).unwrap_or_default();
     let report_spec: spec::ReportSpec = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&spec_text)
@@ -251,11 +262,24 @@ pub fn rerender(run_dir: &Path, template: Option<&Path>) -> anyhow::Result<PathB
         .and_then(|r| serde_yaml_ng::from_value(r).ok())
         .unwrap_or_default();
     let spec_dir = Path::new(&results.run.spec_path).parent().unwrap_or(Path::new(".")).to_path_buf();
-    let template = template.map(Path::to_path_buf).or(report_spec.template.map(|t| spec_dir.join(t)));
-    let markdown = report::render(&results, template.as_deref(), report_spec.title.as_deref())?;
-    let path = run_dir.join("report.md");
-    std::fs::write(&path, markdown).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(path)
+    let title = report_spec.title.as_deref();
+    match into {
+        // The spec's template is for report.md; a section takes the
+        // built-in section template unless one is given.
+        Some((document, section)) => {
+            let changed = report::write_section(&results, document, section, template, title)?;
+            Ok(format!(
+                "section {section} of {}: {}",
+                document.display(),
+                if changed { "written" } else { "unchanged" }
+            ))
+        }
+        None => {
+            let template = template.map(Path::to_path_buf).or(report_spec.template.map(|t| spec_dir.join(t)));
+            let path = report::write_run_report(&results, run_dir, template.as_deref(), title)?;
+            Ok(format!("report: {}", path.display()))
+        }
+    }
 }
 
 /// `faultline history export RUN_DIR`: every recorded cell, one file each.

@@ -60,6 +60,7 @@ mod tests {
             evidence: String::new(),
             criteria: Vec::new(),
             informational: false,
+            cells: Vec::new(),
         }
     }
 

@@ -15,6 +15,7 @@ mod mongodb;
 mod plugins;
 mod process_targets;
 mod readiness;
+mod reports;
 mod runs;
 mod safety;
 mod sentinel;

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::checker::CheckerName;
+use crate::comparison::Measure;
 use crate::metrics::windows::Side;
 use crate::spec::units::parse_duration;
 use crate::spec::OpKind;
@@ -16,6 +17,31 @@ pub enum Expr {
 }
 
 impl Expr {
+    /// Every operand, left to right.
+    fn operands(&self) -> Vec<&Operand> {
+        match self {
+            Expr::And(a, b) | Expr::Or(a, b) => [a.operands(), b.operands()].concat(),
+            Expr::Compare(l, _, r) => vec![l, r],
+        }
+    }
+
+    /// Whether it compares ratios between variants, which are evaluated per
+    /// group of comparable cells rather than per cell.
+    pub fn uses_ratios(&self) -> bool {
+        self.operands().iter().any(|o| matches!(o, Operand::Ratio(_)))
+    }
+
+    /// The (target, baseline) pairs its ratios name.
+    pub fn ratio_pairs(&self) -> Vec<(String, String)> {
+        self.operands()
+            .into_iter()
+            .filter_map(|o| match o {
+                Operand::Ratio(r) => Some((r.target.clone(), r.baseline.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The faults the expression names.
     pub fn faults(&self) -> Vec<String> {
         match self {
@@ -111,6 +137,50 @@ pub enum Operand {
         is_duration: bool,
     },
     Metric(MetricRef),
+    /// A ratio between two variants, e.g. `ratio(throughput, cand/redis)`.
+    Ratio(RatioRef),
+}
+
+/// `ratio(MEASURE, TARGET/BASELINE)`, or the low or high end of its 95%
+/// bootstrap interval (`ratio_low`, `ratio_high`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RatioRef {
+    pub measure: Measure,
+    pub bound: RatioBound,
+    pub target: String,
+    pub baseline: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RatioBound {
+    Value,
+    Low,
+    High,
+}
+
+impl RatioBound {
+    fn from_name(name: &str) -> Option<RatioBound> {
+        match name {
+            "ratio" => Some(RatioBound::Value),
+            "ratio_low" => Some(RatioBound::Low),
+            "ratio_high" => Some(RatioBound::High),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RatioBound::Value => "ratio",
+            RatioBound::Low => "ratio_low",
+            RatioBound::High => "ratio_high",
+        }
+    }
+}
+
+impl fmt::Display for RatioRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({}, {}/{})", self.bound.name(), self.measure.name(), self.target, self.baseline)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -216,7 +286,7 @@ impl Metric {
     }
 }
 
-pub const METRIC_NAMES: &str = "p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, unsent, achieved_rate, stale_reads, lost_acked_writes, torn_values, linearizability_violations, denied_window(FAULT), first_success(FAULT), recovered(FAULT), failed_after(FAULT); latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";
+pub const METRIC_NAMES: &str = "ratio(throughput|p50|p99, TARGET/BASELINE), ratio_low(…), ratio_high(…), p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, unsent, achieved_rate, stale_reads, lost_acked_writes, torn_values, linearizability_violations, denied_window(FAULT), first_success(FAULT), recovered(FAULT), failed_after(FAULT); latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
@@ -227,6 +297,7 @@ enum Token {
     RParen,
     Comma,
     Colon,
+    Slash,
     And,
     Or,
 }
@@ -241,6 +312,7 @@ impl fmt::Display for Token {
             Token::RParen => f.write_str("`)`"),
             Token::Comma => f.write_str("`,`"),
             Token::Colon => f.write_str("`:`"),
+            Token::Slash => f.write_str("`/`"),
             Token::And => f.write_str("`and`"),
             Token::Or => f.write_str("`or`"),
         }
@@ -259,11 +331,12 @@ fn tokenize(src: &str) -> Result<Vec<Token>, String> {
         let c = chars[i];
         if c.is_whitespace() {
             i += 1;
-        } else if "(),:".contains(c) {
+        } else if "(),:/".contains(c) {
             out.push(match c {
                 '(' => Token::LParen,
                 ')' => Token::RParen,
                 ',' => Token::Comma,
+                '/' => Token::Slash,
                 _ => Token::Colon,
             });
             i += 1;
@@ -355,6 +428,11 @@ pub fn parse(src: &str) -> Result<Expr, String> {
     if let Some(t) = p.tokens.get(p.pos) {
         return Err(format!("unexpected {t} after a complete comparison; join comparisons with `and` / `or`"));
     }
+    if expr.uses_ratios() && expr.operands().iter().any(|o| matches!(o, Operand::Metric(_))) {
+        return Err("a ratio gate compares ratios only (it is judged per group of cells, not per cell): \
+             put per-cell conditions such as errors == 0 in a gate of their own"
+            .into());
+    }
     Ok(expr)
 }
 
@@ -419,6 +497,7 @@ impl Parser {
                 let d = parse_duration(&format!("{value}{unit}"))?;
                 Ok(Operand::Number { value: d.as_secs_f64() * 1e3, is_duration: true })
             }
+            Some(Token::Ident(name)) if RatioBound::from_name(&name).is_some() => self.ratio(&name),
             Some(Token::Ident(name)) => {
                 let metric = Metric::from_name(&name)
                     .ok_or_else(|| format!("unknown metric `{name}` (known: {METRIC_NAMES})"))?;
@@ -483,7 +562,49 @@ impl Parser {
     }
 }
 
+impl Parser {
+    /// After `ratio`, `ratio_low` or `ratio_high`: `(MEASURE, TARGET/BASELINE)`.
+    fn ratio(&mut self, name: &str) -> Result<Operand, String> {
+        let form = format!("write {name}(throughput, TARGET/BASELINE), e.g. {name}(throughput, candidate/redis)");
+        if self.next() != Some(Token::LParen) {
+            return Err(format!("`{name}` needs its arguments: {form}"));
+        }
+        let measure = match self.next() {
+            Some(Token::Ident(m)) => Measure::from_name(&m)
+                .ok_or_else(|| format!("`{m}` has no ratio: ratios are of throughput, p50 or p99"))?,
+            other => return Err(format!("expected throughput, p50 or p99, found {}", describe_token(other.as_ref()))),
+        };
+        let mut names = Vec::new();
+        for expected in [Token::Comma, Token::Slash] {
+            if self.next() != Some(expected) {
+                return Err(format!("`{name}(` is malformed: {form}"));
+            }
+            match self.next() {
+                Some(Token::Ident(v)) => names.push(v),
+                other => {
+                    return Err(format!("expected a variant's name, found {}: {form}", describe_token(other.as_ref())))
+                }
+            }
+        }
+        if self.next() != Some(Token::RParen) {
+            return Err(format!("missing `)` after `{name}(`: {form}"));
+        }
+        let bound = RatioBound::from_name(name).expect("checked by the caller");
+        let baseline = names.pop().expect("two names");
+        let target = names.pop().expect("two names");
+        if target == baseline {
+            return Err(format!("`{name}` compares `{target}` with itself"));
+        }
+        Ok(Operand::Ratio(RatioRef { measure, bound, target, baseline }))
+    }
+}
+
 fn check_units(a: &Operand, b: &Operand) -> Result<(), String> {
+    if let (Operand::Ratio(_), Operand::Number { is_duration: true, .. })
+    | (Operand::Number { is_duration: true, .. }, Operand::Ratio(_)) = (a, b)
+    {
+        return Err("a ratio is compared with a duration: compare it with a number, e.g. >= 0.9".into());
+    }
     let (metric, number) = match (a, b) {
         (Operand::Metric(m), Operand::Number { is_duration, .. })
         | (Operand::Number { is_duration, .. }, Operand::Metric(m)) => (m, *is_duration),
@@ -552,6 +673,31 @@ mod tests {
                 Operand::Number { value: 30.0, is_duration: true }
             )
         );
+    }
+
+    #[test]
+    fn ratios_name_two_variants() {
+        let e = parse("ratio(throughput, cand/redis-7) >= 0.9 and ratio_low(p99, cand/redis-7) < 1.2").unwrap();
+        assert!(e.uses_ratios());
+        assert_eq!(e.ratio_pairs(), vec![("cand".to_string(), "redis-7".to_string()); 2]);
+        let Expr::Compare(Operand::Ratio(r), _, _) = parse("ratio_high(p50, a/b) <= 110%").unwrap() else { panic!() };
+        assert_eq!(
+            (r.measure, r.bound, r.to_string()),
+            (Measure::P50, RatioBound::High, "ratio_high(p50, a/b)".into())
+        );
+        assert!(!parse("errors == 0").unwrap().uses_ratios());
+        for (bad, why) in [
+            ("ratio(throughput, a/b) >= 0.9 and errors == 0", "compares ratios only"),
+            ("ratio(ops, a/b) >= 0.9", "`ops` has no ratio"),
+            ("ratio(throughput, a) >= 0.9", "malformed"),
+            ("ratio(throughput, a/) >= 0.9", "expected a variant's name"),
+            ("ratio(throughput, a/a) >= 0.9", "with itself"),
+            ("ratio >= 0.9", "needs its arguments"),
+            ("ratio(p99, a/b) < 2ms", "compared with a duration"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
     }
 
     #[test]

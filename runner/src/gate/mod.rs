@@ -13,16 +13,19 @@ pub mod expr;
 
 use indexmap::IndexMap;
 
+use crate::comparison::Group;
 use crate::metrics::windows::Side;
 use crate::metrics::{CellStats, LatencyStats};
 use crate::plugin::{self, Limits, SpecPlugins};
-use crate::results::{CellResult, GateOutcome, GateResult};
+use crate::results::{CellResult, Comparison, GateCell, GateOutcome, GateResult, Ratio};
 use crate::spec::{GateRule, GateSpec, PluginRef, ScenarioSpec};
-use expr::{CmpOp, Expr, Metric, MetricRef, Operand};
+use expr::{CmpOp, Expr, Metric, MetricRef, Operand, RatioBound, RatioRef};
 
 /// What gates see besides the cells.
 pub struct RunContext<'a> {
     pub run_name: &'a str,
+    /// The variants' ratios, for ratio gates.
+    pub comparisons: &'a [Comparison],
     /// The whole plan ran (no `--quick`, `--only` or interruption).
     pub complete: bool,
     pub plugins: &'a SpecPlugins,
@@ -42,6 +45,7 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
         evidence: String::new(),
         criteria: Vec::new(),
         informational: gate.informational,
+        cells: Vec::new(),
     };
     let in_scope = |c: &&CellResult| {
         gate.scenario.as_ref().is_none_or(|s| &c.scenario == s) && gate.profile.as_ref().is_none_or(|p| &c.profile == p)
@@ -77,6 +81,10 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
             return result;
         }
     };
+    if expr.uses_ratios() {
+        let scoped: Vec<&CellResult> = cells.iter().filter(in_scope).collect();
+        return ratio_gate(result, &expr, &scoped, run);
+    }
     // A gate about faults is about the cells that have them.
     let faults = expr.faults();
     let has_faults = |c: &&CellResult| {
@@ -101,9 +109,18 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
     let mut missing = Vec::new();
     let mut worst: Option<(f64, String)> = None;
     for cell in &covered {
-        let verdict = eval(&expr, cell);
+        let verdict = eval(&expr, &|o| operand_value(o, cell));
         // What was measured may fail a gate, but it passes only on the load asked for.
         let unmeasured = load_not_sent(cell, reads_schedule);
+        result.cells.push(match (&verdict, &unmeasured) {
+            (Ok((false, ev)), _) => GateCell { cell: cell.label(), result: GateOutcome::Fail, evidence: ev.join(", ") },
+            (Ok((true, _)), Some(why)) | (Err(why), _) => {
+                GateCell { cell: cell.label(), result: GateOutcome::Incomplete, evidence: why.clone() }
+            }
+            (Ok((true, ev)), None) => {
+                GateCell { cell: cell.label(), result: GateOutcome::Pass, evidence: ev.join(", ") }
+            }
+        });
         match verdict {
             Ok((true, _)) if unmeasured.is_some() => {
                 missing.push(format!("{}: {}", cell.label(), unmeasured.unwrap_or_default()))
@@ -145,6 +162,105 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
     result
 }
 
+/// A ratio gate, judged in each group of cells (scenario, matrix point,
+/// profile) of a scenario that has both variants it names: it passes only
+/// if it holds in all of them, and a group without the ratio (a side that
+/// never completed, one repeat and an interval asked for) leaves it
+/// incomplete.
+fn ratio_gate(mut result: GateResult, expr: &Expr, cells: &[&CellResult], run: &RunContext) -> GateResult {
+    let pairs = expr.ratio_pairs();
+    let mut groups: Vec<Group> = Vec::new();
+    for cell in cells {
+        let Some(scenario) = run.scenarios.iter().find(|s| s.name == cell.scenario) else { continue };
+        let variants: Vec<String> = scenario.variants().iter().map(|(t, w)| scenario.variant_name(t, w)).collect();
+        let has_pairs = pairs.iter().all(|(a, b)| variants.contains(a) && variants.contains(b));
+        let group = Group::of(cell);
+        if has_pairs && !groups.contains(&group) {
+            groups.push(group);
+        }
+    }
+    if groups.is_empty() {
+        result.evidence = "no cell of a scenario with both variants ran".into();
+        return result;
+    }
+    let (mut failures, mut missing) = (Vec::new(), Vec::new());
+    for group in &groups {
+        let compared: Vec<&Comparison> = run
+            .comparisons
+            .iter()
+            .filter(|c| c.scenario == group.scenario && c.matrix == group.matrix && c.profile == group.profile)
+            .collect();
+        let verdict = eval(expr, &|o| match o {
+            Operand::Ratio(r) => ratio_value(r, &compared),
+            other => operand_value_without_cell(other),
+        });
+        let label = group.label();
+        let (outcome, evidence) = match verdict {
+            Ok((true, ev)) => (GateOutcome::Pass, ev.join(", ")),
+            Ok((false, ev)) => {
+                failures.push(format!("{} in {label}", ev.join(", ")));
+                (GateOutcome::Fail, ev.join(", "))
+            }
+            Err(why) => {
+                missing.push(format!("{label}: {why}"));
+                (GateOutcome::Incomplete, why)
+            }
+        };
+        result.cells.push(GateCell { cell: label, result: outcome, evidence });
+    }
+    let n = groups.len();
+    if !failures.is_empty() {
+        result.result = GateOutcome::Fail;
+        result.evidence = format!("fails in {} of {n} groups: {}", failures.len(), abbreviate(&failures));
+    } else if !missing.is_empty() {
+        result.evidence = format!("cannot be evaluated in {} of {n} groups: {}", missing.len(), abbreviate(&missing));
+    } else {
+        result.result = GateOutcome::Pass;
+        let evidence: Vec<String> = result.cells.iter().map(|c| format!("{} in {}", c.evidence, c.cell)).collect();
+        result.evidence = format!("holds in all {n} groups: {}", abbreviate(&evidence));
+    }
+    result
+}
+
+/// A ratio from a group's comparisons: as computed when `baseline` is the
+/// scenario's baseline, inverted (and its interval flipped) when it is the
+/// other way round.
+fn ratio_value(r: &RatioRef, compared: &[&Comparison]) -> Result<(f64, String), String> {
+    let pick = |c: &Comparison| -> Ratio {
+        match r.measure {
+            crate::comparison::Measure::Throughput => c.throughput,
+            crate::comparison::Measure::P50 => c.p50,
+            crate::comparison::Measure::P99 => c.p99,
+        }
+    };
+    let (ratio, inverted) = if let Some(c) = compared.iter().find(|c| c.target == r.target && c.baseline == r.baseline)
+    {
+        (pick(c), false)
+    } else if let Some(c) = compared.iter().find(|c| c.target == r.baseline && c.baseline == r.target) {
+        (pick(c), true)
+    } else {
+        return Err(format!("no completed repeats of both `{}` and `{}` to compare", r.target, r.baseline));
+    };
+    let flip = |v: f64| if inverted { 1.0 / v } else { v };
+    let value = match r.bound {
+        RatioBound::Value => ratio.value.map(flip),
+        RatioBound::Low => ratio.interval.map(|i| flip(if inverted { i.high } else { i.low })),
+        RatioBound::High => ratio.interval.map(|i| flip(if inverted { i.low } else { i.high })),
+    };
+    let value = value.ok_or_else(|| match r.bound {
+        RatioBound::Value => format!("{r}: the baseline measured nothing to divide by"),
+        _ => format!("{r}: no interval (fewer than two repeats of a side)"),
+    })?;
+    Ok((value, format!("{r} = {value:.3}")))
+}
+
+fn operand_value_without_cell(o: &Operand) -> Result<(f64, String), String> {
+    match o {
+        Operand::Number { value, .. } => Ok((*value, trim(*value))),
+        _ => Err("a ratio gate compares ratios only".into()),
+    }
+}
+
 /// Why a cell's measurements cannot earn a pass: nothing completed, or an
 /// open loop sent less of its schedule than its profile's `min_sent`.
 /// A gate that reads the schedule itself (`unsent`, `achieved_rate`) judges
@@ -181,13 +297,13 @@ fn abbreviate(items: &[String]) -> String {
 
 /// Whether the expression holds in a cell, with the values it compared; an
 /// error when a value it needs was not measured.
-fn eval(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<String>), String> {
+fn eval(expr: &Expr, value: &dyn Fn(&Operand) -> Result<(f64, String), String>) -> Result<(bool, Vec<String>), String> {
     match expr {
         // One side settles `and` (false) or `or` (true) even when the other
         // side was not measured; otherwise an unmeasured side leaves it open.
         Expr::And(a, b) | Expr::Or(a, b) => {
             let settles = matches!(expr, Expr::Or(..));
-            match (eval(a, cell), eval(b, cell)) {
+            match (eval(a, value), eval(b, value)) {
                 (Ok((x, ex)), _) if x == settles => Ok((x, ex)),
                 (_, Ok((y, ey))) if y == settles => Ok((y, ey)),
                 (Ok((x, mut ex)), Ok((y, ey))) => {
@@ -198,8 +314,8 @@ fn eval(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<String>), String> {
             }
         }
         Expr::Compare(l, op, r) => {
-            let (lv, le) = operand_value(l, cell)?;
-            let (rv, re) = operand_value(r, cell)?;
+            let (lv, le) = value(l)?;
+            let (rv, re) = value(r)?;
             Ok((op.holds(lv, rv), vec![format!("{le} {op} {re}")]))
         }
     }
@@ -214,6 +330,7 @@ fn operand_value(o: &Operand, cell: &CellResult) -> Result<(f64, String), String
             let v = metric_value(m, cell)?.ok_or_else(|| format!("{} was not measured", describe(m)))?;
             Ok((v, format!("{} = {}", describe(m), format_value(m.metric, v))))
         }
+        Operand::Ratio(r) => Err(format!("{r} is judged per group of cells, not in one cell")),
     }
 }
 
@@ -424,7 +541,7 @@ mod tests {
         super::evaluate(
             gates,
             cells,
-            &RunContext { run_name: "test", complete: true, plugins: &plugins, scenarios: &[] },
+            &RunContext { run_name: "test", comparisons: &[], complete: true, plugins: &plugins, scenarios: &[] },
         )
     }
 
@@ -598,7 +715,8 @@ mod tests {
         let mut faulted = cell("p", Some(1.0), 0);
         faulted.stats.as_mut().unwrap().fault_impact = vec![impact(false)];
         let plugins = SpecPlugins::none();
-        let run = RunContext { run_name: "t", complete: true, plugins: &plugins, scenarios: &scenarios };
+        let run =
+            RunContext { run_name: "t", comparisons: &[], complete: true, plugins: &plugins, scenarios: &scenarios };
         let eval = |cells: &[CellResult]| super::evaluate(&gate("denied_window(crash) <= 3500ms"), cells, &run);
         // The calm scenario has no such fault: not in scope, not INCOMPLETE.
         let r = &eval(&[calm.clone(), faulted.clone()])[0];
@@ -612,5 +730,63 @@ mod tests {
         // No cell of a scenario with the fault measured: incomplete.
         let r = &eval(&[calm])[0];
         assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
+    }
+    #[test]
+    fn a_ratio_gate_is_judged_per_group_on_the_ratio_or_its_interval() {
+        use crate::comparison::bootstrap::Interval;
+        use crate::results::{Ratio, Word};
+        let scenarios: Vec<ScenarioSpec> =
+            serde_json::from_str(r#"[{"name": "s", "target": ["redis", "cand"], "workload": "w", "profiles": ["p"]}]"#)
+                .unwrap();
+        let cells: Vec<CellResult> = ["redis", "cand"]
+            .into_iter()
+            .map(|v| CellResult { variant: v.into(), target: v.into(), ..cell("p", Some(1.0), 0) })
+            .collect();
+        let comparison = Comparison {
+            scenario: "s".into(),
+            matrix: Default::default(),
+            profile: "p".into(),
+            baseline: "redis".into(),
+            target: "cand".into(),
+            repeats: 3,
+            baseline_stats: Default::default(),
+            target_stats: Default::default(),
+            throughput: Ratio {
+                value: Some(0.91),
+                paired_median: Some(0.9),
+                interval: Some(Interval { low: 0.88, high: 0.94 }),
+            },
+            p50: Ratio::default(),
+            p99: Ratio { value: Some(1.5), paired_median: Some(1.5), interval: None },
+            word: Some(Word::Loss),
+            parity_band: 0.05,
+        };
+        let plugins = SpecPlugins::none();
+        let judge = |expr: &str, comparisons: &[Comparison]| {
+            let run =
+                RunContext { run_name: "t", comparisons, complete: true, plugins: &plugins, scenarios: &scenarios };
+            super::evaluate(&gate(expr), &cells, &run).remove(0)
+        };
+        let with = std::slice::from_ref(&comparison);
+        let r = judge("ratio(throughput, cand/redis) >= 0.9", with);
+        assert_eq!(r.result, GateOutcome::Pass, "{}", r.evidence);
+        assert_eq!((r.cells.len(), r.cells[0].cell.as_str()), (1, "s/p"));
+        let r = judge("ratio_low(throughput, cand/redis) >= 0.9", with);
+        assert_eq!(r.result, GateOutcome::Fail, "{}", r.evidence);
+        assert!(r.evidence.contains("ratio_low(throughput, cand/redis) = 0.880 >= 0.9 in s/p"), "{}", r.evidence);
+        // The other way round: inverted, and the interval's ends swap.
+        assert_eq!(judge("ratio(throughput, redis/cand) <= 1.1", with).result, GateOutcome::Pass);
+        assert_eq!(judge("ratio_high(throughput, redis/cand) < 1.13", with).result, GateOutcome::Fail);
+        assert_eq!(
+            judge("ratio(p99, cand/redis) < 2 and ratio(throughput, cand/redis) > 0.5", with).result,
+            GateOutcome::Pass
+        );
+        // No interval (one repeat) or no comparison (a side never completed): never a pass.
+        let r = judge("ratio_low(p99, cand/redis) < 2", with);
+        assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
+        assert!(r.evidence.contains("no interval"), "{}", r.evidence);
+        let r = judge("ratio(throughput, cand/redis) >= 0.9", &[]);
+        assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
+        assert!(r.evidence.contains("no completed repeats of both"), "{}", r.evidence);
     }
 }

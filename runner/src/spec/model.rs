@@ -673,6 +673,12 @@ pub struct ReportSpec {
     pub template: Option<String>,
     #[serde(default)]
     pub title: Option<String>,
+    /// Throughput ratios within 1 ± this share (e.g. 0.05) count as no
+    /// difference: a comparison is called WIN or LOSS only when its
+    /// confidence interval lies wholly outside the band, parity only when
+    /// wholly inside. Default 0.05.
+    #[serde(default)]
+    pub parity: Option<f64>,
 }
 
 impl<'de> Deserialize<'de> for ClosedShape {

@@ -71,6 +71,14 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
     validate_timing("timing", &spec.timing)?;
     validate_scenarios(spec)?;
     validate_checkers(spec)?;
+    if let Some(band) = spec.report.parity {
+        if !(0.0..1.0).contains(&band) {
+            return Err((
+                "report.parity".into(),
+                "must be a share from 0 to 1, e.g. 0.05 for ratios within ±5% to count as parity".into(),
+            ));
+        }
+    }
     for (name, gate) in &spec.gates {
         let at = format!("gates.{name}");
         match &gate.rule {
@@ -89,6 +97,9 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
                         format!("needs the `{}` checker: add it to `checkers:`", missing.as_str()),
                     ));
                 }
+                for (target, baseline) in expr.ratio_pairs() {
+                    validate_ratio_pair(spec, &at, gate.scenario.as_deref(), &target, &baseline)?;
+                }
             }
             GateRule::Plugin(p) => validate_plugin(&at, p)?,
         }
@@ -105,6 +116,48 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
         }
     }
     Ok(())
+}
+
+/// A ratio gate names two variants of a scenario it covers, one of them the
+/// scenario's first (the baseline every ratio is taken against).
+fn validate_ratio_pair(
+    spec: &Spec,
+    at: &str,
+    scenario: Option<&str>,
+    target: &str,
+    baseline: &str,
+) -> Result<(), Problem> {
+    let mut seen: Vec<String> = Vec::new();
+    for sc in spec.scenarios.iter().filter(|sc| scenario.is_none_or(|s| s == sc.name)) {
+        let variants: Vec<String> = sc.variants().iter().map(|(t, w)| sc.variant_name(t, w)).collect();
+        let has = |v: &str| variants.iter().any(|x| x == v);
+        if has(target) && has(baseline) {
+            if variants[0] == baseline || variants[0] == target {
+                return Ok(());
+            }
+            return Err((
+                at.into(),
+                format!(
+                    "ratios are taken against a scenario's first variant: scenario `{}` compares against `{}`, \
+                     so write ratio(…, {target}/{}) or ratio(…, {baseline}/{})",
+                    sc.name, variants[0], variants[0], variants[0]
+                ),
+            ));
+        }
+        for v in variants {
+            if !seen.contains(&v) {
+                seen.push(v);
+            }
+        }
+    }
+    Err((
+        at.into(),
+        format!(
+            "no scenario{} has both `{target}` and `{baseline}` as variants (they are: {})",
+            scenario.map(|s| format!(" named `{s}`")).unwrap_or_default(),
+            if seen.is_empty() { "none".to_string() } else { seen.join(", ") }
+        ),
+    ))
 }
 
 fn validate_target(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> {

@@ -1,0 +1,311 @@
+//! Ratios between the variants of a scenario (a candidate against Redis:
+//! "0.91x") with their noise: per group of comparable cells, each variant's
+//! mean and median throughput, p50 and p99, the ratio of the means to the
+//! baseline's, the median of the per-repeat paired ratios, a bootstrap
+//! interval, and a word only where the interval says something.
+//!
+//! `runs` compares two runs of one spec the same way (before → after).
+
+pub mod bootstrap;
+pub mod runs;
+
+use indexmap::IndexMap;
+
+use crate::results::{CellResult, CellStatus, Comparison, Ratio, VariantStats, Word};
+use crate::spec::Spec;
+use bootstrap::{Placement, Samples};
+
+/// Ratios within 1 ± this count as no difference unless the spec says otherwise.
+pub const DEFAULT_PARITY_BAND: f64 = 0.05;
+
+/// Cells that may be compared with each other: one scenario, matrix point
+/// and profile; the variants and repeats inside differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub scenario: String,
+    pub matrix: IndexMap<String, String>,
+    pub profile: String,
+}
+
+impl Group {
+    pub fn of(cell: &CellResult) -> Group {
+        Group {
+            scenario: cell.scenario.clone(),
+            // Cells carry no matrix point until the matrix lands; then: cell.matrix.clone().
+            matrix: IndexMap::new(),
+            profile: cell.profile.clone(),
+        }
+    }
+
+    /// `scenario[fsync=always,depth=1]/profile`.
+    pub fn label(&self) -> String {
+        format!("{}{}/{}", self.scenario, point_label(&self.matrix), self.profile)
+    }
+}
+
+/// `[fsync=always,depth=1]`, or nothing without a matrix.
+pub fn point_label(matrix: &IndexMap<String, String>) -> String {
+    match matrix.is_empty() {
+        true => String::new(),
+        false => format!("[{}]", matrix.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")),
+    }
+}
+
+/// The measured values of one completed repeat that ratios are taken of.
+#[derive(Debug, Clone, Copy)]
+pub struct RepeatValues {
+    pub repeat: u32,
+    pub throughput: f64,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+}
+
+impl RepeatValues {
+    /// None for a cell that did not complete: its numbers cover part of a window.
+    pub fn of(cell: &CellResult) -> Option<RepeatValues> {
+        let stats = cell.stats.as_ref().filter(|_| cell.status == CellStatus::Completed)?;
+        // The worst op kind, as the latency gates take it.
+        let worst = |pick: fn(&crate::metrics::LatencyStats) -> f64| {
+            stats.per_op.values().filter_map(|o| o.latency_ms.as_ref().map(pick)).reduce(f64::max)
+        };
+        Some(RepeatValues {
+            repeat: cell.repeat,
+            throughput: stats.throughput,
+            p50_ms: worst(|l| l.p50),
+            p99_ms: worst(|l| l.p99),
+        })
+    }
+}
+
+/// Which of a repeat's values a ratio is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    Throughput,
+    P50,
+    P99,
+}
+
+impl Measure {
+    pub fn of(self, r: &RepeatValues) -> Option<f64> {
+        match self {
+            Measure::Throughput => Some(r.throughput),
+            Measure::P50 => r.p50_ms,
+            Measure::P99 => r.p99_ms,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Measure::Throughput => "throughput",
+            Measure::P50 => "p50",
+            Measure::P99 => "p99",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Measure> {
+        [Measure::Throughput, Measure::P50, Measure::P99].into_iter().find(|m| m.name() == name)
+    }
+}
+
+pub fn variant_stats(repeats: &[RepeatValues]) -> VariantStats {
+    let values = |m: Measure| repeats.iter().filter_map(|r| m.of(r)).collect::<Vec<f64>>();
+    let throughput = values(Measure::Throughput);
+    // A latency is reported only when every repeat measured it.
+    let latency = |m: Measure| {
+        let v = values(m);
+        (v.len() == repeats.len()).then(|| bootstrap::mean(&v)).flatten()
+    };
+    VariantStats {
+        repeats: repeats.len() as u32,
+        mean_throughput: bootstrap::mean(&throughput).unwrap_or(0.0),
+        median_throughput: bootstrap::median(&throughput).unwrap_or(0.0),
+        p50_ms: latency(Measure::P50),
+        p99_ms: latency(Measure::P99),
+    }
+}
+
+/// Whether repeats with the same number ran side by side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pairing {
+    /// One run's alternated repeats: repeat N of each variant ran together.
+    ByRepeat,
+    /// Two runs: nothing pairs.
+    None,
+}
+
+/// A ratio of `measure`, candidate over baseline. When every repeat has its
+/// pair the bootstrap resamples pairs, which cancels drift between repeats;
+/// otherwise it resamples each side on its own.
+pub fn ratio(
+    measure: Measure,
+    baseline: &[RepeatValues],
+    candidate: &[RepeatValues],
+    pairing: Pairing,
+    seed: u64,
+) -> Ratio {
+    let side = |rs: &[RepeatValues]| rs.iter().filter_map(|r| measure.of(r)).collect::<Vec<f64>>();
+    let (b, c) = (side(baseline), side(candidate));
+    if b.len() != baseline.len() || c.len() != candidate.len() {
+        return Ratio::default();
+    }
+    let pairs: Vec<(f64, f64)> = baseline
+        .iter()
+        .filter(|_| pairing == Pairing::ByRepeat)
+        .filter_map(|rb| {
+            let rc = candidate.iter().find(|rc| rc.repeat == rb.repeat)?;
+            Some((measure.of(rb)?, measure.of(rc)?))
+        })
+        .collect();
+    let all_paired = pairs.len() == baseline.len() && pairs.len() == candidate.len();
+    let samples = match all_paired {
+        true => Samples::Paired(&pairs),
+        false => Samples::Independent { baseline: &b, candidate: &c },
+    };
+    let per_pair: Vec<f64> = pairs.iter().filter(|(b, _)| *b > 0.0).map(|(b, c)| c / b).collect();
+    Ratio {
+        value: bootstrap::ratio_of_means(&b, &c),
+        paired_median: bootstrap::median(&per_pair),
+        interval: bootstrap::interval(&samples, seed),
+    }
+}
+
+/// The word a throughput ratio earns: none while its interval crosses an
+/// edge of the parity band (or there is no interval).
+pub fn word(throughput: &Ratio, band: f64) -> Option<Word> {
+    match bootstrap::place(throughput.interval?, band) {
+        Placement::Above => Some(Word::Win),
+        Placement::Inside => Some(Word::Parity),
+        Placement::Below => Some(Word::Loss),
+        Placement::Straddles => None,
+    }
+}
+
+/// Every non-baseline variant against its scenario's first variant, per group.
+pub fn compare(spec: &Spec, cells: &[CellResult]) -> Vec<Comparison> {
+    let band = spec.report.parity.unwrap_or(DEFAULT_PARITY_BAND);
+    let mut groups: Vec<Group> = Vec::new();
+    for c in cells {
+        let g = Group::of(c);
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    let mut out = Vec::new();
+    for group in groups {
+        let Some(scenario) = spec.scenarios.iter().find(|s| s.name == group.scenario) else { continue };
+        let variants: Vec<String> = scenario.variants().iter().map(|(t, w)| scenario.variant_name(t, w)).collect();
+        let Some(baseline) = variants.first() else { continue };
+        let repeats = |variant: &str| -> Vec<RepeatValues> {
+            cells
+                .iter()
+                .filter(|c| Group::of(c) == group && c.variant() == variant)
+                .filter_map(RepeatValues::of)
+                .collect()
+        };
+        let base = repeats(baseline);
+        if base.is_empty() {
+            continue;
+        }
+        for target in variants.iter().skip(1) {
+            let cand = repeats(target);
+            if cand.is_empty() {
+                continue;
+            }
+            let seed = bootstrap::seed_for(spec.seed, &format!("{}/{target}", group.label()));
+            let throughput = ratio(Measure::Throughput, &base, &cand, Pairing::ByRepeat, seed);
+            out.push(Comparison {
+                scenario: group.scenario.clone(),
+                matrix: group.matrix.clone(),
+                profile: group.profile.clone(),
+                baseline: baseline.clone(),
+                target: target.clone(),
+                repeats: cand.iter().filter(|c| base.iter().any(|b| b.repeat == c.repeat)).count() as u32,
+                baseline_stats: variant_stats(&base),
+                target_stats: variant_stats(&cand),
+                word: word(&throughput, band),
+                throughput,
+                p50: ratio(Measure::P50, &base, &cand, Pairing::ByRepeat, seed),
+                p99: ratio(Measure::P99, &base, &cand, Pairing::ByRepeat, seed),
+                parity_band: band,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repeats(values: &[f64]) -> Vec<RepeatValues> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| RepeatValues {
+                repeat: i as u32 + 1,
+                throughput: t,
+                p50_ms: Some(100.0 / t),
+                p99_ms: Some(1000.0 / t),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_clear_loss_a_clear_win_and_parity_get_their_words() {
+        let base = repeats(&[100_000.0, 102_000.0, 99_000.0]);
+        let loss = ratio(Measure::Throughput, &base, &repeats(&[12_000.0, 12_500.0, 11_800.0]), Pairing::ByRepeat, 1);
+        assert!((loss.value.unwrap() - 0.1207).abs() < 0.001, "{loss:?}");
+        assert_eq!(word(&loss, 0.05), Some(Word::Loss));
+        let win = ratio(Measure::Throughput, &base, &repeats(&[132_000.0, 134_000.0, 131_000.0]), Pairing::ByRepeat, 1);
+        assert_eq!(word(&win, 0.05), Some(Word::Win));
+        let same = ratio(Measure::Throughput, &base, &repeats(&[99_500.0, 101_000.0, 99_800.0]), Pairing::ByRepeat, 1);
+        assert_eq!(word(&same, 0.05), Some(Word::Parity));
+        // A 0.97x whose repeats scatter from 0.85 to 1.1 earns no word.
+        let unclear =
+            ratio(Measure::Throughput, &base, &repeats(&[85_000.0, 112_000.0, 95_000.0]), Pairing::ByRepeat, 1);
+        assert_eq!(word(&unclear, 0.05), None, "{unclear:?}");
+        // One repeat: no interval, no word, but the ratio stands.
+        let once = ratio(Measure::Throughput, &base[..1], &repeats(&[50_000.0]), Pairing::ByRepeat, 1);
+        assert_eq!((once.value, once.interval, word(&once, 0.05)), (Some(0.5), None, None));
+    }
+
+    #[test]
+    fn the_paired_median_is_of_per_repeat_ratios() {
+        let base = repeats(&[100.0, 200.0, 100.0]);
+        let cand = repeats(&[90.0, 100.0, 95.0]);
+        // Per repeat: 0.9, 0.5, 0.95; of the means: 285/400.
+        let r = ratio(Measure::Throughput, &base, &cand, Pairing::ByRepeat, 1);
+        assert_eq!(r.paired_median, Some(0.9));
+        assert!((r.value.unwrap() - 0.7125).abs() < 1e-9);
+        let s = variant_stats(&base);
+        assert_eq!((s.repeats, s.median_throughput), (3, 100.0));
+        assert!((s.mean_throughput - 133.333).abs() < 0.001);
+    }
+
+    #[test]
+    fn unpaired_repeats_resample_each_side() {
+        let base = repeats(&[100.0, 101.0, 99.0]);
+        let mut cand = repeats(&[80.0, 81.0]);
+        cand[1].repeat = 7;
+        let r = ratio(Measure::Throughput, &base, &cand, Pairing::ByRepeat, 1);
+        assert_eq!(r.paired_median, Some(0.8));
+        assert!(r.interval.is_some());
+    }
+
+    #[test]
+    fn a_latency_missing_in_a_repeat_gives_no_latency_ratio() {
+        let base = repeats(&[100.0, 100.0]);
+        let mut cand = repeats(&[100.0, 100.0]);
+        cand[0].p99_ms = None;
+        assert!(ratio(Measure::P99, &base, &cand, Pairing::ByRepeat, 1).value.is_none());
+        assert!(variant_stats(&cand).p99_ms.is_none());
+        assert!(ratio(Measure::P50, &base, &cand, Pairing::ByRepeat, 1).value.is_some());
+    }
+
+    #[test]
+    fn point_labels() {
+        let m: IndexMap<String, String> = [("fsync".into(), "always".into()), ("depth".into(), "1".into())].into();
+        assert_eq!(point_label(&m), "[fsync=always,depth=1]");
+        assert_eq!(point_label(&IndexMap::new()), "");
+    }
+}

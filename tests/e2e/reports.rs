@@ -1,0 +1,224 @@
+//! Reports for people and CI from real runs against redis-server:
+//! `faultline compare` catches a server made slower (much larger values)
+//! and passes a run against itself; `--junit` and `$GITHUB_STEP_SUMMARY`
+//! say what the gates said; `report --into` rewrites only its section of
+//! a document, idempotently, and refuses bad input leaving it untouched.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::support::*;
+
+/// Two redis-servers compared on SETs of `${value}`-byte values, three
+/// alternated repeats: a ratio gate that holds, one that cannot.
+const SPEC: &str = r#"name: reports-e2e
+params:
+  value: 32B
+  duration: 1s
+targets:
+  base: {kind: redis, provider: process, args: ["--save", "", "--appendonly", "no"]}
+  cand: {kind: redis, provider: process, args: ["--save", "", "--appendonly", "no"]}
+workloads:
+  w: {ops: {set: 1}, keys: {count: 1000}, value_size: "${value}"}
+profiles:
+  p: {closed: 2x8}
+timing: {warmup: 0s, duration: "${duration}", repeats: 3, deadline: 5s}
+scenarios:
+  - {name: s, target: [base, cand], workload: w, profiles: [p]}
+gates:
+  no-errors: errors == 0
+  close-enough: ratio(throughput, cand/base) >= 0.2
+  impossible: ratio_low(throughput, cand/base) >= 10
+"#;
+
+fn compare(a: &Path, b: &Path, extra: &[&str]) -> Output {
+    faultline().arg("compare").arg(a).arg(b).args(extra).output().unwrap()
+}
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+/// A copy of a run directory whose results.json `edit` changed.
+fn edited_copy(run: &Path, into: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
+    let dir = into.join(run.file_name().unwrap());
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
+    edit(&mut results);
+    std::fs::write(dir.join("results.json"), serde_json::to_string(&results).unwrap()).unwrap();
+    dir
+}
+
+#[test]
+fn compare_catches_a_slower_server_and_ci_outputs_carry_the_gates() {
+    let _load = exclusive();
+    let (_d, spec) = spec_file(SPEC);
+    let ci = tempfile::tempdir().unwrap();
+    let junit = ci.path().join("junit.xml");
+    let summary = ci.path().join("summary.md");
+    std::fs::write(&summary, "earlier step\n").unwrap();
+
+    let out = tempfile::tempdir().unwrap();
+    let output = faultline()
+        .arg("run")
+        .arg(&spec)
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--out")
+        .arg(out.path())
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    let fast = run_dir(out.path()).expect("a run directory");
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+
+    // The run's own ratios: two identical servers, three repeats each.
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fast.join("results.json")).unwrap()).unwrap();
+    let c = &results["comparisons"][0];
+    assert_eq!(
+        (c["baseline"].as_str(), c["target"].as_str(), c["repeats"].as_u64()),
+        (Some("base"), Some("cand"), Some(3))
+    );
+    let (low, high) =
+        (c["throughput"]["interval"]["low"].as_f64().unwrap(), c["throughput"]["interval"]["high"].as_f64().unwrap());
+    let value = c["throughput"]["value"].as_f64().unwrap();
+    assert!(low <= value && value <= high && low > 0.2, "{c}");
+    assert!(c["baseline_stats"]["p99_ms"].as_f64().unwrap() > 0.0, "{c}");
+    let report = std::fs::read_to_string(fast.join("report.md")).unwrap();
+    assert!(report.contains("| s/p | cand | base |"), "{report}");
+    for chart in ["charts/timeline-s-p.svg", "charts/ratios-s.svg"] {
+        assert!(report.contains(&format!("]({chart})")), "{chart} not linked:\n{report}");
+        let svg = std::fs::read_to_string(fast.join(chart)).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("</svg>"), "{chart}: {}", &svg[..svg.len().min(200)]);
+    }
+
+    // JUnit: one testcase per gate and cell (per group for ratio gates).
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.starts_with("<?xml"), "{xml}");
+    assert!(
+        xml.contains(r#"<testsuite name="gate no-errors" tests="6" failures="0" errors="0" skipped="0">"#),
+        "{xml}"
+    );
+    assert!(xml.contains(r#"<testcase classname="reports-e2e.gate.no-errors" name="s/p/cand#3"/>"#), "{xml}");
+    assert!(xml.contains(r#"<testcase classname="reports-e2e.gate.close-enough" name="s/p"/>"#), "{xml}");
+    assert!(xml.contains(r#"<testsuite name="gate impossible" tests="1" failures="1""#), "{xml}");
+    assert!(xml.contains(r#"<failure message="ratio_low(throughput, cand/base) = "#), "{xml}");
+    assert!(xml.contains(r#"<testsuite name="cells" tests="6" failures="0" errors="0" skipped="0">"#), "{xml}");
+    assert!(xml.contains(r#"<testcase classname="reports-e2e.run" name="verdict">"#), "{xml}");
+
+    // The step summary is appended after what earlier steps wrote.
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(md.starts_with("earlier step\n### faultline reports-e2e: FAIL\n"), "{md}");
+    assert!(md.contains("| impossible | **FAIL** |") && md.contains("| close-enough | PASS |"), "{md}");
+    assert!(md.contains("| s/p | cand | base |") && md.contains("report.md`"), "{md}");
+
+    // The same spec with values 2000 times larger: every cell slower.
+    let slow_run = run(&spec, &["--set", "value=64KiB"]);
+    let slow = slow_run.dir.clone().expect("a run directory");
+    let o = compare(&fast, &slow, &["--json", ci.path().join("cmp.json").to_str().unwrap()]);
+    let md = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{md}{}", text(&o.stderr));
+    assert!(md.contains("| s/p | base |") && md.contains("| s/p | cand |"), "{md}");
+    assert!(md.contains("2 regressions, 0 improvements, 0 within noise."), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ci.path().join("cmp.json")).unwrap()).unwrap();
+    assert_eq!(json["regressions"], 2, "{json}");
+    for cell in json["cells"].as_array().unwrap() {
+        assert_eq!(cell["verdict"], "regression", "{cell}");
+        assert!(cell["throughput"]["interval"]["high"].as_f64().unwrap() < 0.95, "{cell}");
+        assert_eq!((cell["a"]["repeats"].as_u64(), cell["b"]["repeats"].as_u64()), (Some(3), Some(3)));
+    }
+    // Back again it is an improvement; a run against itself is noise.
+    assert_eq!(compare(&slow, &fast, &[]).status.code(), Some(0));
+    assert!(text(&compare(&slow, &fast, &[]).stdout).contains("0 regressions, 2 improvements"));
+    let same = compare(&fast, &fast, &[]);
+    assert_eq!(same.status.code(), Some(0), "{}", text(&same.stdout));
+    assert!(text(&same.stdout).contains("0 regressions, 0 improvements, 2 within noise."));
+
+    // Runs that cannot be compared: clear errors, exit 3.
+    let scratch = tempfile::tempdir().unwrap();
+    let other_spec = edited_copy(&slow, &scratch.path().join("a"), |r| r["run"]["name"] = "other".into());
+    let o = compare(&fast, &other_spec, &[]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        text(&o.stderr).contains("ran spec `reports-e2e`") && text(&o.stderr).contains("same spec"),
+        "{}",
+        text(&o.stderr)
+    );
+    let disjoint = edited_copy(&slow, &scratch.path().join("b"), |r| {
+        for c in r["cells"].as_array_mut().unwrap() {
+            c["scenario"] = "elsewhere".into();
+        }
+    });
+    let o = compare(&fast, &disjoint, &[]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).contains("no cell completed in both runs"), "{}", text(&o.stderr));
+    let o = compare(&fast, scratch.path(), &[]);
+    assert!(o.status.code() == Some(3) && text(&o.stderr).contains("is not a run directory"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn report_into_rewrites_only_its_section_and_is_idempotent() {
+    let _load = exclusive();
+    let (_d, spec) = spec_file(SPEC);
+    let r = run(&spec, &["--set", "duration=500ms"]);
+    let dir = r.dir.clone().expect("a run directory");
+    let docs = tempfile::tempdir().unwrap();
+    let bench = docs.path().join("BENCHMARK.md");
+    let before = "# Benchmarks\r\n\r\nHand-written intro with trailing spaces   \n\n## 7.2\n\nOld numbers.\n\n<!-- faultline:begin other -->\nkept\n<!-- faultline:end other -->\n\n## Appendix\nno newline at the end";
+    std::fs::write(&bench, before).unwrap();
+    let into = |section: &str| {
+        faultline().arg("report").arg(&dir).arg("--into").arg(&bench).arg("--section").arg(section).output().unwrap()
+    };
+
+    let o = into("kv-durability");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let first = std::fs::read_to_string(&bench).unwrap();
+    assert!(first.starts_with(before), "every byte before stays");
+    let added = &first[before.len()..];
+    assert!(added.starts_with("\n\n<!-- faultline:begin kv-durability -->\n### faultline: reports-e2e\n"), "{added}");
+    assert!(added.ends_with("<!-- faultline:end kv-durability -->\n"), "{added}");
+    assert!(added.contains("| s/p | cand | base |"), "{added}");
+    assert!(added.contains("](kv-durability-charts/ratios-s.svg)"), "{added}");
+    let svg = docs.path().join("kv-durability-charts/ratios-s.svg");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("</svg>"));
+    let chart_time = std::fs::metadata(&svg).unwrap().modified().unwrap();
+
+    // Again: nothing changes, not even the charts' times.
+    let o = into("kv-durability");
+    assert!(text(&o.stdout).contains("unchanged"), "{}", text(&o.stdout));
+    assert_eq!(std::fs::read_to_string(&bench).unwrap(), first);
+    assert_eq!(std::fs::metadata(&svg).unwrap().modified().unwrap(), chart_time);
+
+    // Edits around the section survive a rewrite of it; its old content does not.
+    let edited = first.replace("Old numbers.", "Old numbers, edited.").replace("### faultline: reports-e2e", "stale");
+    std::fs::write(&bench, &edited).unwrap();
+    assert_eq!(into("kv-durability").status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&bench).unwrap(), first.replace("Old numbers.", "Old numbers, edited."));
+
+    // Bad input: a clear error, the file untouched.
+    let now = std::fs::read(&bench).unwrap();
+    for (section, why) in [("a b", "a section name is"), ("x-->", "a section name is")] {
+        let o = into(section);
+        assert_eq!(o.status.code(), Some(3));
+        assert!(text(&o.stderr).contains(why), "{}", text(&o.stderr));
+    }
+    let mut broken = now.clone();
+    broken.extend_from_slice(b"\n<!-- faultline:begin half -->\n");
+    std::fs::write(&bench, &broken).unwrap();
+    let o = into("half");
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).contains("has no `<!-- faultline:end half -->`"), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read(&bench).unwrap(), broken);
+    assert!(!docs.path().join("half-charts").exists(), "no charts for a section that was not written");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bench, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let o = into("kv-durability");
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).contains("is not writable"), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read(&bench).unwrap(), broken);
+    let leftovers: Vec<_> = std::fs::read_dir(docs.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(leftovers.len(), 2, "no temporary files left: {leftovers:?}");
+}
