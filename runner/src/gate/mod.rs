@@ -225,7 +225,7 @@ fn ratio_gate(mut result: GateResult, expr: &Expr, cells: &[&CellResult], run: &
 /// A ratio from a group's comparisons: as computed when `baseline` is the
 /// scenario's baseline, inverted (and its interval flipped) when it is the
 /// other way round.
-fn ratio_value(r: &RatioRef, compared: &[&Comparison]) -> Result<(f64, String), String> {
+fn ratio_value(r: &RatioRef, compared: &[&Comparison]) -> OperandValue {
     let pick = |c: &Comparison| -> Ratio {
         match r.measure {
             crate::comparison::Measure::Throughput => c.throughput,
@@ -254,7 +254,7 @@ fn ratio_value(r: &RatioRef, compared: &[&Comparison]) -> Result<(f64, String), 
     Ok((value, format!("{r} = {value:.3}")))
 }
 
-fn operand_value_without_cell(o: &Operand) -> Result<(f64, String), String> {
+fn operand_value_without_cell(o: &Operand) -> OperandValue {
     match o {
         Operand::Number { value, .. } => Ok((*value, trim(*value))),
         _ => Err("a ratio gate compares ratios only".into()),
@@ -297,7 +297,10 @@ fn abbreviate(items: &[String]) -> String {
 
 /// Whether the expression holds in a cell, with the values it compared; an
 /// error when a value it needs was not measured.
-fn eval(expr: &Expr, value: &dyn Fn(&Operand) -> Result<(f64, String), String>) -> Result<(bool, Vec<String>), String> {
+/// An operand's value and how it reads in evidence, or why it has none.
+type OperandValue = Result<(f64, String), String>;
+
+fn eval(expr: &Expr, value: &dyn Fn(&Operand) -> OperandValue) -> Result<(bool, Vec<String>), String> {
     match expr {
         // One side settles `and` (false) or `or` (true) even when the other
         // side was not measured; otherwise an unmeasured side leaves it open.
@@ -321,7 +324,7 @@ fn eval(expr: &Expr, value: &dyn Fn(&Operand) -> Result<(f64, String), String>) 
     }
 }
 
-fn operand_value(o: &Operand, cell: &CellResult) -> Result<(f64, String), String> {
+fn operand_value(o: &Operand, cell: &CellResult) -> OperandValue {
     match o {
         Operand::Number { value, is_duration } => {
             Ok((*value, if *is_duration { format_value(Metric::MaxLatency, *value) } else { trim(*value) }))
