@@ -6,16 +6,22 @@ use crate::spec::Spec;
 
 pub fn compare(spec: &Spec, cells: &[CellResult]) -> Vec<Comparison> {
     let mut out = Vec::new();
-    let mut groups: Vec<(&str, &str)> = Vec::new();
+    // One comparison per scenario, matrix point and profile.
+    let mut groups: Vec<(&str, &indexmap::IndexMap<String, String>, &str)> = Vec::new();
     for c in cells {
-        if !groups.contains(&(&c.scenario, &c.profile)) {
-            groups.push((&c.scenario, &c.profile));
+        if !groups.contains(&(&c.scenario, &c.matrix, &c.profile)) {
+            groups.push((&c.scenario, &c.matrix, &c.profile));
         }
     }
-    for (scenario, profile) in groups {
+    for (scenario, matrix, profile) in groups {
         let group: Vec<&CellResult> = cells
             .iter()
-            .filter(|c| c.scenario == scenario && c.profile == profile && c.status == CellStatus::Completed)
+            .filter(|c| {
+                c.scenario == scenario
+                    && &c.matrix == matrix
+                    && c.profile == profile
+                    && c.status == CellStatus::Completed
+            })
             .collect();
         // The baseline is the scenario's first variant, as the spec lists them.
         let Some(scenario_spec) = spec.scenarios.iter().find(|s| s.name == scenario) else { continue };
@@ -44,6 +50,7 @@ pub fn compare(spec: &Spec, cells: &[CellResult]) -> Vec<Comparison> {
             }
             out.push(Comparison {
                 scenario: scenario.to_string(),
+                matrix: matrix.clone(),
                 profile: profile.to_string(),
                 baseline: baseline.to_string(),
                 target: t.to_string(),
