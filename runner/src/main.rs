@@ -7,6 +7,7 @@ mod checker;
 mod command_line;
 mod comparison;
 mod docker;
+mod durability;
 mod engine;
 mod fault;
 mod gate;
@@ -15,6 +16,8 @@ mod leftovers;
 mod metrics;
 mod plan;
 mod plugin;
+mod probe;
+mod provenance;
 mod provider;
 mod report;
 mod results;
@@ -231,8 +234,7 @@ fn main() -> ExitCode {
         Command::Validate { spec, set } => {
             match spec::load(&spec, &set).and_then(|loaded| plugin::SpecPlugins::load(&spec, &loaded).map(|_| loaded)) {
                 Ok(loaded) => {
-                    let cells =
-                        plan::build(&loaded.spec, &plan::PlanOptions::default()).map(|p| p.cells.len()).unwrap_or(0);
+                    let cells = plan::build(&loaded, &plan::PlanOptions::default()).map(|p| p.cells.len()).unwrap_or(0);
                     let scenarios = loaded.spec.scenarios.len();
                     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
                     println!("{}: ok ({}, {})", spec.display(), plural(scenarios, "scenario"), plural(cells, "cell"));

@@ -1,11 +1,16 @@
-//! Expands a spec into the ordered list of cells to run — scenario × repeat ×
-//! profile × variant — before anything starts, so `--dry-run` can print it.
+//! Expands a spec into the ordered list of cells to run — scenario × matrix
+//! point × repeat × profile × variant — before anything starts, so
+//! `--dry-run` can print it.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::Duration;
 
+use indexmap::IndexMap;
+
+use crate::spec::matrix::Point;
 use crate::spec::units::format_duration;
-use crate::spec::Spec;
+use crate::spec::{LoadedSpec, Spec};
 
 #[derive(Debug, Clone, Default)]
 pub struct PlanOptions {
@@ -35,6 +40,12 @@ pub struct Cell {
     /// 1-based.
     pub repeat: u32,
     pub timing: CellTiming,
+    /// The scenario's matrix point this cell runs (None without a matrix).
+    pub point: Option<Arc<Point>>,
+    /// Names the running target this cell drives: the target, with the
+    /// values of the dimensions its fields use (`a[fsync=always]`). Cells
+    /// of one instance share one server.
+    pub instance: String,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -56,7 +67,18 @@ impl CellTiming {
 
 impl Cell {
     pub fn label(&self) -> String {
-        format!("{}/{}/{}#{}", self.scenario, self.profile, self.variant, self.repeat)
+        format!("{}{}/{}/{}#{}", self.scenario, matrix_suffix(self.matrix()), self.profile, self.variant, self.repeat)
+    }
+
+    /// The matrix point's values (empty without a matrix).
+    pub fn matrix(&self) -> &IndexMap<String, String> {
+        static NONE: std::sync::OnceLock<IndexMap<String, String>> = std::sync::OnceLock::new();
+        self.point.as_ref().map(|p| &p.values).unwrap_or_else(|| NONE.get_or_init(IndexMap::new))
+    }
+
+    /// The spec as this cell runs it: its matrix point's, or the campaign's.
+    pub fn spec<'a>(&'a self, campaign: &'a Spec) -> &'a Spec {
+        self.point.as_ref().map_or(campaign, |p| &p.spec)
     }
 
     /// Seeds this cell's op streams. The target is left out, so the variants
@@ -71,7 +93,16 @@ impl Cell {
     }
 }
 
-pub fn build(spec: &Spec, options: &PlanOptions) -> Result<Plan, String> {
+/// `[fsync=always,depth=1]`, or nothing without a matrix: how labels name a point.
+pub fn matrix_suffix(values: &IndexMap<String, String>) -> String {
+    match values.is_empty() {
+        true => String::new(),
+        false => format!("[{}]", Point::label(values)),
+    }
+}
+
+pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String> {
+    let spec = &loaded.spec;
     for name in &options.only {
         if !spec.scenarios.iter().any(|s| &s.name == name) {
             let known: Vec<&str> = spec.scenarios.iter().map(|s| s.name.as_str()).collect();
@@ -87,51 +118,89 @@ pub fn build(spec: &Spec, options: &PlanOptions) -> Result<Plan, String> {
         subset_reasons.push(format!("--only ran {chosen} of {} scenarios", spec.scenarios.len()));
     }
     let mut cells = Vec::new();
-    for scenario in &spec.scenarios {
-        if !options.only.is_empty() && !options.only.contains(&scenario.name) {
+    for (index, campaign_scenario) in spec.scenarios.iter().enumerate() {
+        if !options.only.is_empty() && !options.only.contains(&campaign_scenario.name) {
             continue;
         }
-        let base = &spec.timing;
-        let over = scenario.timing.clone().unwrap_or_default();
-        let (warmup, duration, repeats) = if options.quick {
-            (base.quick.warmup.0, base.quick.duration.0, base.quick.repeats)
-        } else {
-            (
-                over.warmup.unwrap_or(base.warmup).0,
-                over.duration.unwrap_or(base.duration).0,
-                over.repeats.unwrap_or(base.repeats),
-            )
+        let points: Vec<Option<Arc<Point>>> = match loaded.matrix.points.get(&campaign_scenario.name) {
+            Some(points) => points.iter().cloned().map(Some).collect(),
+            None => vec![None],
         };
-        let timing = CellTiming {
-            warmup,
-            duration,
-            deadline: over.deadline.unwrap_or(base.deadline).0,
-            hang_after: base.hang_after.0,
-            over_deadline_after: base.over_deadline_after.0,
-        };
-        let variants = scenario.variants();
-        for repeat in 1..=repeats {
-            for profile in &scenario.profiles {
-                // Alternate the variants' order each repeat (A B, then B A) so a
-                // drifting host does not always favour the one that runs first.
-                let mut order = variants.clone();
-                let shift = (repeat as usize - 1) % order.len();
-                order.rotate_left(shift);
-                for (target, workload) in order {
-                    cells.push(Cell {
-                        scenario: scenario.name.clone(),
-                        profile: profile.clone(),
-                        variant: scenario.variant_name(&target, &workload),
-                        target,
-                        workload,
-                        repeat,
-                        timing,
-                    });
+        // One point after the other, so each target configuration starts
+        // once; within a point, the repeats alternate the variants. A point
+        // may fill in the scenario's own fields (its profiles, its timing).
+        for point in points {
+            let scenario = point.as_ref().map_or(campaign_scenario, |p| &p.spec.scenarios[index]);
+            let base = &spec.timing;
+            let over = scenario.timing.clone().unwrap_or_default();
+            let (warmup, duration, repeats) = if options.quick {
+                (base.quick.warmup.0, base.quick.duration.0, base.quick.repeats)
+            } else {
+                (
+                    over.warmup.unwrap_or(base.warmup).0,
+                    over.duration.unwrap_or(base.duration).0,
+                    over.repeats.unwrap_or(base.repeats),
+                )
+            };
+            let timing = CellTiming {
+                warmup,
+                duration,
+                deadline: over.deadline.unwrap_or(base.deadline).0,
+                hang_after: base.hang_after.0,
+                over_deadline_after: base.over_deadline_after.0,
+            };
+            let variants = scenario.variants();
+            for repeat in 1..=repeats {
+                for profile in &scenario.profiles {
+                    // Alternate the variants' order each repeat (A B, then B A) so a
+                    // drifting host does not always favour the one that runs first.
+                    let mut order = variants.clone();
+                    let shift = (repeat as usize - 1) % order.len();
+                    order.rotate_left(shift);
+                    for (target, workload) in order {
+                        let instance = instance_name(loaded, &scenario.name, &target, point.as_deref());
+                        cells.push(Cell {
+                            scenario: scenario.name.clone(),
+                            profile: profile.clone(),
+                            variant: scenario.variant_name(&target, &workload),
+                            target,
+                            workload,
+                            repeat,
+                            timing,
+                            point: point.clone(),
+                            instance,
+                        });
+                    }
                 }
             }
         }
+        if cells.len() as u64 > crate::spec::validate::MAX_CELLS {
+            return Err(format!(
+                "the plan would hold more than {} cells (scenarios x matrix points x repeats x profiles x variants)",
+                crate::spec::validate::MAX_CELLS
+            ));
+        }
     }
     Ok(Plan { cells, subset_reasons })
+}
+
+/// The target, with the values of the matrix dimensions its own fields use
+/// and the scenario (a target without them is shared by every scenario).
+fn instance_name(loaded: &LoadedSpec, scenario: &str, target: &str, point: Option<&Point>) -> String {
+    let used = loaded.matrix.target_dims.get(target);
+    let values: IndexMap<String, String> = point
+        .map(|p| {
+            p.values
+                .iter()
+                .filter(|(k, _)| used.is_some_and(|u| u.contains(k)))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    match values.is_empty() {
+        true => target.to_string(),
+        false => format!("{target}{}@{scenario}", matrix_suffix(&values)),
+    }
 }
 
 impl Plan {
@@ -158,7 +227,7 @@ impl Plan {
             let _ = writeln!(out, "  note: {reason} (the verdict will be INCOMPLETE)");
         }
         for (i, c) in self.cells.iter().enumerate() {
-            let shape = spec.profiles[&c.profile].load().to_string();
+            let shape = c.spec(spec).profiles[&c.profile].load().to_string();
             let _ = writeln!(
                 out,
                 "  {:>3}. {:<40} {:<24} workload {:<12} warm-up {}, measure {}, deadline {}",
@@ -170,6 +239,22 @@ impl Plan {
                 format_duration(c.timing.duration),
                 format_duration(c.timing.deadline),
             );
+        }
+        // With a matrix, what each instance starts as (its values filled in).
+        let mut shown: Vec<&str> = Vec::new();
+        for c in self.cells.iter().filter(|c| c.point.is_some()) {
+            if shown.contains(&c.instance.as_str()) {
+                continue;
+            }
+            if shown.is_empty() {
+                let _ = writeln!(out, "targets of the matrix points:");
+            }
+            shown.push(&c.instance);
+            let t = &c.spec(spec).targets[&c.target];
+            let default = crate::target::driver(t.kind, None).map(|d| d.default_command()).unwrap_or("?");
+            let command = t.command.as_deref().unwrap_or(default);
+            let line = crate::command_line::shown(std::iter::once(command).chain(t.args.iter().map(String::as_str)));
+            let _ = writeln!(out, "  {:<40} {line}", c.instance);
         }
         out
     }
@@ -183,8 +268,8 @@ fn load_time(cells: &[Cell]) -> Duration {
 mod tests {
     use super::*;
 
-    fn spec(yaml: &str) -> Spec {
-        crate::spec::parse(std::path::Path::new("t.yaml"), yaml, &[]).unwrap().spec
+    fn spec(yaml: &str) -> LoadedSpec {
+        crate::spec::parse(std::path::Path::new("t.yaml"), yaml, &[]).unwrap()
     }
 
     const TWO_TARGETS: &str = "name: ab\ntargets:\n  a: {kind: redis, provider: external, uri: 'redis://127.0.0.1:1'}\n  b: {kind: redis, provider: external, uri: 'redis://127.0.0.1:2'}\nworkloads:\n  w: {ops: {get: 1}}\nprofiles:\n  p: {closed: 1x1}\n  q: {closed: 2x2}\ntiming: {repeats: 2, duration: 3s}\nscenarios:\n  - {name: s, target: [a, b], workload: w, profiles: [p, q]}\n  - {name: t, target: a, workload: w, profiles: [p]}\n";
@@ -202,6 +287,41 @@ mod tests {
         );
         assert!(plan.subset_reasons.is_empty());
         assert_eq!(plan.total_time(), Duration::from_secs(40));
+    }
+
+    #[test]
+    fn a_matrix_runs_each_point_with_its_values_and_alternated_variants() {
+        let text = TWO_TARGETS
+            .replace(
+                "b: {kind: redis, provider: external, uri: 'redis://127.0.0.1:2'}",
+                "b: {kind: redis, provider: process, args: [--appendfsync, '{fsync}']}",
+            )
+            .replace("q: {closed: 2x2}", "q: {closed: '2x{depth}'}")
+            .replace("profiles: [p, q]}", "profiles: [q], matrix: {fsync: [always, everysec], depth: [1, 16]}}");
+        let loaded = spec(&text);
+        let plan = build(&loaded, &PlanOptions::default()).unwrap();
+        let labels: Vec<String> = plan.cells.iter().filter(|c| c.scenario == "s").map(Cell::label).collect();
+        assert_eq!(labels.len(), 16, "{labels:?}");
+        assert_eq!(
+            labels[..4],
+            [
+                "s[fsync=always,depth=1]/q/a#1",
+                "s[fsync=always,depth=1]/q/b#1",
+                "s[fsync=always,depth=1]/q/b#2",
+                "s[fsync=always,depth=1]/q/a#2"
+            ]
+        );
+        assert_eq!(labels[15], "s[fsync=everysec,depth=16]/q/a#2");
+        // Each cell runs its point's spec: the profile and the target's args filled in.
+        let last = plan.cells.iter().rfind(|c| c.scenario == "s" && c.target == "b").unwrap();
+        assert_eq!(last.spec(&loaded.spec).profiles["q"].load().to_string(), "closed 2x16");
+        assert_eq!(last.spec(&loaded.spec).targets["b"].args, ["--appendfsync", "everysec"]);
+        // `b` uses only fsync: one server per fsync value, in this scenario; `a` uses none.
+        assert_eq!(last.instance, "b[fsync=everysec]@s");
+        assert_eq!(plan.cells[0].instance, "a");
+        let described = plan.describe(&loaded.spec);
+        assert!(described.contains("b[fsync=always]@s"), "{described}");
+        assert!(described.contains("redis-server --appendfsync everysec"), "{described}");
     }
 
     #[test]

@@ -30,6 +30,8 @@ struct Table<'a> {
     /// The group's label, `scenario/profile`, which its timeline chart names.
     group: String,
     scenario: &'a str,
+    /// The matrix point, `[fsync=always,depth=1]`, or empty.
+    matrix: String,
     profile: &'a str,
     shape: &'a str,
     rows: Vec<Row<'a>>,
@@ -62,12 +64,17 @@ struct Row<'a> {
 fn tables(results: &Results) -> Vec<Table<'_>> {
     let mut tables: Vec<Table> = Vec::new();
     for cell in &results.cells {
-        let index = match tables.iter().position(|t| t.scenario == cell.scenario && t.profile == cell.profile) {
+        let matrix = crate::plan::matrix_suffix(&cell.matrix);
+        let index = match tables
+            .iter()
+            .position(|t| t.scenario == cell.scenario && t.matrix == matrix && t.profile == cell.profile)
+        {
             Some(i) => i,
             None => {
                 tables.push(Table {
                     group: crate::comparison::Group::of(cell).label(),
                     scenario: &cell.scenario,
+                    matrix,
                     profile: &cell.profile,
                     shape: &cell.shape,
                     rows: vec![],
@@ -225,6 +232,9 @@ pub fn render(
             errors => results.errors,
             charts => Value::from_serialize(charts.charts),
             chart_dir => charts.dir,
+            manifest => Value::from_serialize(&results.manifest),
+            crash_recovery => crate::durability::markdown(&results.crash_recovery),
+            probes => crate::probe::markdown(&results.cells, &results.targets),
         })
         .with_context(|| format!("report template {name} failed to render"))
 }
@@ -327,7 +337,8 @@ mod tests {
         for path in specs {
             let spec = crate::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}")).spec;
             let options = crate::plan::PlanOptions { quick: false, only: vec![] };
-            let plan = crate::plan::build(&spec, &options).unwrap();
+            let loaded = crate::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
+            let plan = crate::plan::build(&loaded, &options).unwrap();
             let results = synthetic::results(&spec, &plan);
             let planned = charts::plan(&results);
             assert!(!planned.is_empty());
@@ -402,6 +413,7 @@ mod tests {
                     only: vec![],
                     interrupted: false,
                     faultline_version: "0".into(),
+                    faultline_commit: "0123abc".into(),
                     host: host_info(),
                 },
                 verdict: Verdict::Fail,
@@ -409,8 +421,10 @@ mod tests {
                 gates,
                 targets: vec![],
                 comparisons: crate::comparison::compare(spec, &cells),
-                cells,
                 errors: vec!["a target did not come up".into()],
+                manifest: Default::default(),
+                crash_recovery: crate::durability::matrix(&cells, &Default::default()),
+                cells,
             }
         }
 
@@ -522,6 +536,36 @@ mod tests {
                     .collect(),
                 faults,
                 roles,
+                matrix: c.matrix().clone(),
+                probes: vec![
+                    crate::probe::ProbeOutput {
+                        name: "strace".into(),
+                        when: crate::spec::probe::ProbeWhen::Window,
+                        target: c.instance.clone(),
+                        command: "strace -c -f -p 1".into(),
+                        status: crate::probe::ProbeStatus::Ok,
+                        note: String::new(),
+                        file: "probes/001-a-strace-window.txt".into(),
+                        output: String::new(),
+                        syscalls: vec![crate::probe::SyscallCount {
+                            syscall: "futex".into(),
+                            calls: 149_718,
+                            errors: 0,
+                        }],
+                    },
+                    crate::probe::ProbeOutput {
+                        name: "perf | x".into(),
+                        when: crate::spec::probe::ProbeWhen::Before,
+                        target: c.instance.clone(),
+                        command: "perf".into(),
+                        status: crate::probe::ProbeStatus::Unavailable,
+                        note: "command not found:\nsh: perf".into(),
+                        file: String::new(),
+                        output: String::new(),
+                        syscalls: vec![],
+                    },
+                ],
+                frozen: vec![],
             }
         }
 

@@ -53,6 +53,14 @@ pub struct Results {
     pub comparisons: Vec<Comparison>,
     /// Problems that stopped part of the run (a target that never came up, …).
     pub errors: Vec<String>,
+    /// What ran, beyond `run` and `targets`: the commit, plugin hashes, how
+    /// competitors were isolated.
+    #[serde(default)]
+    pub manifest: crate::provenance::Manifest,
+    /// Per scenario, matrix point and variant: the crashes and clean
+    /// restarts, and whether every acknowledged write survived them.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub crash_recovery: Vec<crate::durability::RecoveryRow>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -69,6 +77,9 @@ pub struct RunInfo {
     pub only: Vec<String>,
     pub interrupted: bool,
     pub faultline_version: String,
+    /// The git commit faultline was built from (`-dirty` with uncommitted changes).
+    #[serde(default)]
+    pub faultline_commit: String,
     pub host: HostInfo,
 }
 
@@ -90,6 +101,25 @@ pub struct TargetInfo {
     pub uri: String,
     /// What the server said it is (e.g. `redis 7.0.15`), probed at start.
     pub server: String,
+    /// The target with the matrix values its fields use (`cand[fsync=always]`),
+    /// when a matrix made several servers of it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub instance: Option<String>,
+    /// Its arguments as the spec gave them, matrix values filled in.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub args: Vec<String>,
+    /// Process targets: the working directory it ran in (`{target_dir}`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub work_dir: Option<String>,
+    /// Process targets: the binary it ran, with its SHA-256.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub binary: Option<crate::provenance::Binary>,
+    /// Docker targets: the image.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub image: Option<String>,
+    /// The scenario's `when: start` probes: the configuration it really ran with.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub probes: Vec<crate::probe::ProbeOutput>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +145,9 @@ pub struct CellResult {
     /// The target, or the workload in a scenario that compares workloads.
     #[serde(default)]
     pub variant: String,
+    /// The scenario's matrix point this cell ran, e.g. `{fsync: always, depth: 1}`.
+    #[serde(skip_serializing_if = "indexmap::IndexMap::is_empty", default)]
+    pub matrix: indexmap::IndexMap<String, String>,
     pub repeat: u32,
     pub status: CellStatus,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -133,11 +166,18 @@ pub struct CellResult {
     /// changes over the measured window.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub roles: Vec<crate::metrics::roles::RoleChange>,
+    /// The scenario's probes run before, after and over this cell.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub probes: Vec<crate::probe::ProbeOutput>,
+    /// `isolation: stop`: the other targets frozen while this cell ran.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub frozen: Vec<String>,
 }
 
 impl CellResult {
     pub fn label(&self) -> String {
-        format!("{}/{}/{}#{}", self.scenario, self.profile, self.variant(), self.repeat)
+        let point = crate::plan::matrix_suffix(&self.matrix);
+        format!("{}{point}/{}/{}#{}", self.scenario, self.profile, self.variant(), self.repeat)
     }
 
     /// Results written before variants named themselves used the target.

@@ -33,7 +33,7 @@ pub fn run(args: RunArgs) -> u8 {
         }
     };
     let options = PlanOptions { quick: args.quick, only: args.only.clone() };
-    let plan = match plan::build(&loaded.spec, &options) {
+    let plan = match plan::build(&loaded, &options) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
@@ -134,6 +134,7 @@ fn execute(
         let engine = Engine {
             spec,
             plan,
+            run_dir: &run_dir,
             log_dir: &log_dir,
             history_dir: &history_dir,
             run_tag: run_tag(),
@@ -173,6 +174,7 @@ fn execute(
             only: args.only.clone(),
             interrupted: outcome.interrupted,
             faultline_version: env!("CARGO_PKG_VERSION").to_string(),
+            faultline_commit: crate::provenance::COMMIT.to_string(),
             host: results::host_info(),
         },
         verdict,
@@ -180,6 +182,8 @@ fn execute(
         gates,
         targets: outcome.targets,
         comparisons,
+        manifest: crate::provenance::manifest(spec, &args.spec),
+        crash_recovery: crate::durability::matrix(&outcome.cells, &fault_signals(spec)),
         cells: outcome.cells,
         errors: outcome.errors,
     };
@@ -209,6 +213,14 @@ fn execute(
         eprintln!("error: {e:#}");
     }
     Ok(verdict_code(results.verdict))
+}
+
+/// Per scenario, the signal each fault names (a clean restart is a SIGTERM one).
+fn fault_signals(spec: &spec::Spec) -> indexmap::IndexMap<String, indexmap::IndexMap<String, Option<String>>> {
+    spec.scenarios
+        .iter()
+        .map(|s| (s.name.clone(), s.faults.iter().map(|f| (f.name.clone(), f.signal.clone())).collect()))
+        .collect()
 }
 
 /// First SIGINT or SIGTERM: stop the load, keep what was measured.

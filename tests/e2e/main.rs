@@ -5,6 +5,7 @@
 mod support;
 
 mod bad_specs;
+mod campaign;
 mod check_cli;
 mod docker;
 mod failures;

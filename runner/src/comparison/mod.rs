@@ -31,8 +31,7 @@ impl Group {
     pub fn of(cell: &CellResult) -> Group {
         Group {
             scenario: cell.scenario.clone(),
-            // Cells carry no matrix point until the matrix lands; then: cell.matrix.clone().
-            matrix: IndexMap::new(),
+            matrix: cell.matrix.clone(),
             profile: cell.profile.clone(),
         }
     }

@@ -248,8 +248,15 @@ scenarios:
         std::fs::create_dir_all(&log_dir).unwrap();
         runtime().block_on(async {
             let t = &spec.targets["kv"];
+            let run_dir = log_dir.parent().unwrap();
+            let dirs = crate::provider::TargetDirs {
+                work_dir: &run_dir.join("targets/kv"),
+                run_dir,
+                log_dir: &log_dir,
+                log_name: "kv",
+            };
             let target =
-                crate::provider::start("kv", t, crate::target::driver(t.kind, None).unwrap(), &log_dir).await.unwrap();
+                crate::provider::start("kv", t, crate::target::driver(t.kind, None).unwrap(), &dirs).await.unwrap();
             let topo = std::sync::Arc::clone(target.topology().unwrap());
             let result = async {
                 assert_eq!(topo.primary().await?.name, "kv-0");

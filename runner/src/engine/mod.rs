@@ -3,10 +3,13 @@
 //! takes everything down again, whatever happens.
 
 mod books;
+mod instances;
 mod pipeline;
 pub mod progress;
 mod requests;
 mod schedule;
+
+pub use instances::file_name as instance_file_name;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +21,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::checker::lost_write_times::{self, AckTimes};
-use crate::checker::{self, CheckResult};
+use crate::checker::{self, CheckResult, CheckerName};
 use crate::fault;
 use crate::history::{HistoryWriter, Scope};
 use crate::metrics::windows::FaultSpan;
@@ -26,11 +29,15 @@ use crate::metrics::{roles, CellMetrics, LiveCounters, Recorder};
 use crate::plan::{Cell, Plan};
 use crate::plugin::shape::{Feed, Setup, Shape};
 use crate::plugin::{Limits, SpecPlugins};
-use crate::provider::{self, RunningTarget};
+use crate::probe::{ProbeOutput, ProbeTarget};
+use crate::provider::RunningTarget;
 use crate::results::{CellResult, CellStatus, TargetInfo};
+use crate::spec::matrix::Isolation;
+use crate::spec::probe::{ProbeSpec, ProbeWhen};
 use crate::spec::{Load, OpKind, Spec};
 use crate::target::{self, Connection};
 use crate::workload::{OpStream, Workload};
+use instances::Instances;
 use progress::Progress;
 
 /// How long the linearizability search may take per cell before it says `unknown`.
@@ -46,6 +53,9 @@ pub struct EngineOutcome {
 pub struct Engine<'a> {
     pub spec: &'a Spec,
     pub plan: &'a Plan,
+    /// Where targets get their working directories (`targets/`) and
+    /// probes their outputs (`probes/`).
+    pub run_dir: &'a Path,
     pub log_dir: &'a Path,
     /// Where cells record their histories when the spec names checkers.
     pub history_dir: &'a Path,
@@ -61,68 +71,46 @@ impl Engine<'_> {
     pub async fn run(&self) -> EngineOutcome {
         let mut outcome =
             EngineOutcome { cells: Vec::new(), targets: Vec::new(), errors: Vec::new(), interrupted: false };
-        let mut running: Vec<RunningTarget> = Vec::new();
-
-        // Bring up every target the plan uses, in spec order.
-        let needed: Vec<&String> =
-            self.spec.targets.keys().filter(|t| self.plan.cells.iter().any(|c| &c.target == *t)).collect();
-        for name in needed {
-            let spec = &self.spec.targets[name];
-            self.progress
-                .println(&format!("starting target `{name}` ({:?} via {:?})", spec.kind, spec.provider).to_lowercase());
-            let driver = match target::driver(spec.kind, spec.options.as_ref()) {
-                Ok(d) => d,
-                Err((field, e)) => {
-                    outcome.errors.push(format!("target `{name}`: options.{field}: {e}"));
-                    break;
-                }
-            };
-            let started = tokio::select! {
-                r = provider::start(name, spec, driver, self.log_dir) => Some(r),
-                _ = self.cancel.cancelled() => None,
-            };
-            match started {
-                Some(Ok(t)) => {
-                    self.progress.println(&format!("target `{name}` is up: {} at {}", t.server.version, t.uri));
-                    outcome.targets.push(TargetInfo {
-                        name: name.clone(),
-                        kind: format!("{:?}", spec.kind).to_lowercase(),
-                        provider: format!("{:?}", t.provider).to_lowercase(),
-                        uri: t.uri.clone(),
-                        server: t.server.version.clone(),
-                    });
-                    running.push(t);
-                }
-                Some(Err(e)) => {
-                    outcome.errors.push(format!("{e:#}"));
-                    break;
-                }
-                None => {
-                    outcome.interrupted = true;
-                    break;
-                }
-            }
-        }
-
-        let mut all_up = outcome.errors.is_empty() && !outcome.interrupted;
-        let by_name: HashMap<&str, &RunningTarget> = running.iter().map(|t| (t.name.as_str(), t)).collect();
-        let mut workloads: HashMap<&str, Arc<Workload>> = HashMap::new();
-        let mut prepared: Vec<(&str, &str)> = Vec::new();
+        let mut instances = Instances::new(self.plan);
+        // Per workload and matrix point: a point may fill in a workload's fields.
+        let mut workloads: HashMap<(String, String), Arc<Workload>> = HashMap::new();
+        let mut prepared: Vec<(String, String)> = Vec::new();
+        let mut all_up = true;
         let total = self.plan.cells.len();
         for (i, cell) in self.plan.cells.iter().enumerate() {
             if !all_up || self.cancel.is_cancelled() {
                 outcome.cells.push(self.skipped(cell));
                 continue;
             }
+            for started in instances.bring_up(self, self.plan, i).await {
+                match started {
+                    Ok(mut info) => {
+                        let instance = info.instance.clone().unwrap_or_else(|| info.name.clone());
+                        // Started again for each of its cells (`isolation: own-cells`): listed once.
+                        let listed =
+                            outcome.targets.iter().any(|t| t.instance.as_ref().unwrap_or(&t.name) == &instance);
+                        if !listed {
+                            info.probes = self.start_probes(cell, &instances, &info.name, &instance).await;
+                            outcome.targets.push(info);
+                        }
+                    }
+                    Err(e) => outcome.errors.push(e),
+                }
+            }
+            if instances.get(&cell.instance).is_none() {
+                // It failed to start (said once, in the errors), or the run was interrupted.
+                outcome.cells.push(self.skipped(cell));
+                continue;
+            }
+            let running = instances.get(&cell.instance).expect("checked above");
+            let spec = cell.spec(self.spec);
             let workload = workloads
-                .entry(cell.workload.as_str())
-                .or_insert_with(|| {
-                    Arc::new(Workload::new(&self.spec.workloads[&cell.workload], self.spec.seed, self.run_tag))
-                })
+                .entry((cell.workload.clone(), crate::plan::matrix_suffix(cell.matrix())))
+                .or_insert_with(|| Arc::new(Workload::new(&spec.workloads[&cell.workload], spec.seed, self.run_tag)))
                 .clone();
-            let running = by_name[cell.target.as_str()];
-            if !prepared.contains(&(cell.target.as_str(), cell.workload.as_str())) {
-                prepared.push((cell.target.as_str(), cell.workload.as_str()));
+            let key = (cell.instance.clone(), cell.workload.clone());
+            if !prepared.contains(&key) {
+                prepared.push(key);
                 // A target not set up as the spec says measures something
                 // else: nothing more runs.
                 if let Err(e) = self.prepare(running, &cell.workload, &workload).await {
@@ -132,8 +120,15 @@ impl Engine<'_> {
                     continue;
                 }
             }
+            let frozen = match self.scenario(cell).isolation {
+                Isolation::Stop => instances.freeze_others(cell),
+                _ => Vec::new(),
+            };
+            let running = instances.get(&cell.instance).expect("checked above");
             let remaining = self.plan.time_after(i);
-            let result = self.run_cell(cell, (i + 1, total), running, workload, remaining).await;
+            let mut result = self.run_cell(cell, (i + 1, total), running, workload, remaining).await;
+            result.frozen = frozen;
+            instances.wind_down(self, cell, i).await;
             let line = match (&result.status, &result.stats) {
                 (CellStatus::Completed, Some(s)) => format!(
                     "{}: {:.0} ops/s, {} errors{}{}",
@@ -169,10 +164,7 @@ impl Engine<'_> {
         }
         outcome.interrupted |= self.cancel.is_cancelled();
         self.progress.finish();
-
-        for t in running {
-            t.stop().await;
-        }
+        instances.stop_all().await;
         outcome
     }
 
@@ -196,6 +188,34 @@ impl Engine<'_> {
         }
     }
 
+    /// The scenario's `when: start` probes against a freshly started instance.
+    async fn start_probes(
+        &self,
+        cell: &Cell,
+        instances: &Instances,
+        target_name: &str,
+        instance: &str,
+    ) -> Vec<ProbeOutput> {
+        let Some(target) = instances.get(instance) else { return Vec::new() };
+        let probes = self.probes_for(cell, target_name, ProbeWhen::Start);
+        let at = ProbeTarget { instance, target, run_dir: self.run_dir };
+        let mut out = Vec::new();
+        for p in probes {
+            out.push(at.run(p, None).await);
+        }
+        out
+    }
+
+    /// The cell's scenario's probes of one kind that apply to `target`.
+    fn probes_for<'s>(&'s self, cell: &'s Cell, target: &str, when: ProbeWhen) -> Vec<&'s ProbeSpec> {
+        let scenario = self.scenario(cell);
+        scenario
+            .probes
+            .iter()
+            .filter(|p| p.when == when && (p.targets.is_empty() || p.targets.iter().any(|t| t == target)))
+            .collect()
+    }
+
     fn skipped(&self, cell: &Cell) -> CellResult {
         CellResult {
             scenario: cell.scenario.clone(),
@@ -204,6 +224,7 @@ impl Engine<'_> {
             target: cell.target.clone(),
             workload: cell.workload.clone(),
             variant: cell.variant.clone(),
+            matrix: cell.matrix().clone(),
             repeat: cell.repeat,
             status: CellStatus::Skipped,
             error: None,
@@ -212,11 +233,13 @@ impl Engine<'_> {
             checks: Vec::new(),
             faults: Vec::new(),
             roles: Vec::new(),
+            probes: Vec::new(),
+            frozen: Vec::new(),
         }
     }
 
     fn shape(&self, cell: &Cell) -> String {
-        self.spec.profiles[&cell.profile].load().to_string()
+        cell.spec(self.spec).profiles[&cell.profile].load().to_string()
     }
 
     async fn run_cell(
@@ -229,13 +252,18 @@ impl Engine<'_> {
     ) -> CellResult {
         let uri = running.uri.as_str();
         let mut result = self.skipped(cell);
-        let target_spec = &self.spec.targets[&cell.target];
+        let spec = cell.spec(self.spec);
+        let target_spec = &spec.targets[&cell.target];
         let options = target::kinds::overlay(target_spec.options.as_ref(), self.scenario(cell).options.as_ref());
         let driver = match target::driver(target_spec.kind, options.as_ref()) {
             Ok(d) => d,
             Err((field, e)) => return self.failed(result, format!("options.{field}: {e}")),
         };
-        let load = self.spec.profiles[&cell.profile].load();
+        let load = spec.profiles[&cell.profile].load();
+        let probe_at = ProbeTarget { instance: &cell.instance, target: running, run_dir: self.run_dir };
+        for p in self.probes_for(cell, &cell.target, ProbeWhen::Before) {
+            result.probes.push(probe_at.run(p, Some(position.0 - 1)).await);
+        }
         let (connections, in_flight) = match load {
             Load::Closed(s) => (s.clients, s.in_flight),
             Load::Open(o) => (o.connections, o.in_flight),
@@ -279,7 +307,7 @@ impl Engine<'_> {
                 with_faults,
                 keep_windows,
             );
-            let history = match self.open_history(position.0, i, t0) {
+            let history = match self.open_history(position.0, i, t0, !self.checkers(cell).is_empty()) {
                 Ok(h) => h,
                 Err(e) => return self.failed(result, format!("{e:#}")),
             };
@@ -327,9 +355,7 @@ impl Engine<'_> {
         let schedule = async {
             match faults.is_empty() {
                 true => Vec::new(),
-                false => {
-                    fault::run_schedule(self.spec, running, faults, measure_from, stop_at, load_ended.clone()).await
-                }
+                false => fault::run_schedule(spec, running, faults, measure_from, stop_at, load_ended.clone()).await,
             }
         };
         // Who is primary, sampled through the window, for targets with members.
@@ -346,7 +372,36 @@ impl Engine<'_> {
             load_ended.cancel();
             ends
         };
-        let (ends, fault_records, role_changes) = tokio::join!(load_tasks, schedule, roles);
+        // Window probes (`strace -c -p {pid}`) cover the measured window only.
+        let window_probes = async {
+            let probes = self.probes_for(cell, &cell.target, ProbeWhen::Window);
+            if probes.is_empty() {
+                return Vec::new();
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(measure_from) => {}
+                _ = load_ended.cancelled() => {}
+            }
+            let mut started = Vec::new();
+            let mut outputs = Vec::new();
+            for p in probes {
+                match probe_at.start_window(p, position.0 - 1) {
+                    Ok(w) => started.push(w),
+                    Err(out) => outputs.push(*out),
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(stop_at) => {}
+                _ = load_ended.cancelled() => {}
+            }
+            for w in started {
+                outputs.push(w.stop().await);
+            }
+            outputs
+        };
+        let (ends, fault_records, role_changes, window_outputs) =
+            tokio::join!(load_tasks, schedule, roles, window_probes);
+        result.probes.extend(window_outputs);
         let mut metrics = CellMetrics::new();
         let mut panicked = None;
         let mut history_error = None;
@@ -415,11 +470,11 @@ impl Engine<'_> {
         result.stats = Some(stats);
         result.faults = fault_records;
         result.roles = role_changes;
-        if !self.spec.checkers.is_empty() && self.cancel.is_cancelled() {
+        let checker_names = self.checkers(cell);
+        if !checker_names.is_empty() && self.cancel.is_cancelled() {
             let why = "not checked: the run was interrupted".to_string();
-            result.checks = self.spec.checkers.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect();
-        } else if !self.spec.checkers.is_empty() {
-            let checker_names = &self.spec.checkers;
+            result.checks = checker_names.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect();
+        } else if !checker_names.is_empty() {
             result.checks = match history_error {
                 Some(e) => checker_names
                     .iter()
@@ -431,13 +486,17 @@ impl Engine<'_> {
                     let demoted = roles::demoted_primaries(&result.roles, result.measured_s);
                     let window_start_ns = t.warmup.as_nanos() as u64;
                     let spans = lost_write_times::spans_ns(&demoted, window_start_ns);
-                    let (checks, ack_times) = self.check_cell(position.0, &t, &driver, uri, &workload, spans).await;
+                    let (checks, ack_times) =
+                        self.check_cell(position.0, checker_names, &t, &driver, uri, &workload, spans).await;
                     if let Some(times) = ack_times {
                         lost_write_times::place(&mut result.faults, &demoted, &times, window_start_ns);
                     }
                     checks
                 }
             };
+        }
+        for p in self.probes_for(cell, &cell.target, ProbeWhen::After) {
+            result.probes.push(probe_at.run(p, Some(position.0 - 1)).await);
         }
         result
     }
@@ -455,7 +514,7 @@ impl Engine<'_> {
         else {
             return Ok(None);
         };
-        let setup = Setup::of(workload, connections, !self.spec.checkers.is_empty());
+        let setup = Setup::of(workload, connections, !self.checkers(cell).is_empty());
         let limits = Limits::of(spec, crate::plugin::shape::DEFAULT_DEADLINE);
         let seed = self.spec.seed ^ cell.stream_salt().wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let shape = Shape::start(host, plugin, limits, &spec.config, seed, setup).map_err(|e| e.to_string())?;
@@ -476,8 +535,15 @@ impl Engine<'_> {
         })
     }
 
-    fn scenario(&self, cell: &Cell) -> &crate::spec::ScenarioSpec {
-        self.spec.scenarios.iter().find(|s| s.name == cell.scenario).expect("the plan's scenarios come from the spec")
+    /// The checkers of the cell's scenario: its own, or the campaign's.
+    fn checkers<'s>(&'s self, cell: &'s Cell) -> &'s [CheckerName] {
+        self.scenario(cell).checkers.as_deref().unwrap_or(&self.spec.checkers)
+    }
+
+    /// The cell's scenario, as its matrix point filled it in.
+    fn scenario<'s>(&'s self, cell: &'s Cell) -> &'s crate::spec::ScenarioSpec {
+        let spec = cell.spec(self.spec);
+        spec.scenarios.iter().find(|s| s.name == cell.scenario).expect("the plan's scenarios come from the spec")
     }
 
     fn cell_history_dir(&self, cell: usize) -> PathBuf {
@@ -485,8 +551,14 @@ impl Engine<'_> {
     }
 
     /// One history file per connection, when checkers need a history.
-    fn open_history(&self, cell: usize, connection: usize, t0: Instant) -> anyhow::Result<Option<books::HistoryLog>> {
-        if self.spec.checkers.is_empty() {
+    fn open_history(
+        &self,
+        cell: usize,
+        connection: usize,
+        t0: Instant,
+        record: bool,
+    ) -> anyhow::Result<Option<books::HistoryLog>> {
+        if !record {
             return Ok(None);
         }
         let dir = self.cell_history_dir(cell);
@@ -498,16 +570,18 @@ impl Engine<'_> {
     /// Reads the cell's history, then the final values of the keys it wrote,
     /// and runs the spec's checkers. Anything that cannot be read leaves the
     /// checkers `unknown`, never passed.
+    #[allow(clippy::too_many_arguments)]
     async fn check_cell(
         &self,
         cell: usize,
+        names: &[CheckerName],
         timing: &crate::plan::CellTiming,
         driver: &Arc<dyn target::TargetDriver>,
         uri: &str,
         workload: &Arc<Workload>,
         demoted_spans: Vec<(u64, u64)>,
     ) -> (Vec<CheckResult>, Option<AckTimes>) {
-        let names = self.spec.checkers.clone();
+        let names = names.to_vec();
         let unknown =
             |why: String| (names.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect::<Vec<_>>(), None);
         let dir = self.cell_history_dir(cell);

@@ -90,8 +90,8 @@ async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyhow
         admin::apply(target, fault, spec).await
     } else if let Some(topology) = target.topology() {
         docker::apply(topology, fault, spec).await
-    } else if let Some(pgid) = target.process_group() {
-        process::apply(pgid, &target.name, fault).await
+    } else if target.process().is_some() {
+        process::apply(target, fault).await
     } else {
         anyhow::bail!("target `{}` is external: faultline cannot inject faults into it", target.name)
     }
@@ -100,7 +100,7 @@ async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyhow
 async fn heal(target: &RunningTarget, heal: &Heal) -> anyhow::Result<String> {
     match heal {
         Heal::Docker(undo) => docker::heal(target.topology().expect("docker undo on a docker target"), undo).await,
-        Heal::Process(undo) => process::heal(undo).await,
+        Heal::Process(undo) => process::heal(target, undo).await,
         Heal::Admin(undo) => admin::heal(target, undo).await,
     }
 }
@@ -215,6 +215,7 @@ impl FaultAction {
     }
 
     /// Whether the action leaves something to undo (and may take `heal_after`).
+    /// A `restart` undoes itself: it is a kill and a start, confirmed.
     pub fn heals(self) -> bool {
         matches!(
             self,

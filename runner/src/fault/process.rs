@@ -1,16 +1,23 @@
 //! Faults on a `process` target: signals to its whole process group (a
 //! server behind a `sh -c` wrapper is paused or killed with the wrapper),
 //! confirmed through /proc (stopped: every member in state `T`; killed: no
-//! member left running).
+//! member left running). A killed target is started again — at once for
+//! `restart`, after `heal_after` or at the end of the cell for `kill` — on
+//! the same port and working directory, confirmed by the kind's readiness
+//! probe, whatever the kind: a crash-recovery check needs the same server
+//! back on its own data.
 
 use std::time::Duration;
 
 use super::{Applied, Heal};
-use crate::provider::process_group;
+use crate::provider::{process_group, RunningTarget};
 use crate::spec::{FaultAction, FaultSpec};
 
-pub struct Undo {
-    pgid: i32,
+pub enum Undo {
+    /// SIGCONT to the group.
+    Thaw { pgid: i32 },
+    /// Start the killed server again.
+    StartAgain,
 }
 
 /// The group's members and states, e.g. `pid 12 state T, pid 13 state T`.
@@ -38,32 +45,48 @@ fn signal(pgid: i32, sig: i32) -> anyhow::Result<()> {
     process_group::signal(pgid, sig).map_err(|e| anyhow::anyhow!("kill(-{pgid}, {sig}): {e}"))
 }
 
-pub async fn apply(pgid: i32, target: &str, fault: &FaultSpec) -> anyhow::Result<Applied> {
+/// The signal a kill or restart sends: SIGKILL unless the spec names another.
+pub fn signal_of(fault: &FaultSpec) -> anyhow::Result<i32> {
+    let name = fault.signal.as_deref().unwrap_or("SIGKILL");
+    Ok(match name.trim_start_matches("SIG") {
+        "KILL" => libc::SIGKILL,
+        "TERM" => libc::SIGTERM,
+        "INT" => libc::SIGINT,
+        other => anyhow::bail!("signal `{other}` is not supported for process targets (KILL, TERM, INT)"),
+    })
+}
+
+pub async fn apply(target: &RunningTarget, fault: &FaultSpec) -> anyhow::Result<Applied> {
+    let name = &target.name;
+    let slot = target.process().expect("process faults hit process targets");
+    let Some(pgid) = slot.process_group() else {
+        anyhow::bail!("target `{name}` is not running (killed earlier and not started again yet)")
+    };
     let (evidence, heal) = match fault.action {
         FaultAction::Pause | FaultAction::Stop => {
             signal(pgid, libc::SIGSTOP)?;
             let stopped = |live: &[(i32, char)]| !live.is_empty() && live.iter().all(|(_, s)| *s == 'T');
-            (wait_for(pgid, stopped, "stopped").await?, Some(Heal::Process(Undo { pgid })))
+            (wait_for(pgid, stopped, "stopped").await?, Some(Heal::Process(Undo::Thaw { pgid })))
         }
-        FaultAction::Kill => {
-            let name = fault.signal.as_deref().unwrap_or("SIGKILL");
-            let sig = match name.trim_start_matches("SIG") {
-                "KILL" => libc::SIGKILL,
-                "TERM" => libc::SIGTERM,
-                "INT" => libc::SIGINT,
-                other => anyhow::bail!("signal `{other}` is not supported for process targets (KILL, TERM, INT)"),
-            };
-            signal(pgid, sig)?;
-            // Exited members may stay zombies until reaped; the provider reaps
-            // its own when it stops the target.
-            (wait_for(pgid, |live| live.is_empty(), "gone").await?, None)
+        FaultAction::Kill => (slot.end(signal_of(fault)?).await?, Some(Heal::Process(Undo::StartAgain))),
+        FaultAction::Restart => {
+            let ended = slot.end(signal_of(fault)?).await?;
+            let started = slot.start_again().await?;
+            (format!("{ended}; {started}"), None)
         }
-        other => anyhow::bail!("`{}` is not available for process targets (pause, stop, kill)", other.as_str()),
+        other => {
+            anyhow::bail!("`{}` is not available for process targets (pause, stop, kill, restart)", other.as_str())
+        }
     };
-    Ok(Applied { hit: vec![format!("{target} (process group {pgid})")], evidence, output: String::new(), heal })
+    Ok(Applied { hit: vec![format!("{name} (process group {pgid})")], evidence, output: String::new(), heal })
 }
 
-pub async fn heal(undo: &Undo) -> anyhow::Result<String> {
-    signal(undo.pgid, libc::SIGCONT)?;
-    wait_for(undo.pgid, |live| live.iter().all(|(_, s)| *s != 'T'), "running").await
+pub async fn heal(target: &RunningTarget, undo: &Undo) -> anyhow::Result<String> {
+    match undo {
+        Undo::Thaw { pgid } => {
+            signal(*pgid, libc::SIGCONT)?;
+            wait_for(*pgid, |live| live.iter().all(|(_, s)| *s != 'T'), "running").await
+        }
+        Undo::StartAgain => target.process().expect("a process target").start_again().await,
+    }
 }

@@ -572,6 +572,7 @@ mod tests {
             target: "t".into(),
             workload: "w".into(),
             variant: "t".into(),
+            matrix: Default::default(),
             repeat: 1,
             status: CellStatus::Completed,
             error: None,
@@ -593,6 +594,8 @@ mod tests {
             checks: vec![],
             faults: vec![],
             roles: vec![],
+            probes: vec![],
+            frozen: vec![],
         }
     }
 

@@ -104,6 +104,7 @@ pub async fn start(
             uri,
             server,
             provider: ProviderKind::Docker,
+            port: None,
             process: None,
             docker: Some(DockerTarget { topology: Arc::new(topology), labels, logs, guard }),
             driver,

@@ -13,11 +13,14 @@ pub async fn start(name: &str, spec: &TargetSpec, driver: Arc<dyn TargetDriver>)
     let server = wait_ready(driver.as_ref(), &uri, spec.ready_timeout.0, || Ok(()))
         .await
         .with_context(|| format!("target `{name}` (external)"))?;
+    // Where probes find it (`{port}`): the last `:NUMBER` of the uri.
+    let port = uri.rsplit(':').next().and_then(|p| p.trim_end_matches('/').parse().ok());
     Ok(RunningTarget {
         name: name.to_string(),
         uri,
         server,
         provider: ProviderKind::External,
+        port,
         process: None,
         docker: None,
         driver,

@@ -3,7 +3,7 @@
 
 pub mod docker;
 mod external;
-mod process;
+pub mod process;
 pub mod process_group;
 
 use std::path::Path;
@@ -21,8 +21,10 @@ pub struct RunningTarget {
     pub uri: String,
     pub server: ServerInfo,
     pub provider: ProviderKind,
+    /// The port it listens on, where faultline knows it (process targets).
+    pub port: Option<u16>,
     /// Kept so the process is stopped when the target is (also on drop).
-    process: Option<process::ManagedProcess>,
+    process: Option<process::ProcessSlot>,
     /// Docker targets: the containers (removed when the target stops, also
     /// on drop).
     docker: Option<docker::DockerTarget>,
@@ -44,7 +46,12 @@ impl RunningTarget {
     /// The process group of a `process` target (its id is the pid of the
     /// process faultline started); None for other providers.
     pub fn process_group(&self) -> Option<i32> {
-        self.process.as_ref().map(|p| p.process_group())
+        self.process.as_ref().and_then(|p| p.process_group())
+    }
+
+    /// A process target's server: its working directory and program.
+    pub fn process(&self) -> Option<&process::ProcessSlot> {
+        self.process.as_ref()
     }
 
     /// The members and companions of a docker target, with their roles on
@@ -54,16 +61,30 @@ impl RunningTarget {
     }
 }
 
+/// Where a target keeps its files: its own working directory under the run
+/// directory (process targets), and the run's log directory.
+pub struct TargetDirs<'a> {
+    pub work_dir: &'a Path,
+    pub run_dir: &'a Path,
+    pub log_dir: &'a Path,
+    /// Names its log file (`logs/NAME.log`), the instance for a matrix.
+    pub log_name: &'a str,
+}
+
 pub async fn start(
     name: &str,
     spec: &TargetSpec,
     driver: Arc<dyn TargetDriver>,
-    log_dir: &Path,
+    dirs: &TargetDirs<'_>,
 ) -> anyhow::Result<RunningTarget> {
     match spec.provider {
-        ProviderKind::Process => process::start(name, spec, driver, log_dir).await,
+        ProviderKind::Process => {
+            let log_path = dirs.log_dir.join(format!("{}.log", dirs.log_name));
+            let own = process::Dirs { work_dir: dirs.work_dir, run_dir: dirs.run_dir, log_path: &log_path };
+            process::start(name, spec, driver, &own).await
+        }
         ProviderKind::External => external::start(name, spec, driver).await,
-        ProviderKind::Docker => docker::start(name, spec, driver, log_dir).await,
+        ProviderKind::Docker => docker::start(name, spec, driver, dirs.log_dir).await,
     }
 }
 

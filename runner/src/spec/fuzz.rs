@@ -154,7 +154,7 @@ fn mutate(rng: &mut impl Rng, text: &str) -> String {
 fn exercise(path: &Path, text: &str) -> Result<(), super::SpecError> {
     let loaded = super::parse(path, text, &[])?;
     for quick in [false, true] {
-        if let Ok(plan) = plan::build(&loaded.spec, &PlanOptions { quick, only: vec![] }) {
+        if let Ok(plan) = plan::build(&loaded, &PlanOptions { quick, only: vec![] }) {
             plan.describe(&loaded.spec);
             for i in 0..plan.cells.len().min(3) {
                 plan.time_after(i);

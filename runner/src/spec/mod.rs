@@ -5,12 +5,16 @@ pub mod docker;
 mod fuzz;
 pub mod limits;
 pub mod locate;
+pub mod matrix;
 pub mod model;
+pub mod probe;
 pub mod units;
 pub(crate) mod validate;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use model::*;
 
@@ -50,6 +54,8 @@ impl std::error::Error for SpecError {}
 pub struct LoadedSpec {
     pub spec: Spec,
     pub resolved_text: String,
+    /// Each scenario's matrix points, with their own specs.
+    pub matrix: Arc<matrix::Expanded>,
 }
 
 /// Reads, substitutes params, parses and validates a spec file.
@@ -181,8 +187,56 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
         return Err(err_at(Some(line), Some(column), None, format!("{m} (YAML syntax)")));
     }
 
-    // Pass 3: the typed model, with the failing field's path.
-    let deserializer = serde_yaml_ng::Deserializer::from_str(&resolved_text);
+    // Pass 3: the matrix dimensions, and every `{placeholder}` checked
+    // against the scenarios that use its field.
+    // Text the typed parse would refuse has no matrix to read: it reports it.
+    let tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&resolved_text).unwrap_or(serde_yaml_ng::Value::Null);
+    let located = |(field, message): (String, String)| {
+        let (line, column) = locate::locate(&resolved_text, &locate::parse_path(&field)).unzip();
+        err_at(line, column, Some(field), message)
+    };
+    let dims = matrix::read(&tree).map_err(located)?;
+    let target_dims = matrix::check(&tree, &dims).map_err(located)?;
+
+    // Pass 4: the typed spec, with every dimension at its first value, and
+    // one per point of each scenario's matrix.
+    let first = matrix::first_values(&dims);
+    let spec = typed(path, &matrix::fill(&resolved_text, &first), &params, None)?;
+    let mut expanded = matrix::Expanded { points: HashMap::new(), target_dims };
+    for (scenario, dims) in spec.scenarios.iter().zip(&dims).filter(|(_, d)| !d.is_empty()) {
+        let mut points = Vec::new();
+        for values in matrix::combinations(dims) {
+            let mut all = first.clone();
+            all.extend(values.clone());
+            let at = format!("scenario `{}` at {}", scenario.name, matrix::Point::label(&values));
+            let spec = typed(path, &matrix::fill(&resolved_text, &all), &params, Some(&at))?;
+            points.push(Arc::new(matrix::Point { values, spec }));
+        }
+        expanded.points.insert(scenario.name.clone(), points);
+    }
+    Ok(LoadedSpec { spec, resolved_text, matrix: Arc::new(expanded) })
+}
+
+/// The typed model of a spec's text, validated; `point` names the matrix
+/// point the text was filled in for, in errors.
+fn typed(
+    path: &Path,
+    resolved_text: &str,
+    params: &indexmap::IndexMap<String, serde_json::Value>,
+    point: Option<&str>,
+) -> Result<Spec, SpecError> {
+    let err_at = |line: Option<usize>, column: Option<usize>, field: Option<String>, message: String| SpecError {
+        file: path.to_path_buf(),
+        line,
+        column,
+        field,
+        message: match point {
+            Some(p) => format!("{message} (in {p})"),
+            None => message,
+        },
+    };
+    // The typed model, with the failing field's path.
+    let deserializer = serde_yaml_ng::Deserializer::from_str(resolved_text);
     let mut spec: Spec = serde_path_to_error::deserialize(deserializer).map_err(|e| {
         let inner_message = strip_location(&e.inner().to_string());
         // A map key that failed (an unknown op kind, say) shows as `?`: name it.
@@ -198,36 +252,36 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
         // duration) at the start of the enclosing mapping; the field's own
         // position is better, except for unknown fields, which have none.
         let exact = (!message.starts_with("unknown field"))
-            .then(|| locate::locate_exact(&resolved_text, &locate::parse_path(&field)))
+            .then(|| locate::locate_exact(resolved_text, &locate::parse_path(&field)))
             .flatten();
         let (line, column) = match (exact, inner.location()) {
             (Some((l, c)), _) => (Some(l), Some(c)),
             (None, Some(l)) => (Some(l.line()), Some(l.column())),
-            (None, None) => locate::locate(&resolved_text, &locate::parse_path(&field)).unzip(),
+            (None, None) => locate::locate(resolved_text, &locate::parse_path(&field)).unzip(),
         };
         let field = (field != "." && !field.is_empty()).then_some(field);
         err_at(line, column, field, message)
     })?;
-    spec.params = params;
+    spec.params = params.clone();
 
-    // Pass 4: cross-references and value ranges.
+    // Cross-references and value ranges.
     validate::validate(&spec).map_err(|(field, message)| {
-        let (line, column) = locate::locate(&resolved_text, &locate::parse_path(&field)).unzip();
+        let (line, column) = locate::locate(resolved_text, &locate::parse_path(&field)).unzip();
         err_at(line, column, Some(field), message)
     })?;
 
-    // Pass 5: plugin files, relative to the spec.
+    // Plugin files, relative to the spec.
     let base = path.parent().unwrap_or(Path::new("."));
     for (field, plugin) in spec.plugins() {
         let file = base.join(&plugin.plugin);
         if !file.is_file() {
-            let (line, column) = locate::locate(&resolved_text, &locate::parse_path(&field)).unzip();
+            let (line, column) = locate::locate(resolved_text, &locate::parse_path(&field)).unzip();
             let message = format!("no such file: {} (paths are relative to the spec's folder)", file.display());
             return Err(err_at(line, column, Some(field), message));
         }
     }
 
-    Ok(LoadedSpec { spec, resolved_text })
+    Ok(spec)
 }
 
 /// serde_yaml_ng puts the path in front and "at line L column C" behind; we

@@ -514,6 +514,26 @@ pub struct ScenarioSpec {
     #[serde(default)]
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub options: Option<serde_json::Value>,
+    /// Named dimensions, each with its values, e.g. `{fsync: [always,
+    /// everysec], depth: [1, 16]}`: the scenario runs once per combination,
+    /// with `{fsync}` and `{depth}` in its targets, workloads, profiles and
+    /// its own fields replaced by that combination's values.
+    #[serde(default)]
+    pub matrix: super::matrix::MatrixSpec,
+    /// What the other targets do while one variant's cell runs.
+    #[serde(default)]
+    pub isolation: super::matrix::Isolation,
+    /// Commands run against the cell's target before, after or over each
+    /// cell (or once when the target starts), their output kept in the run
+    /// directory and summarised in the report.
+    #[serde(default)]
+    pub probes: Vec<super::probe::ProbeSpec>,
+    /// The safety checkers for this scenario's cells instead of the
+    /// campaign's `checkers` (`[]`: none). Recording a history costs
+    /// throughput, so a benchmark scenario beside a crash scenario can leave
+    /// it off.
+    #[serde(default)]
+    pub checkers: Option<Vec<crate::checker::CheckerName>>,
 }
 
 /// One scheduled fault.

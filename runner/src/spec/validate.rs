@@ -91,7 +91,11 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
                 {
                     return Err((at.clone(), format!("no scenario has a fault named `{fault}`")));
                 }
-                if let Some(missing) = expr.checkers().into_iter().find(|c| !spec.checkers.contains(c)) {
+                let named = |c: &crate::checker::CheckerName| {
+                    spec.checkers.contains(c)
+                        || spec.scenarios.iter().flat_map(|s| s.checkers.iter().flatten()).any(|k| k == c)
+                };
+                if let Some(missing) = expr.checkers().into_iter().find(|c| !named(c)) {
                     return Err((
                         at.clone(),
                         format!("needs the `{}` checker: add it to `checkers:`", missing.as_str()),
@@ -293,16 +297,22 @@ fn dist_of(name: &str) -> KeyDistribution {
 /// Checkers judge gets against sets whose values name their write: other op
 /// kinds would change keys behind their back, and values need room for the name.
 fn validate_checkers(spec: &Spec) -> Result<(), Problem> {
-    if spec.checkers.is_empty() {
-        return Ok(());
-    }
     let mut seen = HashSet::new();
     for (i, c) in spec.checkers.iter().enumerate() {
         if !seen.insert(c) {
             return Err((format!("checkers[{i}]"), format!("`{}` is listed twice", c.as_str())));
         }
     }
-    for name in spec.scenarios.iter().flat_map(|s| s.workload.names()) {
+    for (i, s) in spec.scenarios.iter().enumerate() {
+        let mut seen = HashSet::new();
+        for (j, c) in s.checkers.iter().flatten().enumerate() {
+            if !seen.insert(c) {
+                return Err((format!("scenarios[{i}].checkers[{j}]"), format!("`{}` is listed twice", c.as_str())));
+            }
+        }
+    }
+    let checked = spec.scenarios.iter().filter(|s| !s.checkers.as_ref().unwrap_or(&spec.checkers).is_empty());
+    for name in checked.flat_map(|s| s.workload.names()) {
         let w = &spec.workloads[&name];
         let at = format!("workloads.{name}");
         let sent = w.ops.iter().filter(|(_, weight)| **weight > 0.0).map(|(op, _)| op);
@@ -487,8 +497,8 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Proble
         if f.at >= duration {
             return Err((format!("{at}.at"), format!("is not inside the {duration} measured window")));
         }
-        if f.signal.is_some() && f.action != FaultAction::Kill {
-            return Err((format!("{at}.signal"), "applies only to action: kill".into()));
+        if f.signal.is_some() && !matches!(f.action, FaultAction::Kill | FaultAction::Restart) {
+            return Err((format!("{at}.signal"), "applies only to action: kill and restart".into()));
         }
         match (f.action, f.command.is_empty()) {
             (FaultAction::Exec, true) => return Err((at, "action: exec needs `command`".into())),
@@ -541,15 +551,27 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Proble
                 return Err((field, format!("`{target}` is external: faultline can only send it its kind's own faults (e.g. mongodb's stepdown)")))
             }
             ProviderKind::Process
-                if !admin && !matches!(f.action, FaultAction::Kill | FaultAction::Stop | FaultAction::Pause) =>
+                if !admin
+                    && !matches!(f.action, FaultAction::Kill | FaultAction::Stop | FaultAction::Pause | FaultAction::Restart) =>
             {
-                return Err((format!("{at}.action"), "process targets take kill, stop and pause (and their kind's own faults, e.g. mongodb's stepdown)".into()))
-            }
-            // The process provider starts its server once; nothing restarts a killed one.
-            ProviderKind::Process if f.action == FaultAction::Kill && f.heal_after.is_some() => {
                 return Err((
-                    format!("{at}.heal_after"),
-                    "a killed process target is not started again: drop heal_after, or run the target with provider: docker".into(),
+                    format!("{at}.action"),
+                    "process targets take kill, stop, pause and restart (and their kind's own faults, e.g. mongodb's stepdown)".into(),
+                ))
+            }
+            ProviderKind::Process
+                if f.action == FaultAction::Restart
+                    && f.signal.as_deref().is_some_and(|s| !matches!(s.trim_start_matches("SIG"), "KILL" | "TERM")) =>
+            {
+                return Err((
+                    format!("{at}.signal"),
+                    "a restart takes SIGKILL (a crash, the default) or SIGTERM (a clean restart)".into(),
+                ))
+            }
+            ProviderKind::Docker if f.action == FaultAction::Restart && f.signal.is_some() => {
+                return Err((
+                    format!("{at}.signal"),
+                    "a docker restart stops the container with SIGTERM and a grace period: drop `signal`, or use kill with heal_after".into(),
                 ))
             }
             _ if docker && spec.targets.contains_key(f.target.as_str()) => {

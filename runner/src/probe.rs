@@ -1,0 +1,426 @@
+//! Runs a scenario's probes (see [`crate::spec::probe`]): a shell command
+//! with the target's `{port}`, `{pid}`, `{uri}`, `{target_dir}` and
+//! `{run_dir}` filled in, its output (stdout and stderr) saved in the run
+//! directory. A probe that cannot run here — the program is missing, ptrace
+//! is not permitted, the target has no pid — is recorded as `unavailable`
+//! with the reason, and one that fails or prints nothing as `failed`: never
+//! an empty result that reads as "nothing happened". `strace -c` tables are
+//! read into per-syscall counts for the report.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::process::{Child, Command};
+
+use crate::provider::RunningTarget;
+use crate::spec::probe::{ProbeSpec, ProbeWhen};
+
+/// How long a `start`, `before` or `after` probe may run.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a window probe gets to print its summary after SIGINT.
+const WINDOW_GRACE: Duration = Duration::from_secs(5);
+/// The most output kept inline in results.json (the file has all of it).
+const INLINE_OUTPUT: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeStatus {
+    Ok,
+    /// Cannot run here (no such program, no ptrace permission, no pid).
+    Unavailable,
+    /// Ran, but exited with an error or printed nothing.
+    Failed,
+}
+
+/// One run of one probe.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProbeOutput {
+    pub name: String,
+    pub when: ProbeWhen,
+    /// The instance it ran against.
+    pub target: String,
+    /// The command as run.
+    pub command: String,
+    pub status: ProbeStatus,
+    /// Why it is unavailable or failed.
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub note: String,
+    /// Its output file, relative to the run directory.
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub file: String,
+    /// `start` probes: the output itself (cut at 4 KiB), for the manifest.
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub output: String,
+    /// An `strace -c` table in the output: calls per syscall, most first.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub syscalls: Vec<SyscallCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SyscallCount {
+    pub syscall: String,
+    pub calls: u64,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub errors: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Where a probe runs: the instance's name and what fills its placeholders.
+pub struct ProbeTarget<'a> {
+    pub instance: &'a str,
+    pub target: &'a RunningTarget,
+    pub run_dir: &'a Path,
+}
+
+impl ProbeTarget<'_> {
+    /// The command with the placeholders filled in, or why it cannot run.
+    fn command(&self, probe: &ProbeSpec) -> Result<String, String> {
+        let t = self.target;
+        let work_dir = t.process().map(|p| p.work_dir().display().to_string());
+        let fills: [(&str, Option<String>, &str); 5] = [
+            (
+                "{pid}",
+                t.process_group().map(|p| p.to_string()),
+                "the target has no process of faultline's (it is not a process target, or it is not running)",
+            ),
+            ("{port}", t.port.map(|p| p.to_string()), "faultline does not know the target's port"),
+            ("{uri}", Some(t.uri.clone()), ""),
+            ("{target_dir}", work_dir, "only process targets have a working directory"),
+            (
+                "{run_dir}",
+                std::path::absolute(self.run_dir).ok().map(|d| d.display().to_string()),
+                "it has no absolute path",
+            ),
+        ];
+        let mut command = probe.run.clone();
+        for (placeholder, value, missing) in fills {
+            if command.contains(placeholder) {
+                match value {
+                    Some(v) => command = command.replace(placeholder, &v),
+                    None => return Err(format!("no {placeholder}: {missing}")),
+                }
+            }
+        }
+        Ok(command)
+    }
+
+    fn output_path(&self, probe: &ProbeSpec, cell: Option<usize>) -> (PathBuf, String) {
+        let instance = crate::engine::instance_file_name(self.instance);
+        let name = match cell {
+            Some(i) => format!("probes/{:03}-{}-{}-{}.txt", i + 1, instance, probe.name, probe.when.as_str()),
+            None => format!("probes/{instance}-{}-start.txt", probe.name),
+        };
+        (self.run_dir.join(&name), name)
+    }
+
+    fn record(&self, probe: &ProbeSpec, command: &str) -> ProbeOutput {
+        ProbeOutput {
+            name: probe.name.clone(),
+            when: probe.when,
+            target: self.instance.to_string(),
+            command: command.to_string(),
+            status: ProbeStatus::Ok,
+            note: String::new(),
+            file: String::new(),
+            output: String::new(),
+            syscalls: Vec::new(),
+        }
+    }
+
+    /// Runs a `start`, `before` or `after` probe to its end (at most 30 s).
+    /// `cell` is the cell's index in the plan (None for `start`).
+    pub async fn run(&self, probe: &ProbeSpec, cell: Option<usize>) -> ProbeOutput {
+        let started = match self.spawn(probe, cell) {
+            Ok(s) => s,
+            Err(out) => return *out,
+        };
+        let Started { mut child, mut record, path } = started;
+        let status = match tokio::time::timeout(PROBE_TIMEOUT, child.wait()).await {
+            Ok(Ok(status)) => Some(status),
+            Ok(Err(_)) => None,
+            Err(_) => {
+                let _ = child.kill().await;
+                record.status = ProbeStatus::Failed;
+                record.note = format!("still running after {}s: stopped", PROBE_TIMEOUT.as_secs());
+                None
+            }
+        };
+        finish(&mut record, &path, status, probe.when == ProbeWhen::Start);
+        record
+    }
+
+    /// Starts a window probe; [`WindowProbe::stop`] ends it.
+    pub fn start_window(&self, probe: &ProbeSpec, cell: usize) -> Result<WindowProbe, Box<ProbeOutput>> {
+        let Started { child, record, path } = self.spawn(probe, Some(cell))?;
+        Ok(WindowProbe { child, record, path })
+    }
+
+    fn spawn(&self, probe: &ProbeSpec, cell: Option<usize>) -> Result<Started, Box<ProbeOutput>> {
+        let command = match self.command(probe) {
+            Ok(c) => c,
+            Err(why) => {
+                let mut record = self.record(probe, &probe.run);
+                record.status = ProbeStatus::Unavailable;
+                record.note = why;
+                return Err(Box::new(record));
+            }
+        };
+        let mut record = self.record(probe, &command);
+        let (path, relative) = self.output_path(probe, cell);
+        record.file = relative;
+        let opened = std::fs::create_dir_all(path.parent().unwrap_or(self.run_dir))
+            .and_then(|_| std::fs::File::create(&path))
+            .and_then(|f| Ok((f.try_clone()?, f)));
+        let (out, err) = match opened {
+            Ok(files) => files,
+            Err(e) => {
+                record.status = ProbeStatus::Failed;
+                record.note = format!("cannot create {}: {e}", path.display());
+                return Err(Box::new(record));
+            }
+        };
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(&command).stdin(Stdio::null()).stdout(out).stderr(err).kill_on_drop(true);
+        // Its own process group, so SIGINT reaches a pipeline's every process.
+        cmd.process_group(0);
+        match cmd.spawn() {
+            Ok(child) => Ok(Started { child, record, path }),
+            Err(e) => {
+                record.status = ProbeStatus::Unavailable;
+                record.note = format!("cannot run sh: {e}");
+                Err(Box::new(record))
+            }
+        }
+    }
+}
+
+struct Started {
+    child: Child,
+    record: ProbeOutput,
+    path: PathBuf,
+}
+
+/// A probe running over the measured window.
+pub struct WindowProbe {
+    child: Child,
+    record: ProbeOutput,
+    path: PathBuf,
+}
+
+impl WindowProbe {
+    /// SIGINT to its process group (strace -c prints its table on it), then
+    /// SIGKILL if it has not ended after a grace period.
+    pub async fn stop(mut self) -> ProbeOutput {
+        let ended_early = self.child.try_wait().ok().flatten();
+        let status = match ended_early {
+            Some(status) => Some(status),
+            None => {
+                if let Some(pid) = self.child.id() {
+                    let _ = crate::provider::process_group::signal(pid as i32, libc::SIGINT);
+                }
+                match tokio::time::timeout(WINDOW_GRACE, self.child.wait()).await {
+                    Ok(Ok(_)) => None,
+                    _ => {
+                        if let Some(pid) = self.child.id() {
+                            let _ = crate::provider::process_group::signal(pid as i32, libc::SIGKILL);
+                        }
+                        let _ = self.child.wait().await;
+                        self.record.note = format!("did not end {}s after SIGINT: killed", WINDOW_GRACE.as_secs());
+                        None
+                    }
+                }
+            }
+        };
+        // Ended by our SIGINT: its exit status says nothing; its output does.
+        finish(&mut self.record, &self.path, status.filter(|_| ended_early.is_some()), false);
+        if ended_early.is_some() && self.record.status == ProbeStatus::Ok {
+            self.record.note = "ended before the window did".into();
+        }
+        self.record
+    }
+}
+
+/// Judges a finished probe by its exit status (None: not known or not
+/// meaningful) and output.
+fn finish(record: &mut ProbeOutput, path: &Path, status: Option<std::process::ExitStatus>, inline: bool) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let first_line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+    let ptrace_denied = text.contains("ptrace") && (text.contains("Operation not permitted") || text.contains("EPERM"));
+    if record.status != ProbeStatus::Ok {
+        // Already judged (timed out).
+    } else if status.and_then(|s| s.code()) == Some(127) {
+        record.status = ProbeStatus::Unavailable;
+        record.note = format!("command not found: {first_line}");
+    } else if ptrace_denied {
+        record.status = ProbeStatus::Unavailable;
+        record.note = format!("no ptrace permission: {first_line}");
+    } else if let Some(code) = status.filter(|s| !s.success()).map(|s| s.code().unwrap_or(-1)) {
+        record.status = ProbeStatus::Failed;
+        record.note = format!("exit {code}: {first_line}");
+    } else if text.trim().is_empty() {
+        record.status = ProbeStatus::Failed;
+        record.note = "printed nothing".into();
+    }
+    record.syscalls = strace_table(&text);
+    if inline {
+        let mut end = text.len().min(INLINE_OUTPUT);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        record.output = text[..end].to_string();
+    }
+}
+
+/// The rows of an `strace -c` table (`% time seconds usecs/call calls
+/// errors syscall`), most calls first; empty when the text has none.
+pub fn strace_table(text: &str) -> Vec<SyscallCount> {
+    let mut rows = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("% time") {
+            inside = true;
+            continue;
+        }
+        if !inside || trimmed.starts_with("------") {
+            continue;
+        }
+        let fields: Vec<&str> = trimmed.split_whitespace().collect();
+        // 5 fields without errors, 6 with.
+        let (calls, errors) = match fields.len() {
+            5 => (fields[3], "0"),
+            6 => (fields[3], fields[4]),
+            _ => continue,
+        };
+        let syscall = fields[fields.len() - 1];
+        if syscall == "total" {
+            inside = false;
+            continue;
+        }
+        if let (Ok(calls), Ok(errors)) = (calls.parse(), errors.parse()) {
+            rows.push(SyscallCount { syscall: syscall.to_string(), calls, errors });
+        }
+    }
+    rows.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.syscall.cmp(&b.syscall)));
+    rows
+}
+
+/// The report's section: `strace -c` counts side by side per variant (the
+/// mean per cell over its repeats), what the other probes saved, and every
+/// probe that could not run, with why.
+pub fn markdown(cells: &[crate::results::CellResult], targets: &[crate::results::TargetInfo]) -> String {
+    use std::collections::BTreeSet;
+    // Scenario, matrix point (as its label) and probe.
+    type Key = (String, String, String);
+    let mut tables: Vec<(Key, Vec<String>)> = Vec::new();
+    let mut counts: std::collections::HashMap<(Key, String), (u64, Vec<SyscallCount>)> = Default::default();
+    let mut saved: indexmap::IndexMap<String, usize> = indexmap::IndexMap::new();
+    let mut missing: BTreeSet<String> = BTreeSet::new();
+    let all = cells.iter().flat_map(|c| c.probes.iter().map(move |p| (Some(c), p)));
+    for (cell, p) in all.chain(targets.iter().flat_map(|t| t.probes.iter().map(|p| (None, p)))) {
+        if p.status != ProbeStatus::Ok {
+            missing.insert(crate::durability::one_line(&format!(
+                "- `{}` ({}) on {}: {:?} — {}",
+                p.name,
+                p.when.as_str(),
+                p.target,
+                p.status,
+                p.note
+            )));
+            continue;
+        }
+        *saved.entry(format!("`{}` ({})", p.name, p.when.as_str())).or_default() += 1;
+        let (Some(cell), false) = (cell, p.syscalls.is_empty()) else { continue };
+        let key: Key = (cell.scenario.clone(), crate::plan::matrix_suffix(&cell.matrix), p.name.clone());
+        match tables.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, variants)) if !variants.contains(&cell.variant().to_string()) => {
+                variants.push(cell.variant().into())
+            }
+            Some(_) => {}
+            None => tables.push((key.clone(), vec![cell.variant().into()])),
+        }
+        let entry = counts.entry((key, cell.variant().to_string())).or_default();
+        entry.0 += 1;
+        for s in &p.syscalls {
+            match entry.1.iter_mut().find(|e| e.syscall == s.syscall) {
+                Some(e) => e.calls += s.calls,
+                None => entry.1.push(s.clone()),
+            }
+        }
+    }
+    if tables.is_empty() && saved.is_empty() && missing.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("## Probes\n");
+    for (key, variants) in &tables {
+        let (scenario, matrix, probe) = key;
+        out.push_str(&format!(
+            "\n### `{probe}`: {scenario}{matrix}\n\nSyscalls per cell (mean over repeats), the most frequent first.\n\n| syscall |"
+        ));
+        for v in variants {
+            out.push_str(&format!(" {v} |"));
+        }
+        out.push_str(&format!("\n|---|{}\n", "---:|".repeat(variants.len())));
+        let mean = |v: &str, syscall: &str| {
+            let (n, rows) = &counts[&(key.clone(), v.to_string())];
+            rows.iter().find(|r| r.syscall == syscall).map(|r| r.calls as f64 / *n as f64)
+        };
+        let mut syscalls: Vec<(String, f64)> = Vec::new();
+        for v in variants {
+            for r in &counts[&(key.clone(), v.clone())].1 {
+                let top = variants.iter().filter_map(|v| mean(v, &r.syscall)).fold(0.0, f64::max);
+                if !syscalls.iter().any(|(s, _)| *s == r.syscall) {
+                    syscalls.push((r.syscall.clone(), top));
+                }
+            }
+        }
+        syscalls.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (syscall, _) in syscalls.iter().take(10) {
+            out.push_str(&format!("| {syscall} |"));
+            for v in variants {
+                let shown =
+                    mean(v, syscall).map(|m| crate::report::thousands(m.round() as u64)).unwrap_or_else(|| "0".into());
+                out.push_str(&format!(" {shown} |"));
+            }
+            out.push('\n');
+        }
+    }
+    if !saved.is_empty() {
+        let each: Vec<String> = saved.iter().map(|(k, n)| format!("{k} {n}x")).collect();
+        out.push_str(&format!("\nOutputs saved under `probes/`: {}.\n", each.join(", ")));
+    }
+    if !missing.is_empty() {
+        out.push_str("\nNot available or failed:\n\n");
+        out.push_str(&missing.into_iter().collect::<Vec<_>>().join("\n"));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_an_strace_count_table() {
+        let text = "strace: Process 4242 attached with 5 threads\n\
+            strace: Process 4242 detached\n\
+            % time     seconds  usecs/call     calls    errors syscall\n\
+            ------ ----------- ----------- --------- --------- ----------------\n\
+             61.20    0.120000           0    149718           futex\n\
+             30.00    0.060000           1     42000        12 write\n\
+              8.80    0.010000           1      96           epoll_wait\n\
+            ------ ----------- ----------- --------- --------- ----------------\n\
+            100.00    0.190000           0    191814        12 total\n";
+        let rows = strace_table(text);
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0], SyscallCount { syscall: "futex".into(), calls: 149_718, errors: 0 });
+        assert_eq!(rows[1], SyscallCount { syscall: "write".into(), calls: 42_000, errors: 12 });
+        assert!(strace_table("no table here\n").is_empty());
+    }
+}
