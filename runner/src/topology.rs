@@ -376,7 +376,7 @@ mod tests {
         assert!(err("kv.member[3]").contains("has 3 member(s)"), "{}", err("kv.member[3]"));
         assert!(err("kv.sentinels[3]").contains("has 3 container(s)"));
         assert!(
-            err("kv.leader").contains("known: primary, replicas, members, member[i], sentinels"),
+            err("kv.leader").contains("known: primary, replicas, secondaries, members, member[i], sentinels"),
             "{}",
             err("kv.leader")
         );

@@ -29,11 +29,7 @@ pub struct Group {
 
 impl Group {
     pub fn of(cell: &CellResult) -> Group {
-        Group {
-            scenario: cell.scenario.clone(),
-            matrix: cell.matrix.clone(),
-            profile: cell.profile.clone(),
-        }
+        Group { scenario: cell.scenario.clone(), matrix: cell.matrix.clone(), profile: cell.profile.clone() }
     }
 
     /// `scenario[fsync=always,depth=1]/profile`.
