@@ -108,9 +108,10 @@ impl TargetDriver for MongoDriver {
             let set = set.map(|s| format!(", replica set `{s}`")).unwrap_or_default();
             anyhow::Ok(ServerInfo { version: format!("mongodb {version}{set}") })
         };
-        let info = tokio::time::timeout(ADMIN_TIMEOUT, probe).await.context("no answer within 10s")?;
+        let info = tokio::time::timeout(ADMIN_TIMEOUT, probe).await;
+        // Closed on every path, a probe that timed out included.
         client.shutdown().immediate(true).await;
-        info
+        info.context("no answer within 10s")?
     }
 
     async fn prepare(&self, uri: &str, workload: &Workload) -> anyhow::Result<String> {
