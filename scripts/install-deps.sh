@@ -2,10 +2,11 @@
 # Installs what faultline's campaigns and tests need on a Debian machine
 # (`scripts/install-deps.sh` for Redis, `scripts/install-deps.sh all` for
 # everything the tests drive):
-# redis-server and redis-tools (redis-cli, redis-benchmark), and secantusd-rs,
+# redis-server and redis-tools (redis-cli, redis-benchmark); secantusd-rs,
 # a MongoDB-wire-protocol server (crates.io `secantus-mdb`; no real mongod can
 # be installed here), built once per version into a cache outside the
-# checkout. Idempotent; says what it installs.
+# checkout; and moto's DynamoDB-API server (PyPI `moto[server]`) in a venv
+# in that cache. Idempotent; says what it installs.
 set -euo pipefail
 
 need=()
@@ -46,3 +47,22 @@ bin_dir=/usr/local/bin
 [ -w "$bin_dir" ] || { bin_dir="$HOME/.local/bin"; mkdir -p "$bin_dir"; }
 ln -sf "$root/bin/secantusd-rs" "$bin_dir/secantusd-rs"
 echo "secantusd-rs: $SECANTUS_VERSION ($bin_dir/secantusd-rs)"
+
+# moto_server: the DynamoDB-API server the dynamodb tests drive (a machine
+# whose Python already has it is left alone).
+MOTO_VERSION=5.2.1
+if ! command -v moto_server >/dev/null; then
+  venv="$cache/tools/moto-$MOTO_VERSION"
+  if [ ! -x "$venv/bin/moto_server" ]; then
+    echo "installing moto[server] $MOTO_VERSION into $venv (pip, about a minute)"
+    rm -rf "$venv.partial"
+    python3 -m venv "$venv.partial"
+    "$venv.partial/bin/pip" install --quiet "moto[server]==$MOTO_VERSION"
+    rm -rf "$venv"
+    mv "$venv.partial" "$venv"
+    # The venv's scripts name their interpreter by the path they were built at.
+    sed -i "1s|$venv.partial|$venv|" "$venv"/bin/*
+  fi
+  ln -sf "$venv/bin/moto_server" "$bin_dir/moto_server"
+fi
+echo "moto_server: $(command -v moto_server)"

@@ -23,6 +23,7 @@ mod report;
 mod results;
 mod run;
 mod spec;
+mod stdout;
 mod target;
 mod teardown;
 mod topology;
@@ -237,7 +238,12 @@ fn main() -> ExitCode {
                     let cells = plan::build(&loaded, &plan::PlanOptions::default()).map(|p| p.cells.len()).unwrap_or(0);
                     let scenarios = loaded.spec.scenarios.len();
                     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-                    println!("{}: ok ({}, {})", spec.display(), plural(scenarios, "scenario"), plural(cells, "cell"));
+                    crate::stdout::say!(
+                        "{}: ok ({}, {})",
+                        spec.display(),
+                        plural(scenarios, "scenario"),
+                        plural(cells, "cell")
+                    );
                     0
                 }
                 Err(e) => {
@@ -250,7 +256,7 @@ fn main() -> ExitCode {
             let into = into.zip(section);
             match run::rerender(&run_dir, template.as_deref(), into.as_ref().map(|(f, s)| (f.as_path(), s.as_str()))) {
                 Ok(message) => {
-                    println!("{message}");
+                    crate::stdout::say!("{message}");
                     0
                 }
                 Err(e) => {
@@ -309,7 +315,7 @@ fn main() -> ExitCode {
         Command::Teardown { run, force, dry_run } => teardown::run(teardown::TeardownArgs { run, force, dry_run }),
         Command::Schema => {
             let schema = schemars::schema_for!(spec::Spec);
-            println!("{}", serde_json::to_string_pretty(&schema).expect("schema serializes"));
+            crate::stdout::say!("{}", serde_json::to_string_pretty(&schema).expect("schema serializes"));
             0
         }
     };

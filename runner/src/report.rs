@@ -466,9 +466,10 @@ mod tests {
                 throughput: 500.0,
                 errors: op.errors,
                 over_deadline: 0,
+                status_classes: Default::default(),
                 per_op: [("get".to_string(), op.clone()), ("set".to_string(), op)].into_iter().collect(),
                 timeline: (0..3)
-                    .map(|t| TimelinePoint { t, ok: 10 * t, failed: 1, mean_ms: 0.1, max_ms: 1.0 })
+                    .map(|t| TimelinePoint { t, ok: 10 * t, failed: 1, mean_ms: 0.1, p99_ms: Some(0.5), max_ms: 1.0 })
                     .collect(),
                 schedule_lag_ms: open.then_some(latency).flatten(),
                 open_loop: open.then_some(OpenLoopStats {

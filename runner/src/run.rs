@@ -48,7 +48,7 @@ pub fn run(args: RunArgs) -> u8 {
         }
     }
     if args.dry_run {
-        print!("{}", plan.describe(&loaded.spec));
+        crate::stdout::print(&plan.describe(&loaded.spec));
         return 0;
     }
     if let Err(e) = images_present(&loaded.spec, &plan) {
@@ -195,17 +195,17 @@ fn execute(
         let outcome = format!("{:?}", g.result).to_uppercase();
         progress.println(&format!("gate {:<24} {outcome:<10} {}", g.name, g.evidence));
     }
-    println!("verdict: {} ({})", results.verdict.as_str(), results.verdict_reasons.join("; "));
-    println!("results: {}", run_dir.join("results.json").display());
+    crate::stdout::say!("verdict: {} ({})", results.verdict.as_str(), results.verdict_reasons.join("; "));
+    crate::stdout::say!("results: {}", run_dir.join("results.json").display());
     // The verdict stands even if a report cannot be written: say so, keep its exit code.
     let report_path = run_dir.join("report.md");
     match report::write_run_report(&results, &run_dir, template, spec.report.title.as_deref()) {
-        Ok(path) => println!("report:  {}", path.display()),
+        Ok(path) => crate::stdout::say!("report:  {}", path.display()),
         Err(e) => eprintln!("error: no report: {e:#}"),
     }
     if let Some(path) = &args.junit {
         match std::fs::write(path, report::junit::render(&results)) {
-            Ok(()) => println!("junit:   {}", path.display()),
+            Ok(()) => crate::stdout::say!("junit:   {}", path.display()),
             Err(e) => eprintln!("error: cannot write the JUnit file {}: {e}", path.display()),
         }
     }
@@ -314,7 +314,7 @@ pub fn export(run_dir: &Path, format: crate::history::export::Format) -> anyhow:
         );
         let ops = crate::history::export::export(&cell, format, &mut out)?;
         std::io::Write::flush(&mut out)?;
-        println!("{}: {ops} ops", path.display());
+        crate::stdout::say!("{}: {ops} ops", path.display());
     }
     Ok(())
 }

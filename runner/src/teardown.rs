@@ -49,19 +49,21 @@ async fn teardown(args: TeardownArgs) -> u8 {
         let live = items.iter().filter_map(|i| i.pid).find(|pid| faultline_alive(*pid));
         match live {
             Some(pid) if !args.force => {
-                println!("skipped run {run}: faultline (pid {pid}) is still running it; --force removes it anyway");
+                crate::stdout::say!(
+                    "skipped run {run}: faultline (pid {pid}) is still running it; --force removes it anyway"
+                );
             }
             _ => chosen.extend(items),
         }
     }
     chosen.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     if chosen.is_empty() {
-        println!("nothing to remove");
+        crate::stdout::say!("nothing to remove");
         return 0;
     }
     if args.dry_run {
         for o in &chosen {
-            println!("would remove {} {} ({})", kind_word(o.kind), o.name, origin(o));
+            crate::stdout::say!("would remove {} {} ({})", kind_word(o.kind), o.name, origin(o));
         }
         return 0;
     }
@@ -72,13 +74,13 @@ async fn teardown(args: TeardownArgs) -> u8 {
             ResourceKind::Network => removed.networks.contains(&o.name),
         };
         if gone {
-            println!("removed {} {} ({})", kind_word(o.kind), o.name, origin(o));
+            crate::stdout::say!("removed {} {} ({})", kind_word(o.kind), o.name, origin(o));
         }
     }
     for e in &removed.errors {
         eprintln!("error: {e}");
     }
-    println!(
+    crate::stdout::say!(
         "removed {} container{} and {} network{}",
         removed.containers.len(),
         if removed.containers.len() == 1 { "" } else { "s" },

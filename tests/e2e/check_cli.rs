@@ -174,3 +174,28 @@ fn a_closed_stdout_is_not_a_panic() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.is_empty(), "{stderr}");
 }
+
+/// Every printing command, not only `check`: `faultline … | head -1` ends
+/// quietly with the command's own exit code.
+#[test]
+fn a_closed_stdout_is_not_a_panic_for_any_command() {
+    let cases: [(&[&str], i32); 4] = [
+        (&["run", "specs/kv-failover.yaml", "--dry-run"], 0),
+        (&["validate", "specs/quickstart.yaml"], 0),
+        (&["schema"], 0),
+        (&["teardown", "--dry-run"], 0),
+    ];
+    for (args, code) in cases {
+        let mut child = faultline()
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}

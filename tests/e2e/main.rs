@@ -8,6 +8,7 @@ mod bad_specs;
 mod campaign;
 mod check_cli;
 mod docker;
+mod dynamodb;
 mod failures;
 mod faults;
 mod interrupts;

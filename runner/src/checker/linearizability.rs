@@ -631,6 +631,15 @@ impl<'p, T: Step> Search<'p, T> {
                         if self.bytes + self.entry_bytes > max_bytes {
                             return Some(Outcome::OutOfMemory);
                         }
+                        // Growing the cache moves every entry at once (a
+                        // tenth of a second at millions): one that cannot
+                        // end within the budget is not begun.
+                        if self.cache.len() == self.cache.capacity() {
+                            let rehash = REHASH_PER_ENTRY * self.cache.len() as u32;
+                            if deadline.is_some_and(|d| Instant::now() + rehash >= d) {
+                                return Some(Outcome::OutOfTime);
+                            }
+                        }
                         self.cache.insert(self.key.clone().into_boxed_slice());
                         self.bytes += self.entry_bytes;
                         self.calls.push((node, self.state));
@@ -696,6 +705,10 @@ fn release<'p, T: Step + 'p>(searches: impl IntoIterator<Item = Search<'p, T>>) 
     // is dropped here instead.
     let _ = std::thread::Builder::new().name("checker-free".into()).spawn(move || drop(heavy));
 }
+
+/// What growing the search cache costs per entry it holds, a generous
+/// bound of what rehashing measured on this project's machines.
+const REHASH_PER_ENTRY: Duration = Duration::from_nanos(60);
 
 /// Steps a partition's search runs before the next partition's turn: small
 /// enough that every partition gets a turn within milliseconds, large enough

@@ -3,6 +3,7 @@
 //! [`Checker`]; [`run`] streams the history once for all of them.
 
 mod final_state;
+pub mod hot_key;
 pub mod linearizability;
 mod linearizable_kv;
 mod lost_write;
@@ -32,6 +33,10 @@ pub enum CheckerName {
     FinalState,
     /// The history of each key is linearizable (gets and puts).
     Linearizability,
+    /// Many writers on one key: the old images the writes returned form one
+    /// serial chain ending at the stored item, which is one write's whole
+    /// item with exactly one matching index entry.
+    HotKey,
 }
 
 impl CheckerName {
@@ -41,6 +46,7 @@ impl CheckerName {
             CheckerName::LostAcknowledgedWrite => "lost-acknowledged-write",
             CheckerName::FinalState => "final-state",
             CheckerName::Linearizability => "linearizability",
+            CheckerName::HotKey => "hot-key",
         }
     }
 }
@@ -170,8 +176,16 @@ pub fn first_pass(dir: &Path, names: &[CheckerName], longest_op: Duration) -> an
     Ok(pass)
 }
 
-/// Runs the named checkers on a cell's history. `final_values` is each
-/// written key's value read after the load stopped (None: the key is absent).
+/// What was read from the target after the load stopped, for each key the
+/// cell wrote.
+pub struct Stored<'a> {
+    /// Each key's value (None: the key is absent).
+    pub values: &'a HashMap<u64, Option<Vec<u8>>>,
+    /// Each key's whole item, for the hot-key checker (targets with items).
+    pub items: Option<&'a HashMap<u64, crate::target::StoredItem>>,
+}
+
+/// Runs the named checkers on a cell's history against what was `stored`.
 /// `demoted_spans` (`[from, to]`, ns on the history's clock) are the spans a
 /// demoted primary was still primary: with lost-acknowledged-write, the
 /// second half of the answer says when the lost writes were acknowledged
@@ -180,11 +194,12 @@ pub fn run(
     dir: &Path,
     names: &[CheckerName],
     pass: FirstPass,
-    final_values: &HashMap<u64, Option<Vec<u8>>>,
+    stored: Stored<'_>,
     scope: Scope,
     linearizability_budget: Duration,
     demoted_spans: &[(u64, u64)],
 ) -> (Vec<CheckResult>, Option<lost_write_times::AckTimes>) {
+    let final_values = stored.values;
     let FirstPass { writes, ops, stale, .. } = pass;
     let mut ack_times = None;
     let results = names
@@ -198,6 +213,11 @@ pub fn run(
             }
             CheckerName::FinalState => final_state::check(&writes, final_values, scope),
             CheckerName::Linearizability => linearizable_kv::check(dir, ops, linearizability_budget),
+            CheckerName::HotKey => match (stored.items, hot_key::read_writes(dir)) {
+                (None, _) => CheckResult::unknown(*name, "the target did not report its stored items".into()),
+                (_, Err(e)) => CheckResult::unknown(*name, format!("cannot read the history: {e:#}")),
+                (Some(items), Ok(writes)) => hot_key::check(&writes, items, scope),
+            },
         })
         .collect();
     (results, ack_times)

@@ -251,7 +251,7 @@ pub fn command(a: &Path, b: &Path, threshold: f64, json: Option<PathBuf>) -> u8 
             return crate::EXIT_USAGE;
         }
     };
-    print!("{}", markdown(&compared));
+    crate::stdout::print(&markdown(&compared));
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(&compared).expect("the comparison serializes");
         if let Err(e) = std::fs::write(&path, text + "\n") {

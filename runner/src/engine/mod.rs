@@ -314,7 +314,7 @@ impl Engine<'_> {
             let tag = history.as_ref().map(|h| (h.scope.cell, i as u16));
             let ops = match &shape {
                 Some(s) => OpStream::from_plugin(Feed::new(s, i as u32, in_flight), tag),
-                None => workload.stream(i as u64, connections as u64, salt, tag),
+                None => workload.stream(i as u64, connections as u64, in_flight, salt, tag),
             };
             let pacing = match load {
                 Load::Closed(_) => None,
@@ -406,6 +406,7 @@ impl Engine<'_> {
         let mut panicked = None;
         let mut history_error = None;
         let mut ran_out = None;
+        let mut every_lane_ran_out = true;
         for end in ends {
             match end {
                 Ok(end) => {
@@ -414,6 +415,7 @@ impl Engine<'_> {
                         history_error = Some(e);
                     }
                     ran_out = ran_out.max(end.ran_out.filter(|at| *at < stop_at));
+                    every_lane_ran_out &= end.ran_out.is_some_and(|at| at < stop_at);
                 }
                 Err(e) => panicked = Some(format!("a load client crashed: {e}")),
             }
@@ -426,7 +428,12 @@ impl Engine<'_> {
             ended.min(stop_at).saturating_duration_since(measure_from)
         } else {
             result.status = CellStatus::Completed;
-            t.duration
+            // Contention rounds end the load when the last round is answered:
+            // the window is the time they took.
+            match workload.is_rounds() && every_lane_ran_out {
+                true => ended.min(stop_at).saturating_duration_since(measure_from),
+                false => t.duration,
+            }
         };
         if let Some(e) = panicked {
             return self.failed(result, e);
@@ -438,7 +445,13 @@ impl Engine<'_> {
         }
         // A shape that ran out of ops before the window ended left part of
         // the window without the load the spec asked for.
-        if let (Some(at), false) = (ran_out, self.cancel.is_cancelled()) {
+        if workload.is_rounds() && !self.cancel.is_cancelled() && window.is_zero() {
+            return self.failed(
+                result,
+                "every contention round was done before the warm-up ended: nothing was measured (use warmup: 0s with distribution: rounds)".into(),
+            );
+        }
+        if let (Some(at), false, false) = (ran_out, self.cancel.is_cancelled(), workload.is_rounds()) {
             let secs = |i: Instant| i.saturating_duration_since(measure_from).as_secs_f64();
             return self.failed(
                 result,
@@ -609,11 +622,22 @@ impl Engine<'_> {
             Ok(Err(e)) => return unknown(format!("cannot read the final state: {e:#}")),
             Err(_) => return unknown("reading the final state took longer than 60s".into()),
         };
+        // The hot-key checker holds whole items (and their index entries)
+        // against the images the writes returned.
+        let stored_items = match names.contains(&CheckerName::HotKey) {
+            false => None,
+            true => match tokio::time::timeout(Duration::from_secs(60), driver.stored_items(uri, &key_bytes)).await {
+                Ok(Ok(items)) => Some(keys.iter().copied().zip(items).collect::<HashMap<_, _>>()),
+                Ok(Err(e)) => return unknown(format!("cannot read the stored items: {e:#}")),
+                Err(_) => return unknown("reading the stored items took longer than 60s".into()),
+            },
+        };
         let final_values: HashMap<u64, Option<Vec<u8>>> = keys.into_iter().zip(values).collect();
         let scope = Scope { run: self.run_tag, cell: cell as u16 };
         let checkers = names.clone();
         tokio::task::spawn_blocking(move || {
-            checker::run(&dir, &checkers, pass, &final_values, scope, LINEARIZABILITY_BUDGET, &demoted_spans)
+            let stored = checker::Stored { values: &final_values, items: stored_items.as_ref() };
+            checker::run(&dir, &checkers, pass, stored, scope, LINEARIZABILITY_BUDGET, &demoted_spans)
         })
         .await
         .unwrap_or_else(|e| unknown(format!("a checker crashed: {e}")))

@@ -193,6 +193,8 @@ pub struct MetricRef {
     pub fault: Option<String>,
     /// A latency metric over a window around `fault`, e.g. `p99(get, after: primary-killed)`.
     pub window: Option<Side>,
+    /// The status classes `count` and `only` name, e.g. `503`, `timeout`.
+    pub statuses: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -218,6 +220,12 @@ pub enum Metric {
     AchievedRate,
     /// Violations a checker found (the checker must be in the spec).
     Violations(crate::checker::CheckerName),
+    /// Calls whose status class is one of the named (`count(503)`; `200`
+    /// counts the successes).
+    Count,
+    /// Calls whose status class is none of the named: `only(200, 503)`
+    /// holds when it is 0.
+    Outside,
     /// A fault's impact (the argument names the fault), in ms or a count.
     DeniedWindow,
     FirstSuccess,
@@ -245,7 +253,15 @@ impl Metric {
     }
 
     fn takes_op(self) -> bool {
-        !matches!(self, Metric::ScheduleLag | Metric::Unsent | Metric::AchievedRate | Metric::Violations(_))
+        !matches!(
+            self,
+            Metric::ScheduleLag
+                | Metric::Unsent
+                | Metric::AchievedRate
+                | Metric::Violations(_)
+                | Metric::Count
+                | Metric::Outside
+        )
     }
 
     /// Latency metrics can be taken over a window around a fault.
@@ -277,6 +293,7 @@ impl Metric {
             "lost_acked_writes" => Metric::Violations(CheckerName::LostAcknowledgedWrite),
             "torn_values" => Metric::Violations(CheckerName::FinalState),
             "linearizability_violations" => Metric::Violations(CheckerName::Linearizability),
+            "hot_key_violations" => Metric::Violations(CheckerName::HotKey),
             "denied_window" => Metric::DeniedWindow,
             "first_success" => Metric::FirstSuccess,
             "recovered" => Metric::Recovered,
@@ -286,7 +303,10 @@ impl Metric {
     }
 }
 
-pub const METRIC_NAMES: &str = "ratio(throughput|p50|p99, TARGET/BASELINE), ratio_low(…), ratio_high(…), p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, unsent, achieved_rate, stale_reads, lost_acked_writes, torn_values, linearizability_violations, denied_window(FAULT), first_success(FAULT), recovered(FAULT), failed_after(FAULT); latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";
+/// Status classes other than an HTTP status (see [`crate::metrics::status_class`]).
+const STATUS_WORDS: [&str; 3] = ["timeout", "network", "error"];
+
+pub const METRIC_NAMES: &str = "ratio(throughput|p50|p99, TARGET/BASELINE), ratio_low(…), ratio_high(…), p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, unsent, achieved_rate, stale_reads, lost_acked_writes, torn_values, linearizability_violations, hot_key_violations, count(STATUS), only(STATUS, …), denied_window(FAULT), first_success(FAULT), recovered(FAULT), failed_after(FAULT); latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
@@ -466,6 +486,17 @@ impl Parser {
     }
 
     fn comparison(&mut self) -> Result<Expr, String> {
+        // `only(200, 503)`: no call had any other status class.
+        if self.peek() == Some(&Token::Ident("only".into())) {
+            self.pos += 1;
+            let statuses = self.statuses("only")?;
+            let outside = MetricRef { metric: Metric::Outside, op: None, fault: None, window: None, statuses };
+            return Ok(Expr::Compare(
+                Operand::Metric(outside),
+                CmpOp::Eq,
+                Operand::Number { value: 0.0, is_duration: false },
+            ));
+        }
         if self.peek() == Some(&Token::LParen) {
             self.pos += 1;
             let inner = self.or()?;
@@ -498,6 +529,13 @@ impl Parser {
                 Ok(Operand::Number { value: d.as_secs_f64() * 1e3, is_duration: true })
             }
             Some(Token::Ident(name)) if RatioBound::from_name(&name).is_some() => self.ratio(&name),
+            Some(Token::Ident(name)) if name == "count" => {
+                let statuses = self.statuses("count")?;
+                Ok(Operand::Metric(MetricRef { metric: Metric::Count, op: None, fault: None, window: None, statuses }))
+            }
+            Some(Token::Ident(name)) if name == "only" => {
+                Err("`only(…)` is a condition of its own, e.g. `only(200, 503) and hangs == 0`".into())
+            }
             Some(Token::Ident(name)) => {
                 let metric = Metric::from_name(&name)
                     .ok_or_else(|| format!("unknown metric `{name}` (known: {METRIC_NAMES})"))?;
@@ -555,7 +593,7 @@ impl Parser {
                 if metric.takes_fault() && fault.is_none() {
                     return Err(format!("`{name}` needs the fault it is about, e.g. {name}(primary-killed)"));
                 }
-                Ok(Operand::Metric(MetricRef { metric, op, fault, window }))
+                Ok(Operand::Metric(MetricRef { metric, op, fault, window, statuses: Vec::new() }))
             }
             other => Err(format!("expected a metric or a number, found {}", describe_token(other.as_ref()))),
         }
@@ -563,6 +601,31 @@ impl Parser {
 }
 
 impl Parser {
+    /// After `count` or `only`: `(STATUS, …)`, each an HTTP status (`503`)
+    /// or `timeout`, `network`, `error`.
+    fn statuses(&mut self, name: &str) -> Result<Vec<String>, String> {
+        let form =
+            format!("write {name}(STATUS, …) with HTTP statuses or timeout / network / error, e.g. {name}(200, 503)");
+        if self.next() != Some(Token::LParen) {
+            return Err(format!("`{name}` needs its statuses: {form}"));
+        }
+        let mut statuses = Vec::new();
+        loop {
+            match self.next() {
+                Some(Token::Number(n, None)) if n.fract() == 0.0 && (100.0..600.0).contains(&n) => {
+                    statuses.push(format!("{n}"))
+                }
+                Some(Token::Ident(w)) if STATUS_WORDS.contains(&w.as_str()) => statuses.push(w),
+                other => return Err(format!("expected a status, found {}: {form}", describe_token(other.as_ref()))),
+            }
+            match self.next() {
+                Some(Token::Comma) => {}
+                Some(Token::RParen) => return Ok(statuses),
+                other => return Err(format!("expected `,` or `)`, found {}: {form}", describe_token(other.as_ref()))),
+            }
+        }
+    }
+
     /// After `ratio`, `ratio_low` or `ratio_high`: `(MEASURE, TARGET/BASELINE)`.
     fn ratio(&mut self, name: &str) -> Result<Operand, String> {
         let form = format!("write {name}(throughput, TARGET/BASELINE), e.g. {name}(throughput, candidate/redis)");
@@ -667,7 +730,8 @@ mod tests {
                     metric: Metric::Percentile(99.0),
                     op: Some(OpKind::Get),
                     fault: None,
-                    window: None
+                    window: None,
+                    statuses: vec![],
                 }),
                 CmpOp::Lt,
                 Operand::Number { value: 30.0, is_duration: true }

@@ -395,6 +395,12 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
                 _ => Some(impact.failed as f64),
             }
         }
+        Metric::Count | Metric::Outside => {
+            let inside = m.metric == Metric::Count;
+            let classes = stats.status_classes.iter();
+            let calls = classes.filter(|(class, _)| m.statuses.contains(class) == inside).map(|(_, n)| n).sum::<u64>();
+            Some(calls as f64)
+        }
         Metric::Violations(name) => {
             let check = cell
                 .checks
@@ -462,11 +468,14 @@ fn describe(m: &MetricRef) -> String {
         Metric::FirstSuccess => "first_success".into(),
         Metric::Recovered => "recovered".into(),
         Metric::FailedAfter => "failed_after".into(),
+        Metric::Count => format!("count({})", m.statuses.join(", ")),
+        Metric::Outside => format!("calls outside {}", m.statuses.join(", ")),
         Metric::Violations(c) => match c {
             crate::checker::CheckerName::StaleReadAfterAck => "stale_reads".into(),
             crate::checker::CheckerName::LostAcknowledgedWrite => "lost_acked_writes".into(),
             crate::checker::CheckerName::FinalState => "torn_values".into(),
             crate::checker::CheckerName::Linearizability => "linearizability_violations".into(),
+            crate::checker::CheckerName::HotKey => "hot_key_violations".into(),
         },
     };
     match (m.op, &m.fault, m.window) {
@@ -583,6 +592,7 @@ mod tests {
                 throughput: 500.0,
                 errors: get.errors,
                 over_deadline: 0,
+                status_classes: Default::default(),
                 per_op: [("get".to_string(), get)].into_iter().collect(),
                 timeline: vec![],
                 schedule_lag_ms: None,

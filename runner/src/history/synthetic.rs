@@ -98,8 +98,15 @@ pub fn bench(ops: u64, keys: u64) -> anyhow::Result<()> {
     let started = Instant::now();
     let pass = checker::first_pass(dir.path(), &[CheckerName::StaleReadAfterAck], Duration::from_secs(6))?;
     let took = started.elapsed();
-    let (stale, _) =
-        checker::run(dir.path(), &[CheckerName::StaleReadAfterAck], pass, &final_values, SCOPE, Duration::ZERO, &[]);
+    let (stale, _) = checker::run(
+        dir.path(),
+        &[CheckerName::StaleReadAfterAck],
+        pass,
+        checker::Stored { values: &final_values, items: None },
+        SCOPE,
+        Duration::ZERO,
+        &[],
+    );
     println!(
         "stale-read-after-ack (with the merge and write table): {:.2}s, {:.2}M ops/s, {} reads judged, {} violations",
         took.as_secs_f64(),
@@ -114,7 +121,7 @@ pub fn bench(ops: u64, keys: u64) -> anyhow::Result<()> {
         dir.path(),
         &[CheckerName::LostAcknowledgedWrite],
         pass,
-        &final_values,
+        checker::Stored { values: &final_values, items: None },
         SCOPE,
         Duration::ZERO,
         &[],

@@ -125,6 +125,36 @@ pub struct ErrorLabel {
     pub examples: Vec<String>,
 }
 
+/// The status class a failure label counts under in gates: the HTTP status
+/// (`server 503 ServiceUnavailable` is `503`), `timeout` for deadlines and
+/// hangs, `network` for broken connections, `error` for a server error with
+/// no status (another kind's).
+pub fn status_class(label: &str) -> &str {
+    let mut words = label.split(' ');
+    match words.next() {
+        Some("deadline") | Some("hang") => "timeout",
+        Some("connection") => "network",
+        Some("server") => match words.next() {
+            Some(s) if s.len() == 3 && s.bytes().all(|b| b.is_ascii_digit()) => s,
+            _ => "error",
+        },
+        _ => "error",
+    }
+}
+
+/// Calls by status class: the successes as `200`, each failure by its label's class.
+fn status_classes(ok: u64, labels: &[ErrorLabel]) -> indexmap::IndexMap<String, u64> {
+    let mut classes: indexmap::IndexMap<String, u64> = indexmap::IndexMap::new();
+    if ok > 0 {
+        classes.insert("200".into(), ok);
+    }
+    for l in labels {
+        *classes.entry(status_class(&l.label).to_string()).or_default() += l.count;
+    }
+    classes.sort_by(|a, x, b, y| y.cmp(x).then_with(|| a.cmp(b)));
+    classes
+}
+
 /// The label a failure is counted under: its class, refined by the
 /// driver's name for it or, failing that, a Redis-style error code.
 fn error_label<'a>(class: ErrorClass, detail: &'a [u8], code: Option<&'a str>) -> (&'static str, &'a [u8]) {
@@ -223,12 +253,14 @@ fn merge_labels(mine: &mut Vec<ErrorLabel>, theirs: Vec<ErrorLabel>) {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Second {
     ok: u64,
     failed: u64,
     max_us: u64,
     sum_ok_us: u64,
+    /// The second's successes by latency, for its percentiles.
+    latency: SecondLatency,
 }
 
 impl Second {
@@ -237,6 +269,66 @@ impl Second {
         self.failed += o.failed;
         self.max_us = self.max_us.max(o.max_us);
         self.sum_ok_us += o.sum_ok_us;
+        self.latency.absorb(&o.latency);
+    }
+}
+
+/// Sub-buckets per power of two of a second's latency histogram: a bucket
+/// spans at most a factor of 1.25, so a percentile read off it (its upper
+/// edge) is at most 25% high — enough for a chart, at 416 bytes a second
+/// instead of an HDR histogram's kilobytes (the cell's own percentiles stay
+/// exact HDR ones).
+const SUB_BUCKETS: u32 = 4;
+/// 1 µs to 2^26 µs (67 s): past every deadline and hang watchdog.
+const SECOND_BUCKETS: usize = 26 * SUB_BUCKETS as usize;
+
+/// A second's successes counted in log buckets, allocated on first use.
+#[derive(Debug, Clone, Default)]
+struct SecondLatency(Option<Box<[u32; SECOND_BUCKETS]>>);
+
+impl SecondLatency {
+    /// The bucket of `us`: its power of two, and the next two bits.
+    fn bucket(us: u64) -> usize {
+        let us = us.max(1);
+        let octave = 63 - us.leading_zeros();
+        let sub = if octave >= 2 { (us >> (octave - 2)) & 0b11 } else { (us << (2 - octave)) & 0b11 };
+        ((octave * SUB_BUCKETS) as usize + sub as usize).min(SECOND_BUCKETS - 1)
+    }
+
+    /// The upper edge of bucket `i`, in µs.
+    fn upper_us(i: usize) -> f64 {
+        let (octave, sub) = (i as u32 / SUB_BUCKETS, i as u32 % SUB_BUCKETS);
+        2f64.powi(octave as i32) * (1.0 + (sub + 1) as f64 / SUB_BUCKETS as f64)
+    }
+
+    fn record(&mut self, us: u64) {
+        let counts = self.0.get_or_insert_with(|| Box::new([0; SECOND_BUCKETS]));
+        counts[Self::bucket(us)] = counts[Self::bucket(us)].saturating_add(1);
+    }
+
+    fn absorb(&mut self, o: &SecondLatency) {
+        if let Some(theirs) = &o.0 {
+            let mine = self.0.get_or_insert_with(|| Box::new([0; SECOND_BUCKETS]));
+            for (m, t) in mine.iter_mut().zip(theirs.iter()) {
+                *m = m.saturating_add(*t);
+            }
+        }
+    }
+
+    /// The `q`-quantile (0–1) in ms, as its bucket's upper edge; None with no success.
+    fn quantile_ms(&self, q: f64) -> Option<f64> {
+        let counts = self.0.as_ref()?;
+        let total: u64 = counts.iter().map(|c| u64::from(*c)).sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0u64;
+        let i = counts.iter().position(|c| {
+            seen += u64::from(*c);
+            seen >= rank
+        })?;
+        Some(Self::upper_us(i) / 1e3)
     }
 }
 
@@ -341,6 +433,7 @@ impl Recorder {
                 kind.latency.saturating_record(us);
                 bucket.ok += 1;
                 bucket.sum_ok_us += us;
+                bucket.latency.record(us);
             }
             Err(class) => {
                 kind.errors.add(class);
@@ -478,6 +571,7 @@ impl CellMetrics {
                 ok: s.ok,
                 failed: s.failed,
                 mean_ms: if s.ok > 0 { s.sum_ok_us as f64 / s.ok as f64 / 1e3 } else { 0.0 },
+                p99_ms: s.latency.quantile_ms(0.99),
                 max_ms: s.max_us as f64 / 1e3,
             })
             .collect();
@@ -501,6 +595,7 @@ impl CellMetrics {
                     achieved_rate: sent as f64 / secs,
                 }
             }),
+            status_classes: status_classes(ok, &self.labels),
             error_labels: {
                 let mut labels = self.labels.clone();
                 labels.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.label.cmp(&b.label)));
@@ -529,6 +624,10 @@ pub struct CellStats {
     /// Open loop only: the schedule against what was sent.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub open_loop: Option<OpenLoopStats>,
+    /// Calls by status class (`200` the successes, then each failure's:
+    /// `503`, `400`, `timeout`, `network`, `error`), largest first.
+    #[serde(default)]
+    pub status_classes: indexmap::IndexMap<String, u64>,
     /// Failures by label, most frequent first, with example messages.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub error_labels: Vec<ErrorLabel>,
@@ -616,6 +715,10 @@ pub struct TimelinePoint {
     pub ok: u64,
     pub failed: u64,
     pub mean_ms: f64,
+    /// The second's 99th percentile of successes, at most 25% high (its log
+    /// bucket's upper edge); none when nothing succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
     pub max_ms: f64,
 }
 
@@ -682,5 +785,34 @@ mod tests {
         }
         assert!(labels.len() <= MAX_LABELS + 1, "{}", labels.len());
         assert_eq!(labels.iter().map(|l| l.count).sum::<u64>(), 1004 + 100);
+    }
+
+    #[test]
+    fn labels_map_to_status_classes() {
+        assert_eq!(status_class("server 503 ServiceUnavailable"), "503");
+        assert_eq!(status_class("server 400 ConditionalCheckFailedException"), "400");
+        assert_eq!(status_class("deadline"), "timeout");
+        assert_eq!(status_class("deadline timeout"), "timeout");
+        assert_eq!(status_class("hang"), "timeout");
+        assert_eq!(status_class("connection network"), "network");
+        assert_eq!(status_class("server LOADING"), "error");
+    }
+
+    #[test]
+    fn a_seconds_p99_is_read_off_its_log_buckets_at_most_a_quarter_high() {
+        for us in [1u64, 2, 3, 5, 7, 100, 999, 1000, 12_345, 5_000_000] {
+            let upper = SecondLatency::upper_us(SecondLatency::bucket(us));
+            assert!(upper >= us as f64 && upper <= us as f64 * 1.25 + 1.0, "{us} µs -> bucket edge {upper}");
+        }
+        let mut l = SecondLatency::default();
+        assert_eq!(l.quantile_ms(0.99), None);
+        for i in 1..=1000u64 {
+            l.record(i * 10); // 10 µs .. 10 ms
+        }
+        let p99 = l.quantile_ms(0.99).unwrap();
+        assert!((9.9..=9.9 * 1.2).contains(&p99), "{p99}");
+        let mut merged = SecondLatency::default();
+        merged.absorb(&l);
+        assert_eq!(merged.quantile_ms(0.5), l.quantile_ms(0.5));
     }
 }

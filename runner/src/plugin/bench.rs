@@ -19,7 +19,7 @@ pub fn run(file: &std::path::Path, ops: u64, config: &str) -> anyhow::Result<()>
     let spec: WorkloadSpec = serde_yaml_ng::from_str(WORKLOAD).expect("the bench workload parses");
     let workload = Arc::new(Workload::new(&spec, 1, 0));
 
-    let mut builtin = workload.stream(0, 1, 0, None);
+    let mut builtin = workload.stream(0, 1, 1, 0, None);
     let started = Instant::now();
     let mut keys = 0u64;
     for _ in 0..ops {

@@ -33,8 +33,14 @@ pub struct RunningTarget {
 }
 
 impl RunningTarget {
-    /// Stops what the provider started; external targets are left alone.
+    /// Undoes what the kind set up on the server (a table it created), then
+    /// stops what the provider started; external servers are left running.
     pub async fn stop(mut self) {
+        match tokio::time::timeout(Duration::from_secs(20), self.driver.clean_up(&self.uri)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => eprintln!("warning: target `{}`: {e:#}", self.name),
+            Err(_) => eprintln!("warning: target `{}`: cleaning up took longer than 20s", self.name),
+        }
         if let Some(p) = self.process.take() {
             p.stop().await;
         }

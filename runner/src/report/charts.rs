@@ -1,6 +1,7 @@
 //! Charts beside report.md, as SVG files drawn with plotters: per group of
 //! cells, throughput and latency per second of each variant and repeat with
-//! each fault's window shaded; per scenario, the throughput ratios with
+//! each fault's window shaded; per group that compares variants, each
+//! variant's latency percentiles; per scenario, the throughput ratios with
 //! their intervals against the parity band. The report links them.
 
 use std::path::Path;
@@ -15,9 +16,10 @@ use crate::results::{CellResult, Comparison, Results};
 /// One chart written: what it shows, and its file name in the chart folder.
 #[derive(Debug, Clone, Serialize)]
 pub struct Chart {
-    /// `timeline` or `ratios`.
+    /// `timeline`, `percentiles` or `ratios`.
     pub kind: &'static str,
-    /// The group (`scenario/profile`) of a timeline, the scenario of a ratio chart.
+    /// The group (`scenario/profile`) of a timeline or percentile chart, the
+    /// scenario of a ratio chart.
     pub of: String,
     pub title: String,
     pub file: String,
@@ -35,8 +37,9 @@ const PALETTE: [RGBColor; 8] = [
 ];
 
 /// The charts a run has, in report order, with their file names: a
-/// timeline per group of cells that measured something, a ratio chart per
-/// scenario with comparisons.
+/// timeline per group of cells that measured something, a percentile chart
+/// per such group with more than one variant, a ratio chart per scenario
+/// with comparisons.
 pub fn plan(results: &Results) -> Vec<Chart> {
     let mut charts = Vec::new();
     let mut used: Vec<String> = Vec::new();
@@ -47,6 +50,12 @@ pub fn plan(results: &Results) -> Vec<Chart> {
             let file = unique_name(&mut used, &format!("timeline-{}", slug(&label)));
             let title = format!("{label}: throughput and latency per second");
             charts.push(Chart { kind: "timeline", of: label.clone(), title, file });
+            let cells = measured_in(results, &label);
+            if cells.iter().any(|x| x.variant() != cells[0].variant()) {
+                let file = unique_name(&mut used, &format!("percentiles-{}", slug(&label)));
+                let title = format!("{label}: latency percentiles of each variant");
+                charts.push(Chart { kind: "percentiles", of: label.clone(), title, file });
+            }
             groups.push(label);
         }
     }
@@ -73,11 +82,8 @@ pub fn draw_all(results: &Results, dir: &Path) -> anyhow::Result<Vec<Chart>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for chart in &charts {
         let svg = match chart.kind {
-            "timeline" => {
-                let cells: Vec<&CellResult> =
-                    results.cells.iter().filter(|c| c.stats.is_some() && Group::of(c).label() == chart.of).collect();
-                timeline(&chart.title, &cells)
-            }
+            "timeline" => timeline(&chart.title, &measured_in(results, &chart.of)),
+            "percentiles" => percentiles(&chart.title, &measured_in(results, &chart.of)),
             _ => {
                 let rows: Vec<&Comparison> = results.comparisons.iter().filter(|c| c.scenario == chart.of).collect();
                 ratios(&chart.title, &rows)
@@ -87,6 +93,11 @@ pub fn draw_all(results: &Results, dir: &Path) -> anyhow::Result<Vec<Chart>> {
         write_if_changed(&dir.join(&chart.file), svg.as_bytes())?;
     }
     Ok(charts)
+}
+
+/// The cells of group `label` that measured something.
+fn measured_in<'r>(results: &'r Results, label: &str) -> Vec<&'r CellResult> {
+    results.cells.iter().filter(|c| c.stats.is_some() && Group::of(c).label() == label).collect()
 }
 
 /// File-name-safe text: letters, digits, `-`, `_`, `=` and `.`.
@@ -116,8 +127,9 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// Two panels over the measured window: successful ops per second, and the
-/// mean (solid) and max (dotted) latency of each second; faults shaded from
-/// their request to their heal (or the window's end).
+/// p99 (solid; at most 25% high, see `TimelinePoint::p99_ms`) and max (dots)
+/// latency of each second; faults shaded from their request to their heal
+/// (or the window's end).
 fn timeline(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
     let seconds = cells.iter().map(|c| c.measured_s.ceil().max(1.0)).fold(1.0, f64::max);
     let points = |c: &CellResult| c.stats.as_ref().map(|s| s.timeline.clone()).unwrap_or_default();
@@ -144,7 +156,7 @@ fn timeline(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
             .x_label_area_size(30)
             .y_label_area_size(70)
             .build_cartesian_2d(0.0..seconds, (0.001..max_ms).log_scale())?;
-        latency.configure_mesh().x_desc("seconds into the measured window").y_desc("ms (mean —, max ···)").draw()?;
+        latency.configure_mesh().x_desc("seconds into the measured window").y_desc("ms (p99 —, max ···)").draw()?;
         // Every repeat schedules the same faults: each distinct window once.
         let mut windows: Vec<(String, f64, f64)> = Vec::new();
         for f in cells.iter().flat_map(|c| &c.faults) {
@@ -180,7 +192,7 @@ fn timeline(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
             let with_ok: Vec<_> = series.iter().filter(|p| p.ok > 0).collect();
             latency.draw_series(LineSeries::new(
-                with_ok.iter().map(|p| (p.t as f64 + 0.5, p.mean_ms.max(0.001))),
+                with_ok.iter().map(|p| (p.t as f64 + 0.5, p.p99_ms.unwrap_or(p.mean_ms).max(0.001))),
                 color.stroke_width(2),
             ))?;
             latency.draw_series(
@@ -188,6 +200,59 @@ fn timeline(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
             )?;
         }
         ops.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// Latency at p50, p95, p99, p99.9 and max, a line per variant and repeat
+/// (the worst op kind at each percentile, as the gates take it), on a log
+/// scale: where the variants part is where their tails differ.
+fn percentiles(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
+    const NAMES: [&str; 5] = ["p50", "p95", "p99", "p99.9", "max"];
+    let values = |c: &CellResult| -> Option<[f64; 5]> {
+        let stats = c.stats.as_ref()?;
+        let kinds: Vec<_> = stats.per_op.values().filter_map(|o| o.latency_ms.as_ref()).collect();
+        if kinds.is_empty() {
+            return None;
+        }
+        let worst = |f: fn(&crate::metrics::LatencyStats) -> f64| kinds.iter().map(|l| f(l)).fold(0.0, f64::max);
+        Some([worst(|l| l.p50), worst(|l| l.p95), worst(|l| l.p99), worst(|l| l.p999), worst(|l| l.max)])
+    };
+    let lines: Vec<(String, [f64; 5])> =
+        cells.iter().filter_map(|c| Some((format!("{} #{}", c.variant(), c.repeat), values(c)?))).collect();
+    let top = lines.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.1, f64::max) * 1.5;
+    let bottom = lines.iter().flat_map(|(_, v)| v.iter().copied()).fold(top, f64::min).max(0.001) / 1.5;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let root = root.titled(title, ("sans-serif", 18))?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-0.3..4.3, (bottom..top).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_labels(5)
+            .x_label_formatter(&|x: &f64| NAMES.get(x.round() as usize).copied().unwrap_or("").to_string())
+            .y_desc("latency of successful ops, ms")
+            .draw()?;
+        for (i, (label, v)) in lines.iter().enumerate() {
+            let color = PALETTE[i % PALETTE.len()];
+            chart
+                .draw_series(LineSeries::new(v.iter().enumerate().map(|(x, y)| (x as f64, *y)), color.stroke_width(2)))?
+                .label(label.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            chart.draw_series(v.iter().enumerate().map(|(x, y)| Circle::new((x as f64, *y), 3, color.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
         root.present()?;
     }
     Ok(svg)

@@ -169,7 +169,7 @@ fn exercise(path: &Path, text: &str) -> Result<(), super::SpecError> {
     }
     for spec in loaded.spec.workloads.values().filter(|w| w.shape.is_none()) {
         let workload = Arc::new(Workload::new(spec, loaded.spec.seed, 1));
-        let mut ops = workload.stream(0, 2, 7, Some((0, 0)));
+        let mut ops = workload.stream(0, 2, 1, 7, Some((0, 0)));
         for _ in 0..50 {
             if let Some(op) = ops.next_op() {
                 let (mut key, mut value) = (Vec::new(), Vec::new());

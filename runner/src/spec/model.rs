@@ -63,6 +63,8 @@ fn default_seed() -> u64 {
 pub enum TargetKind {
     Redis,
     Mongodb,
+    /// The DynamoDB API (the service, DynamoDB Local, moto, a shim).
+    Dynamodb,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -198,12 +200,33 @@ pub enum OpKind {
     Set,
     Incr,
     Del,
-    /// Creates the key's document; fails when it exists (MongoDB).
+    /// Creates the key's document; fails when it exists (MongoDB, DynamoDB).
     Insert,
+    /// Changes the stored item in place (DynamoDB's UpdateItem: a counter
+    /// added to, fields set, the op's id appended to a list).
+    Update,
+    /// Writes the key and its sibling items in one transaction (DynamoDB's
+    /// TransactWriteItems).
+    Transact,
+    /// Writes the key and its sibling items in one batch (BatchWriteItem).
+    Batch,
+    /// Reads the key's entry back through the table's index (Query).
+    Query,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 5] = [OpKind::Get, OpKind::Set, OpKind::Incr, OpKind::Del, OpKind::Insert];
+    /// In the order of their index: history records store it, so new kinds go last.
+    pub const ALL: [OpKind; 9] = [
+        OpKind::Get,
+        OpKind::Set,
+        OpKind::Incr,
+        OpKind::Del,
+        OpKind::Insert,
+        OpKind::Update,
+        OpKind::Transact,
+        OpKind::Batch,
+        OpKind::Query,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -212,6 +235,10 @@ impl OpKind {
             OpKind::Incr => "incr",
             OpKind::Del => "del",
             OpKind::Insert => "insert",
+            OpKind::Update => "update",
+            OpKind::Transact => "transact",
+            OpKind::Batch => "batch",
+            OpKind::Query => "query",
         }
     }
 
@@ -226,7 +253,7 @@ impl OpKind {
 
     /// Whether the op writes its own value, which reads can then observe.
     pub fn writes_value(self) -> bool {
-        matches!(self, OpKind::Set | OpKind::Insert)
+        matches!(self, OpKind::Set | OpKind::Insert | OpKind::Update | OpKind::Transact | OpKind::Batch)
     }
 }
 
@@ -281,6 +308,10 @@ pub enum KeyDistribution {
     Zipfian,
     Hotset,
     Sequential,
+    /// Contention rounds: every writer of a cell sends its n-th op to the
+    /// n-th key of the cell, a fresh one, for `count` rounds; the cell ends
+    /// when the last round is answered (or at the end of its window).
+    Rounds,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]

@@ -3,6 +3,8 @@
 
 use std::collections::HashSet;
 
+use crate::checker::CheckerName;
+
 use super::model::*;
 
 /// The failing field's dotted path and the message.
@@ -23,6 +25,9 @@ pub const MAX_REPEATS: u32 = 1_000;
 /// Cells a plan may hold: a history names its cell with 16 bits, and the plan
 /// is built in memory before anything runs.
 pub const MAX_CELLS: u64 = 10_000;
+/// Contention rounds a cell may run (`distribution: rounds`), so every
+/// round's key fits in a key number whatever the cell.
+pub const MAX_ROUNDS: u64 = 1_000_000;
 
 pub fn validate(spec: &Spec) -> Result<(), Problem> {
     if spec.name.trim().is_empty() {
@@ -249,6 +254,12 @@ fn validate_workload(at: &str, w: &WorkloadSpec) -> Result<(), Problem> {
     if k.count == 0 {
         return Err((format!("{at}.keys.count"), "must be at least 1".into()));
     }
+    if k.distribution == KeyDistribution::Rounds && k.count > MAX_ROUNDS {
+        return Err((
+            format!("{at}.keys.count"),
+            format!("is the number of contention rounds with distribution: rounds, at most {MAX_ROUNDS}"),
+        ));
+    }
     let only_for = |field: &str, present: bool, dist: &str| -> Result<(), Problem> {
         if present && k.distribution != dist_of(dist) {
             return Err((format!("{at}.keys.{field}"), format!("applies only to distribution: {dist}")));
@@ -290,6 +301,7 @@ fn dist_of(name: &str) -> KeyDistribution {
         "zipfian" => KeyDistribution::Zipfian,
         "hotset" => KeyDistribution::Hotset,
         "sequential" => KeyDistribution::Sequential,
+        "rounds" => KeyDistribution::Rounds,
         _ => KeyDistribution::Uniform,
     }
 }
@@ -312,14 +324,26 @@ fn validate_checkers(spec: &Spec) -> Result<(), Problem> {
         }
     }
     let checked = spec.scenarios.iter().filter(|s| !s.checkers.as_ref().unwrap_or(&spec.checkers).is_empty());
-    for name in checked.flat_map(|s| s.workload.names()) {
+    for (scenario, name) in checked.flat_map(|s| s.workload.names().into_iter().map(move |n| (s, n))) {
         let w = &spec.workloads[&name];
         let at = format!("workloads.{name}");
+        // The hot-key checker follows every write kind through its images;
+        // the others judge gets against sets.
+        let hot_key_only =
+            scenario.checkers.as_ref().unwrap_or(&spec.checkers).iter().all(|c| *c == CheckerName::HotKey);
+        let judged = |op: &OpKind| match hot_key_only {
+            true => !matches!(op, OpKind::Incr),
+            false => matches!(op, OpKind::Get | OpKind::Set),
+        };
         let sent = w.ops.iter().filter(|(_, weight)| **weight > 0.0).map(|(op, _)| op);
-        if let Some(op) = sent.into_iter().find(|op| !matches!(op, OpKind::Get | OpKind::Set)) {
+        if let Some(op) = sent.into_iter().find(|op| !judged(op)) {
+            let judges = match hot_key_only {
+                true => "the hot-key checker judges every op kind but incr (use update)",
+                false => "the checkers judge get and set only",
+            };
             return Err((
                 format!("{at}.ops.{}", op.as_str()),
-                format!("the checkers judge get and set only; `{}` would change keys behind their back", op.as_str()),
+                format!("{judges}; `{}` would change keys behind their back", op.as_str()),
             ));
         }
         let min = match &w.value_size {
@@ -435,6 +459,13 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
                         format!("target `{t}` does not acknowledge writes (w: 0), so the lost-acknowledged-write checker has nothing to hold it to: use w: 1 or majority, or drop the checker"),
                     ));
                 }
+                let checkers = s.checkers.as_ref().unwrap_or(&spec.checkers);
+                if checkers.contains(&CheckerName::HotKey) && !driver.returns_old_images() {
+                    return Err((
+                        format!("{at}.checkers"),
+                        format!("the hot-key checker follows the old images writes return, which target `{t}` ({kind:?}) does not: use a dynamodb target"),
+                    ));
+                }
                 if let Some(op) = workload.ops.keys().find(|op| !driver.supports(**op)) {
                     return Err((
                         field,
@@ -450,8 +481,17 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
             return Err((format!("{at}.profiles"), "needs at least one profile".into()));
         }
         for (j, p) in s.profiles.iter().enumerate() {
-            if !spec.profiles.contains_key(p) {
+            let Some(profile) = spec.profiles.get(p) else {
                 return Err((format!("{at}.profiles[{j}]"), undefined("profile", p, spec.profiles.keys())));
+            };
+            let rounds = workloads.iter().find(|w| {
+                spec.workloads.get(w.as_str()).is_some_and(|w| w.keys.distribution == KeyDistribution::Rounds)
+            });
+            if let (Some(w), Load::Open(_)) = (rounds, profile.load()) {
+                return Err((
+                    format!("{at}.profiles[{j}]"),
+                    format!("workload `{w}` runs contention rounds (distribution: rounds), which a closed loop drives: profile `{p}` is an open loop"),
+                ));
             }
         }
         validate_faults(spec, s, &at)?;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
+use super::dynamodb::{DynamoDriver, DynamoOptions};
 use super::mongodb::{MongoDriver, MongoOptions};
 use super::redis::RedisDriver;
 use super::TargetDriver;
@@ -29,6 +30,11 @@ pub fn driver(kind: TargetKind, options: Option<&serde_json::Value>) -> Result<A
             let options: MongoOptions = parse(options)?;
             options.check().map_err(|(field, e)| (field.to_string(), e))?;
             Arc::new(MongoDriver { options })
+        }
+        TargetKind::Dynamodb => {
+            let options: DynamoOptions = parse(options)?;
+            options.check().map_err(|(field, e)| (field.to_string(), e))?;
+            Arc::new(DynamoDriver::new(options))
         }
     })
 }

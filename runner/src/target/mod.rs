@@ -2,6 +2,7 @@
 //! kind is one folder implementing [`TargetDriver`] (and, for members in
 //! containers, [`topology::TopologyKind`]) plus its line in [`kinds`].
 
+pub mod dynamodb;
 pub mod kinds;
 pub mod mongodb;
 mod redis;
@@ -20,6 +21,25 @@ use crate::spec::{FaultAction, FaultSpec, OpKind};
 use crate::workload::{Op, Workload};
 
 pub use kinds::driver;
+
+/// A key's whole stored item as a kind with items sees it (DynamoDB), for
+/// the hot-key checker.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredItem {
+    /// The value the item carries (absent item: None).
+    pub value: Option<Vec<u8>>,
+    /// Why the item is not one write's whole item (an attribute written by
+    /// another write), if it is not.
+    pub torn: Option<String>,
+    /// The value of each index entry for the key, when the table has an index.
+    pub index_entries: Option<Vec<Option<Vec<u8>>>>,
+    /// The counter updates added to and the ids they appended, when the
+    /// item has them.
+    pub applied: Option<(i64, Vec<Vec<u8>>)>,
+    /// The values of the items written together with the key (transactions,
+    /// batches), in order.
+    pub siblings: Vec<Option<Vec<u8>>>,
+}
 
 /// What a probe learned about a running server (for the report's provenance).
 #[derive(Debug, Clone)]
@@ -48,6 +68,23 @@ pub trait TargetDriver: Send + Sync {
     async fn prepare(&self, uri: &str, workload: &Workload) -> anyhow::Result<String> {
         let _ = (uri, workload);
         Ok(String::new())
+    }
+    /// Removes what [`Self::prepare`] made that must not outlive the run
+    /// (e.g. a table), called when the target stops; says what it did.
+    async fn clean_up(&self, uri: &str) -> anyhow::Result<String> {
+        let _ = uri;
+        Ok(String::new())
+    }
+    /// Whether a put or delete answers with the item it replaced (DynamoDB's
+    /// `ALL_OLD`), which the hot-key checker follows.
+    fn returns_old_images(&self) -> bool {
+        false
+    }
+    /// The whole stored items of `keys`, read as strongly as the server
+    /// offers, with their index entries: for kinds that return old images.
+    async fn stored_items(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<StoredItem>> {
+        let _ = (uri, keys);
+        anyhow::bail!("this kind has no items to inspect")
     }
     /// Whether the server acknowledges writes (MongoDB's `w: 0` does not),
     /// which the lost-acknowledged-write checker needs.

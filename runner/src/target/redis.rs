@@ -221,7 +221,9 @@ impl WireProtocol for Resp {
             OpKind::Set => (b"SET", 3),
             OpKind::Incr => (b"INCR", 2),
             OpKind::Del => (b"DEL", 2),
-            OpKind::Insert => unreachable!("validation refuses ops redis targets do not support"),
+            OpKind::Insert | OpKind::Update | OpKind::Transact | OpKind::Batch | OpKind::Query => {
+                unreachable!("validation refuses ops redis targets do not support")
+            }
         };
         out.push(b'*');
         out.push(b'0' + args);

@@ -111,5 +111,6 @@ pub fn topology_kind(kind: TargetKind) -> Arc<dyn TopologyKind> {
     match kind {
         TargetKind::Redis => Arc::new(super::redis_topology::RedisTopology),
         TargetKind::Mongodb => Arc::new(super::mongodb::MongoTopology),
+        TargetKind::Dynamodb => Arc::new(super::dynamodb::DynamoTopology),
     }
 }

@@ -115,6 +115,20 @@ impl Workload {
         self.key_count
     }
 
+    /// Whether the cell's load ends by itself, when its contention rounds
+    /// are done, rather than with its window.
+    pub fn is_rounds(&self) -> bool {
+        self.distribution == KeyDistribution::Rounds && self.shape.is_none()
+    }
+
+    /// The key of a cell's first round: the cells of a run (told apart by
+    /// `salt`) never share a round's key, and runs (their random tag) over a
+    /// kept table almost never do, so each round starts on a key no earlier
+    /// write touched. Validation bounds `count` so the keys fit.
+    pub fn first_round_key(&self, salt: u64) -> u64 {
+        ((salt ^ u64::from(self.run_tag)) % (1 << 24)) * self.key_count
+    }
+
     /// Appends the value an op writes: its own tagged value when the history
     /// is recorded, the value a shape plugin chose, else a slice of the
     /// shared random bytes.
@@ -141,8 +155,17 @@ impl Workload {
 
     /// A stream of ops for one client; `stream` numbers the clients of a cell
     /// (and `salt` tells cells apart) so every client draws its own sequence.
+    /// `in_flight` is how many ops the client keeps going at once: in
+    /// contention rounds each of them is one writer of the round.
     /// With `tag` (cell, writer), writes carry ids for the history.
-    pub fn stream(self: &Arc<Self>, stream: u64, streams: u64, salt: u64, tag: Option<(u16, u16)>) -> OpStream {
+    pub fn stream(
+        self: &Arc<Self>,
+        stream: u64,
+        streams: u64,
+        in_flight: u32,
+        salt: u64,
+        tag: Option<(u16, u16)>,
+    ) -> OpStream {
         let seed = self
             .seed
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
@@ -156,6 +179,9 @@ impl Workload {
             zipf,
             next_sequential: stream % self.key_count,
             stride: streams.max(1),
+            issued: 0,
+            per_round: u64::from(in_flight.max(1)),
+            first_round_key: self.first_round_key(salt),
         };
         OpStream { source: Source::Builtin(builtin), tag, next_seq: 0 }
     }
@@ -182,7 +208,7 @@ impl OpStream {
     /// The next op; `None` when a shape plugin has no more (or failed).
     pub fn next_op(&mut self) -> Option<Op> {
         let mut op = match &mut self.source {
-            Source::Builtin(b) => b.next_op(),
+            Source::Builtin(b) => b.next_op()?,
             Source::Plugin(f) => f.next_op()?,
         };
         if let (Some((cell, writer)), true) = (self.tag, op.kind.writes_value()) {
@@ -219,11 +245,21 @@ struct BuiltinStream {
     zipf: Option<Zipf<f64>>,
     next_sequential: u64,
     stride: u64,
+    /// Ops issued so far, which is the round in contention rounds.
+    issued: u64,
+    per_round: u64,
+    first_round_key: u64,
 }
 
 impl BuiltinStream {
-    fn next_op(&mut self) -> Op {
+    /// `None` once a client's contention rounds are done.
+    fn next_op(&mut self) -> Option<Op> {
         let w = &*self.workload;
+        let round = self.issued / self.per_round;
+        if w.distribution == KeyDistribution::Rounds && round >= w.key_count {
+            return None;
+        }
+        self.issued += 1;
         let kind = if w.mix.len() == 1 {
             w.mix[0].0
         } else {
@@ -253,13 +289,14 @@ impl BuiltinStream {
                 self.next_sequential = (self.next_sequential + self.stride) % w.key_count;
                 key
             }
+            KeyDistribution::Rounds => self.first_round_key + round,
         };
         let value_len = if w.value_size.0 == w.value_size.1 {
             w.value_size.0
         } else {
             self.rng.random_range(w.value_size.0..=w.value_size.1)
         };
-        Op { kind, key, value_len, write_id: None, value: None }
+        Some(Op { kind, key, value_len, write_id: None, value: None })
     }
 }
 
@@ -276,15 +313,15 @@ mod tests {
     fn same_seed_same_ops() {
         let w = workload("ops: {get: 1, set: 1}\nkeys: {count: 100}\n");
         let a: Vec<Op> = {
-            let mut s = w.stream(0, 1, 0, None);
+            let mut s = w.stream(0, 1, 1, 0, None);
             (0..100).map(|_| s.next_op().unwrap()).collect()
         };
         let b: Vec<Op> = {
-            let mut s = w.stream(0, 1, 0, None);
+            let mut s = w.stream(0, 1, 1, 0, None);
             (0..100).map(|_| s.next_op().unwrap()).collect()
         };
         let c: Vec<Op> = {
-            let mut s = w.stream(1, 2, 0, None);
+            let mut s = w.stream(1, 2, 1, 0, None);
             (0..100).map(|_| s.next_op().unwrap()).collect()
         };
         assert_eq!(a, b);
@@ -294,7 +331,7 @@ mod tests {
     #[test]
     fn mix_follows_weights() {
         let w = workload("ops: {get: 80, set: 20}\n");
-        let mut s = w.stream(0, 1, 0, None);
+        let mut s = w.stream(0, 1, 1, 0, None);
         let gets = (0..100_000).filter(|_| s.next_op().unwrap().kind == OpKind::Get).count();
         assert!((78_000..82_000).contains(&gets), "{gets} gets of 100000");
     }
@@ -302,14 +339,14 @@ mod tests {
     #[test]
     fn zipfian_concentrates_on_low_ranks_and_hotset_on_hot_keys() {
         let w = workload("ops: {get: 1}\nkeys: {count: 10000, distribution: zipfian, exponent: 0.99}\n");
-        let mut s = w.stream(0, 1, 0, None);
+        let mut s = w.stream(0, 1, 1, 0, None);
         let top = (0..100_000).filter(|_| s.next_op().unwrap().key < 100).count();
         assert!(top > 40_000, "top 1% of keys got {top} of 100000");
 
         let w = workload(
             "ops: {get: 1}\nkeys: {count: 1000, distribution: hotset, hot_fraction: 0.01, hot_op_fraction: 0.9}\n",
         );
-        let mut s = w.stream(0, 1, 0, None);
+        let mut s = w.stream(0, 1, 1, 0, None);
         let hot = (0..100_000).filter(|_| s.next_op().unwrap().key < 10).count();
         assert!((88_000..92_000).contains(&hot), "{hot}");
     }
@@ -317,7 +354,7 @@ mod tests {
     #[test]
     fn recorded_writes_are_numbered_per_writer() {
         let w = workload("ops: {get: 1, set: 1}\n");
-        let mut s = w.stream(0, 1, 0, Some((3, 5)));
+        let mut s = w.stream(0, 1, 1, 0, Some((3, 5)));
         let ids: Vec<ValueId> = (0..100).map(|_| s.next_op().unwrap()).filter_map(|op| op.write_id).collect();
         assert!(ids.len() > 30);
         assert!(ids.iter().enumerate().all(|(i, id)| *id == ValueId { cell: 3, writer: 5, seq: i as u32 }));
@@ -332,10 +369,24 @@ mod tests {
     fn sequential_clients_interleave() {
         let w =
             workload("ops: {set: 1}\nkeys: {count: 10, distribution: sequential}\nvalue_size: {min: 1B, max: 3B}\n");
-        let mut a = w.stream(0, 2, 0, None);
-        let mut b = w.stream(1, 2, 0, None);
+        let mut a = w.stream(0, 2, 1, 0, None);
+        let mut b = w.stream(1, 2, 1, 0, None);
         let keys: Vec<u64> = (0..3).flat_map(|_| [a.next_op().unwrap().key, b.next_op().unwrap().key]).collect();
         assert_eq!(keys, vec![0, 1, 2, 3, 4, 5]);
         assert!((0..100).all(|_| (1..=3).contains(&a.next_op().unwrap().value_len)));
+    }
+
+    #[test]
+    fn contention_rounds_put_every_writer_on_one_fresh_key_per_round_and_end() {
+        let w = workload("ops: {set: 1}\nkeys: {count: 3, distribution: rounds}\n");
+        let first = w.first_round_key(42);
+        // Two clients with two ops in flight each: four writers per round.
+        let mut a = w.stream(0, 2, 2, 42, None);
+        let mut b = w.stream(1, 2, 2, 42, None);
+        let keys = |s: &mut OpStream| std::iter::from_fn(|| s.next_op().map(|op| op.key - first)).collect::<Vec<_>>();
+        assert_eq!(keys(&mut a), [0, 0, 1, 1, 2, 2]);
+        assert_eq!(keys(&mut b), [0, 0, 1, 1, 2, 2]);
+        assert_ne!(w.first_round_key(43), first, "another cell starts on other keys");
+        assert!(w.is_rounds());
     }
 }

@@ -71,6 +71,15 @@ impl RequestClient for MongoClient {
             OpKind::Insert => c.insert_one(doc! {"_id": &id, "v": self.value(op)}).await.map(drop),
             OpKind::Incr => c.update_one(doc! {"_id": &id}, doc! {"$inc": {"n": 1i64}}).upsert(true).await.map(drop),
             OpKind::Del => c.delete_one(doc! {"_id": &id}).await.map(drop),
+            // Refused by validation (`supports`); never sent if one got here.
+            OpKind::Update | OpKind::Transact | OpKind::Batch | OpKind::Query => {
+                return Err(crate::target::DriverError {
+                    class: crate::metrics::ErrorClass::Server,
+                    applied: crate::target::Applied::No,
+                    code: Some("client".into()),
+                    message: format!("mongodb targets have no `{}` op", op.kind.as_str()),
+                })
+            }
         };
         done.map(|()| ReadValue::None).map_err(|e| classify(&e, true))
     }

@@ -1,0 +1,441 @@
+//! The hot-key checker: many writers on one key, and whether what they were
+//! told adds up to one serial history. A put or delete that returns the item
+//! it replaced (DynamoDB's `ReturnValues: ALL_OLD`) names its predecessor,
+//! so the answers form a chain from the key's first state to the stored
+//! item. Per key it checks that
+//!
+//! - no item was replaced twice (two calls answered 200 returned the same
+//!   old image: a fork), and no call found the key empty more often than it
+//!   was empty;
+//! - every image names a write of this key that may have been applied (not
+//!   one that failed, not another key's);
+//! - every call answered 200 was replaced by a later call or is the stored
+//!   item; a write nobody replaced can only have been overwritten by a call
+//!   that returns no image (an update, a transaction, a batch, or a call
+//!   whose outcome is unknown), and there must be enough of those (a lost
+//!   update otherwise);
+//! - the stored item is one write's whole item (the target says whether any
+//!   attribute came from another write), the index holds exactly one entry
+//!   for it, matching it;
+//! - on a key only updated, the ids the updates appended to the item's list
+//!   are every update answered 200, each once, none that failed, and the
+//!   counter they added to equals the list's length;
+//! - an item last written by a transaction holds the same write in every
+//!   sibling item the transaction wrote with it.
+//!
+//! A call whose outcome is unknown may or may not appear, as Jepsen holds it.
+//! The order of the chain is not held against real time.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use super::{describe_write, CheckResult, CheckerName, WITNESSES};
+use crate::history::{parse_value, Merged, Observed, OpRecord, Outcome, Scope, ValueId};
+use crate::spec::OpKind;
+use crate::target::StoredItem;
+
+/// Most records the checker holds in memory; a longer history is `unknown`.
+const MAX_RECORDS: usize = 20_000_000;
+
+/// The write records of each key, from the cell's history.
+pub fn read_writes(dir: &Path) -> anyhow::Result<BTreeMap<u64, Vec<OpRecord>>> {
+    let mut by_key: BTreeMap<u64, Vec<OpRecord>> = BTreeMap::new();
+    let mut merged = Merged::open(dir)?;
+    let mut held = 0usize;
+    while let Some(r) = merged.next_record()? {
+        if r.kind.writes_value() || r.kind == OpKind::Del {
+            held += 1;
+            anyhow::ensure!(held <= MAX_RECORDS, "more than {MAX_RECORDS} writes in one cell");
+            by_key.entry(r.key).or_default().push(r);
+        }
+    }
+    Ok(by_key)
+}
+
+/// Whether a kind's answer carries the item it replaced.
+fn returns_image(kind: OpKind) -> bool {
+    matches!(kind, OpKind::Set | OpKind::Insert | OpKind::Del)
+}
+
+struct Judged {
+    violations: u64,
+    witnesses: Vec<String>,
+}
+
+impl Judged {
+    fn violation(&mut self, text: String) {
+        self.violations += 1;
+        if self.witnesses.len() < WITNESSES {
+            self.witnesses.push(text);
+        }
+    }
+}
+
+/// Judges every key written in the cell against its stored item (`items`,
+/// by key number, as the target read them after the load).
+pub fn check(writes: &BTreeMap<u64, Vec<OpRecord>>, items: &HashMap<u64, StoredItem>, scope: Scope) -> CheckResult {
+    let mut judged = Judged { violations: 0, witnesses: Vec::new() };
+    for (key, records) in writes {
+        match items.get(key) {
+            Some(item) => check_key(*key, records, item, scope, &mut judged),
+            None => judged.violation(format!("key {key}: its stored item was not read")),
+        }
+    }
+    CheckResult::counted(CheckerName::HotKey, writes.len() as u64, judged.violations, judged.witnesses)
+}
+
+fn check_key(key: u64, records: &[OpRecord], item: &StoredItem, scope: Scope, out: &mut Judged) {
+    let by_id: HashMap<ValueId, &OpRecord> = records.iter().filter_map(|r| Some((r.written?, r))).collect();
+    let image_id = |o: Observed| match o {
+        Observed::Write(id) => Some(id),
+        _ => None,
+    };
+    // Which calls answered 200 replaced each write, and how often the key was found empty.
+    let mut replaced_by: HashMap<ValueId, Vec<&OpRecord>> = HashMap::new();
+    let mut found_empty = 0u64;
+    let mut emptied = 1u64; // the key's state before the cell
+    let mut silent = 0u64; // calls that may have replaced an item without naming it
+    for r in records {
+        match (returns_image(r.kind), r.outcome) {
+            (_, Outcome::Fail) => {}
+            (false, _) | (true, Outcome::Unknown) => {
+                silent += 1;
+                emptied += u64::from(r.kind == OpKind::Del);
+            }
+            (true, Outcome::Ok) => match r.observed {
+                Observed::Write(id) => {
+                    replaced_by.entry(id).or_default().push(r);
+                    emptied += u64::from(r.kind == OpKind::Del);
+                }
+                // A delete of an absent item leaves it absent.
+                Observed::Nil | Observed::Foreign if r.kind == OpKind::Del => {}
+                Observed::Nil | Observed::Foreign => found_empty += 1,
+                Observed::Nothing => silent += 1,
+            },
+        }
+    }
+    if found_empty > emptied {
+        out.violation(format!(
+            "key {key}: {found_empty} calls answered 200 found it empty, but it was empty only {emptied} time(s): writes forked"
+        ));
+    }
+    for (id, replacers) in &replaced_by {
+        match by_id.get(id) {
+            None => out.violation(format!(
+                "key {key}: a call returned {} as the item it replaced, which was not written to this key",
+                describe_write(*id)
+            )),
+            Some(w) if w.outcome == Outcome::Fail => out.violation(format!(
+                "key {key}: a call returned {} as the item it replaced, but that write failed",
+                describe_write(*id)
+            )),
+            _ => {}
+        }
+        if replacers.len() > 1 {
+            let calls: Vec<String> = replacers.iter().map(|r| super::describe(r)).collect();
+            out.violation(format!(
+                "key {key}: {} calls answered 200 each returned {} as the item they replaced (a duplicate image): {}",
+                replacers.len(),
+                describe_write(*id),
+                calls.join(", ")
+            ));
+        }
+    }
+    let stored = item.value.as_deref().map(|v| parse_value(v, scope));
+    let stored_id = stored.and_then(image_id);
+    if let Some(id) = stored_id {
+        match by_id.get(&id) {
+            Some(w) if w.outcome == Outcome::Fail => {
+                out.violation(format!("key {key}: the stored item is {}, a write that failed", describe_write(id)))
+            }
+            None => out.violation(format!("key {key}: the stored item is {}, never written to it", describe_write(id))),
+            _ => {}
+        }
+        if let Some(r) = replaced_by.get(&id) {
+            out.violation(format!(
+                "key {key}: the stored item is {}, but {} replaced it (lost update)",
+                describe_write(id),
+                super::describe(r[0])
+            ));
+        }
+    }
+    // Writes answered 200 that nobody replaced and that are not stored.
+    let dangling: Vec<ValueId> = records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Ok)
+        .filter_map(|r| r.written)
+        .filter(|id| !replaced_by.contains_key(id) && Some(*id) != stored_id)
+        .collect();
+    if dangling.len() as u64 > silent {
+        out.violation(format!(
+            "key {key}: {} writes answered 200 are neither the stored item nor replaced by any call, and only {silent} call(s) could have overwritten them unseen (lost update), e.g. {}",
+            dangling.len(),
+            describe_write(dangling[0])
+        ));
+    }
+    let answered = records.iter().any(|r| r.outcome == Outcome::Ok && r.kind != OpKind::Del);
+    let deletes = records.iter().any(|r| r.kind == OpKind::Del && r.outcome != Outcome::Fail);
+    if item.value.is_none() && answered && !deletes {
+        out.violation(format!(
+            "key {key}: the item is absent, though writes to it were answered 200 and none deleted it"
+        ));
+    }
+    if stored == Some(Observed::Foreign) && answered {
+        out.violation(format!(
+            "key {key}: the stored item was written by none of this cell's calls, though some were answered 200"
+        ));
+    }
+    if let Some(why) = &item.torn {
+        out.violation(format!("key {key}: the stored item is torn: {why}"));
+    }
+    check_index(key, item, out);
+    check_updates(key, records, item, scope, out);
+    if let (Some(id), Some(w)) = (stored_id, stored_id.and_then(|id| by_id.get(&id))) {
+        if w.kind == OpKind::Transact {
+            for (i, sibling) in item.siblings.iter().enumerate() {
+                if sibling.as_deref() != item.value.as_deref() {
+                    out.violation(format!(
+                        "key {key}: the stored item is {} of a transaction, but its sibling item {} holds {}",
+                        describe_write(id),
+                        i + 1,
+                        sibling.as_deref().map_or("nothing".into(), |v| describe_value(v, scope))
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn describe_value(v: &[u8], scope: Scope) -> String {
+    match parse_value(v, scope) {
+        Observed::Write(id) => describe_write(id),
+        _ => "an item of no write of this cell".into(),
+    }
+}
+
+fn check_index(key: u64, item: &StoredItem, out: &mut Judged) {
+    let Some(entries) = &item.index_entries else { return };
+    match (&item.value, entries.as_slice()) {
+        (None, []) => {}
+        (None, _) => {
+            out.violation(format!("key {key}: the item is absent but the index holds {} entries for it", entries.len()))
+        }
+        (Some(_), []) => out.violation(format!("key {key}: the index holds no entry for the stored item")),
+        (Some(v), [entry]) if entry.as_ref() == Some(v) => {}
+        (Some(_), [_]) => out.violation(format!("key {key}: the index entry does not match the stored item")),
+        (Some(_), _) => out.violation(format!("key {key}: the index holds {} entries for one item", entries.len())),
+    }
+}
+
+/// On a key only updated: the ids appended are the updates that may have
+/// been applied, every one answered 200 among them, each once, and the
+/// counter agrees.
+fn check_updates(key: u64, records: &[OpRecord], item: &StoredItem, scope: Scope, out: &mut Judged) {
+    let Some((counter, appended)) = &item.applied else { return };
+    if records.iter().any(|r| r.kind != OpKind::Update && r.outcome != Outcome::Fail) {
+        return; // a put replaced the list along with the item
+    }
+    let mut seen = HashSet::new();
+    for v in appended {
+        match parse_value(v, scope) {
+            Observed::Write(id) => {
+                if !seen.insert(id) {
+                    out.violation(format!("key {key}: update {} was applied twice", describe_write(id)));
+                }
+                match records.iter().find(|r| r.written == Some(id)) {
+                    Some(r) if r.outcome == Outcome::Fail => {
+                        out.violation(format!("key {key}: update {} failed but was applied", describe_write(id)))
+                    }
+                    None => out.violation(format!("key {key}: the item lists {}, no update of it", describe_write(id))),
+                    _ => {}
+                }
+            }
+            _ => out.violation(format!("key {key}: the item lists an update of no call of this cell")),
+        }
+    }
+    let lost: Vec<ValueId> = records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Ok)
+        .filter_map(|r| r.written)
+        .filter(|id| !seen.contains(id))
+        .collect();
+    if let Some(first) = lost.first() {
+        out.violation(format!(
+            "key {key}: {} updates answered 200 are missing from the item (lost updates), e.g. {}",
+            lost.len(),
+            describe_write(*first)
+        ));
+    }
+    if *counter != appended.len() as i64 {
+        out.violation(format!(
+            "key {key}: the counter says {counter} updates, the list holds {} (an ADD and a list_append of one call disagree)",
+            appended.len()
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::write_value;
+
+    const SCOPE: Scope = Scope { run: 7, cell: 1 };
+    const KEY: u64 = 3;
+
+    fn id(writer: u16, seq: u32) -> ValueId {
+        ValueId { cell: 1, writer, seq }
+    }
+
+    fn value(id: ValueId) -> Vec<u8> {
+        let mut v = Vec::new();
+        write_value(SCOPE.run, id, 40, &mut v);
+        v
+    }
+
+    /// A call on `KEY`: what it wrote (if anything) and the image it returned.
+    fn call(kind: OpKind, written: Option<ValueId>, outcome: Outcome, observed: Observed) -> OpRecord {
+        OpRecord { start: 0, end: 1, key: KEY, kind, outcome, written, written_len: 40, observed }
+    }
+
+    fn put(w: ValueId, replaced: Option<ValueId>) -> OpRecord {
+        call(OpKind::Set, Some(w), Outcome::Ok, replaced.map_or(Observed::Nil, Observed::Write))
+    }
+
+    fn item(stored: Option<ValueId>) -> StoredItem {
+        StoredItem {
+            value: stored.map(value),
+            torn: None,
+            index_entries: Some(stored.map(value).into_iter().map(Some).collect()),
+            applied: None,
+            siblings: Vec::new(),
+        }
+    }
+
+    fn judge(records: Vec<OpRecord>, item: StoredItem) -> CheckResult {
+        let writes: BTreeMap<u64, Vec<OpRecord>> = [(KEY, records)].into_iter().collect();
+        let items: HashMap<u64, StoredItem> = [(KEY, item)].into_iter().collect();
+        check(&writes, &items, SCOPE)
+    }
+
+    #[test]
+    fn one_unbroken_chain_ending_at_the_stored_item_holds() {
+        let (a, b, c) = (id(0, 0), id(1, 0), id(2, 0));
+        let r = judge(vec![put(a, None), put(b, Some(a)), put(c, Some(b))], item(Some(c)));
+        assert_eq!((r.violations, r.checked), (0, 1), "{:?}", r.witnesses);
+        // A call of unknown outcome that may have landed between b and c, unseen.
+        let u = id(3, 0);
+        let unknown = call(OpKind::Set, Some(u), Outcome::Unknown, Observed::Nothing);
+        let r = judge(vec![put(a, None), put(b, Some(a)), unknown, put(c, Some(u))], item(Some(c)));
+        assert_eq!(r.violations, 0, "{:?}", r.witnesses);
+        // Sheds (failed calls) appear nowhere.
+        let shed = call(OpKind::Set, Some(id(4, 0)), Outcome::Fail, Observed::Nothing);
+        assert_eq!(judge(vec![put(a, None), shed], item(Some(a))).violations, 0);
+    }
+
+    #[test]
+    fn a_fork_two_calls_replacing_one_item_is_a_violation() {
+        let (a, b, c) = (id(0, 0), id(1, 0), id(2, 0));
+        let r = judge(vec![put(a, None), put(b, Some(a)), put(c, Some(a))], item(Some(c)));
+        assert!(r.violations >= 1);
+        assert!(r.witnesses.iter().any(|w| w.contains("duplicate image")), "{:?}", r.witnesses);
+        // Two calls both found the key empty.
+        let r = judge(vec![put(a, None), put(b, None)], item(Some(b)));
+        assert!(r.witnesses.iter().any(|w| w.contains("found it empty")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn a_lost_update_is_a_violation() {
+        let (a, b) = (id(0, 0), id(1, 0));
+        // b replaced a, yet a is stored.
+        let r = judge(vec![put(a, None), put(b, Some(a))], item(Some(a)));
+        assert!(r.witnesses.iter().any(|w| w.contains("lost update")), "{:?}", r.witnesses);
+        // b answered 200 but nothing replaced it and c is stored.
+        let c = id(2, 0);
+        let r = judge(vec![put(a, None), put(b, Some(a)), put(c, Some(a))], item(Some(c)));
+        assert!(r.witnesses.iter().any(|w| w.contains("neither the stored item")), "{:?}", r.witnesses);
+        // Every write answered 200 and the item is gone.
+        let r = judge(vec![put(a, None)], item(None));
+        assert!(r.witnesses.iter().any(|w| w.contains("absent")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn an_image_of_a_failed_write_or_a_failed_write_stored_is_a_violation() {
+        let (a, b) = (id(0, 0), id(1, 0));
+        let failed = call(OpKind::Set, Some(a), Outcome::Fail, Observed::Nothing);
+        let r = judge(vec![failed, put(b, Some(a))], item(Some(b)));
+        assert!(r.witnesses.iter().any(|w| w.contains("that write failed")), "{:?}", r.witnesses);
+        let r = judge(vec![failed, put(b, None)], item(Some(a)));
+        assert!(r.witnesses.iter().any(|w| w.contains("a write that failed")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn a_torn_item_is_a_violation() {
+        let a = id(0, 0);
+        let mut stored = item(Some(a));
+        stored.torn = Some("attribute `w` names writer 1, `v` writer 0".into());
+        let r = judge(vec![put(a, None)], stored);
+        assert_eq!(r.violations, 1);
+        assert!(r.witnesses[0].contains("torn"), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn two_index_entries_or_a_stale_one_are_violations() {
+        let (a, b) = (id(0, 0), id(1, 0));
+        let mut stored = item(Some(b));
+        stored.index_entries = Some(vec![Some(value(a)), Some(value(b))]);
+        let r = judge(vec![put(a, None), put(b, Some(a))], stored);
+        assert!(r.witnesses.iter().any(|w| w.contains("2 entries")), "{:?}", r.witnesses);
+        let mut stored = item(Some(b));
+        stored.index_entries = Some(vec![Some(value(a))]);
+        let r = judge(vec![put(a, None), put(b, Some(a))], stored);
+        assert!(r.witnesses.iter().any(|w| w.contains("does not match")), "{:?}", r.witnesses);
+        let mut stored = item(Some(b));
+        stored.index_entries = Some(vec![]);
+        assert_eq!(judge(vec![put(a, None), put(b, Some(a))], stored).violations, 1);
+    }
+
+    #[test]
+    fn updates_are_each_applied_once_and_counted() {
+        let (a, b, c) = (id(0, 0), id(1, 0), id(2, 0));
+        let update = |w, outcome| call(OpKind::Update, Some(w), outcome, Observed::Nothing);
+        let with = |counter: i64, ids: &[ValueId]| {
+            let mut i = item(ids.last().copied());
+            i.applied = Some((counter, ids.iter().map(|id| value(*id)).collect()));
+            i
+        };
+        let calls = || vec![update(a, Outcome::Ok), update(b, Outcome::Ok), update(c, Outcome::Fail)];
+        assert_eq!(judge(calls(), with(2, &[a, b])).violations, 0);
+        // A lost ADD: the counter says 1 while both updates were answered 200.
+        let r = judge(calls(), with(1, &[a]));
+        assert!(r.witnesses.iter().any(|w| w.contains("lost updates")), "{:?}", r.witnesses);
+        let r = judge(calls(), with(3, &[a, b]));
+        assert!(r.witnesses.iter().any(|w| w.contains("counter says 3")), "{:?}", r.witnesses);
+        let r = judge(calls(), with(3, &[a, b, c]));
+        assert!(r.witnesses.iter().any(|w| w.contains("failed but was applied")), "{:?}", r.witnesses);
+        let r = judge(calls(), with(3, &[a, b, b]));
+        assert!(r.witnesses.iter().any(|w| w.contains("applied twice")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn a_transaction_is_in_every_item_it_wrote_or_in_none() {
+        let (a, b) = (id(0, 0), id(1, 0));
+        let transact = |w| call(OpKind::Transact, Some(w), Outcome::Ok, Observed::Nothing);
+        let mut stored = item(Some(b));
+        stored.siblings = vec![Some(value(b)), Some(value(b))];
+        assert_eq!(judge(vec![transact(a), transact(b)], stored).violations, 0);
+        let mut stored = item(Some(b));
+        stored.siblings = vec![Some(value(b)), Some(value(a))];
+        let r = judge(vec![transact(a), transact(b)], stored);
+        assert!(r.witnesses.iter().any(|w| w.contains("sibling item 2")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn deletes_empty_the_key_for_the_next_put() {
+        let (a, b) = (id(0, 0), id(1, 0));
+        let delete = call(OpKind::Del, None, Outcome::Ok, Observed::Write(a));
+        // a, deleted, then b finds the key empty: one chain.
+        assert_eq!(judge(vec![put(a, None), delete, put(b, None)], item(Some(b))).violations, 0);
+        // The delete is last: the item is absent, as it should be.
+        assert_eq!(judge(vec![put(a, None), delete], item(None)).violations, 0);
+    }
+}

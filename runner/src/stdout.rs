@@ -1,0 +1,23 @@
+//! Printing to standard output as Unix tools do: a reader that went away
+//! (`faultline run … | head -1`) is not an error and never a panic — the
+//! command goes on and exits with its own code; any other write error (a
+//! full disk) is said once on stderr. `println!` would panic instead.
+
+use std::io::{self, Write};
+
+/// Writes `text` to stdout and flushes it.
+pub fn print(text: &str) {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => eprintln!("error: cannot write to stdout: {e}"),
+        _ => {}
+    }
+}
+
+/// `println!` that survives a closed stdout.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::stdout::print(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use say;

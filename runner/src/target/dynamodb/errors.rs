@@ -1,0 +1,104 @@
+//! Classifies the SDK's errors into the seed's status classes: the HTTP
+//! status and the error type (`400 ConditionalCheckFailedException`, `503
+//! ServiceUnavailable`), or the client's own `timeout` and `network`, and
+//! whether a failed write may still have been applied. A 4xx is a refusal
+//! and a 503 a shed (neither applied, as the API's contract says); a 500, a
+//! timeout or a broken connection on a write may have been applied, which
+//! the checkers hold as an unknown outcome.
+
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+
+use crate::metrics::ErrorClass;
+use crate::target::{Applied, DriverError};
+
+/// `write`: the call changes data, so "may have been applied" matters.
+pub fn classify<E>(error: &SdkError<E, HttpResponse>, write: bool) -> DriverError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let maybe = if write { Applied::Maybe } else { Applied::No };
+    match error {
+        SdkError::ServiceError(context) => {
+            let status = context.raw().status().as_u16();
+            let err = context.err();
+            // An error the SDK could not name (a server's own error page):
+            // its body is the only account of what happened.
+            let body = context.raw().body().bytes().map(|b| String::from_utf8_lossy(b).into_owned());
+            let message = err.message().map(str::to_string).or(body.filter(|b| !b.trim().is_empty()));
+            server(status, err.code(), message.as_deref(), write)
+        }
+        SdkError::ResponseError(context) => {
+            // A response the SDK could not read: the server acted or not.
+            let status = context.raw().status().as_u16();
+            DriverError {
+                class: ErrorClass::Server,
+                applied: maybe,
+                code: Some(format!("{status} unreadable response")),
+                message: first_line(&format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(error))),
+            }
+        }
+        SdkError::TimeoutError(_) => DriverError {
+            class: ErrorClass::Deadline,
+            applied: maybe,
+            code: Some("timeout".into()),
+            message: "the SDK's timeout passed before the response".into(),
+        },
+        SdkError::DispatchFailure(failure) => {
+            let (class, code) = match failure.as_connector_error() {
+                Some(c) if c.is_timeout() => (ErrorClass::Deadline, "timeout"),
+                _ => (ErrorClass::Connection, "network"),
+            };
+            DriverError {
+                class,
+                applied: maybe,
+                code: Some(code.into()),
+                message: first_line(&format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(error))),
+            }
+        }
+        // Never sent (a request the SDK could not build or sign).
+        _ => DriverError {
+            class: ErrorClass::Server,
+            applied: Applied::No,
+            code: Some("client".into()),
+            message: first_line(&format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(error))),
+        },
+    }
+}
+
+/// A service error: its status and type name, applied or not by the status.
+pub fn server(status: u16, code: Option<&str>, message: Option<&str>, write: bool) -> DriverError {
+    let applied = match status {
+        // A shed: the API's "retry it" answer, not acted on.
+        503 => Applied::No,
+        500..=599 if write => Applied::Maybe,
+        _ => Applied::No,
+    };
+    let code = code.unwrap_or("UnknownError");
+    DriverError {
+        class: ErrorClass::Server,
+        applied,
+        code: Some(format!("{status} {code}")),
+        message: message.map_or_else(|| code.to_string(), first_line),
+    }
+}
+
+/// SDK messages and error pages can run over many lines; the first that
+/// says something says what happened.
+fn first_line(text: &str) -> String {
+    text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default().chars().take(300).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sheds_and_refusals_are_not_applied_a_500_on_a_write_may_be() {
+        let shed = server(503, Some("ServiceUnavailable"), Some("slow down"), true);
+        assert_eq!((shed.applied, shed.code.as_deref()), (Applied::No, Some("503 ServiceUnavailable")));
+        assert_eq!(server(400, Some("ConditionalCheckFailedException"), None, true).applied, Applied::No);
+        assert_eq!(server(500, Some("InternalServerError"), None, true).applied, Applied::Maybe);
+        assert_eq!(server(500, Some("InternalServerError"), None, false).applied, Applied::No);
+    }
+}

@@ -1,0 +1,271 @@
+//! DynamoDB campaigns against a real DynamoDB-API server: moto (PyPI
+//! `moto[server]`, installed by scripts/install-deps.sh), started by
+//! faultline as a process target and driven through the official AWS SDK by
+//! the request/response executor. moto is a Python server of a few hundred
+//! calls a second; it is not the service, and these tests claim only what
+//! it answers.
+
+use crate::support::*;
+
+/// A one-target DynamoDB spec; `options` go under the target's options
+/// (after the table), `rest` after the workloads.
+fn dynamo_spec(options: &str, workload: &str, rest: &str) -> String {
+    format!(
+        r#"name: dynamo
+seed: 5
+targets:
+  shim:
+    kind: dynamodb
+    provider: process
+    ready_timeout: 30s
+    options: {{table: {{name: fl-test, index: {{name: by-group}}}}, {options}}}
+workloads:
+  w: {workload}
+{rest}"#
+    )
+}
+
+fn cell<'a>(r: &'a serde_json::Value, scenario: &str, profile: &str) -> &'a serde_json::Value {
+    r["cells"].as_array().unwrap().iter().find(|c| c["scenario"] == scenario && c["profile"] == profile).unwrap()
+}
+
+fn classes(c: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    c["stats"]["status_classes"].as_object().cloned().unwrap_or_default()
+}
+
+fn hot_key(c: &serde_json::Value) -> &serde_json::Value {
+    c["checks"].as_array().unwrap().iter().find(|k| k["checker"] == "hot-key").expect("a hot-key check")
+}
+
+#[test]
+fn the_hot_key_campaign_answers_every_round_and_its_invariants_hold() {
+    let _load = exclusive();
+    let rounds = 6u64;
+    let run = run(&repo().join("specs/dynamodb-hot-key.yaml"), &["--quick", "--set", &format!("rounds={rounds}")]);
+    // --quick is never a PASS. moto's UpdateItem is not atomic across its
+    // request threads, so the update race may find lost updates (a FAIL);
+    // everything else must have run and held.
+    assert!([1, 2].contains(&run.code()), "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    assert_eq!(r["targets"][0]["kind"], "dynamodb");
+    for (profile, writers) in [("32 writers", 32u64), ("64 writers", 64), ("256 writers", 256)] {
+        let c = cell(&r, "puts", profile);
+        assert_eq!(c["status"], "completed", "{profile}: {}", c["error"]);
+        // Every writer put every round's key once: all calls are counted.
+        let calls: u64 = classes(c).values().map(|n| n.as_u64().unwrap()).sum();
+        assert_eq!(calls, writers * rounds, "{profile}: {:?}", classes(c));
+        assert!(classes(c).keys().all(|k| k == "200" || k == "503"), "{profile}: {:?}", classes(c));
+        let check = hot_key(c);
+        assert_eq!(check["status"], "ok", "{profile}: {check}");
+        assert_eq!(check["checked"], rounds, "{profile}: one key per round");
+        // The cell ended when its rounds were done, not at its 120 s cap.
+        assert!(c["measured_s"].as_f64().unwrap() < 60.0, "{profile}: {}", c["measured_s"]);
+    }
+    // One conditional create wins each round; the rest are refused with
+    // ConditionalCheckFailedException, labelled with the server's words.
+    let creates = cell(&r, "creates", "32 writers");
+    assert_eq!(classes(creates)["200"], rounds, "{:?}", classes(creates));
+    assert_eq!(classes(creates)["400"], 31 * rounds, "{:?}", classes(creates));
+    let labels = creates["stats"]["error_labels"].as_array().unwrap();
+    assert_eq!(labels[0]["label"], "server 400 ConditionalCheckFailedException", "{labels:?}");
+    assert_eq!(hot_key(creates)["status"], "ok", "{}", hot_key(creates));
+    let transactions = cell(&r, "transactions", "32 writers");
+    assert_eq!(hot_key(transactions)["status"], "ok", "{}", hot_key(transactions));
+    // Updates were judged; what moto lost, if anything, is named as lost
+    // updates or a counter that disagrees with the list of ids.
+    let updates = cell(&r, "updates", "32 writers");
+    assert_eq!(updates["status"], "completed", "{}", updates["error"]);
+    let check = hot_key(updates);
+    assert_eq!(check["checked"], rounds, "{check}");
+    match check["status"].as_str().unwrap() {
+        "ok" => assert_eq!(run.code(), 2, "{}", run.stdout()),
+        "violated" => {
+            for w in check["witnesses"].as_array().unwrap() {
+                let w = w.as_str().unwrap();
+                assert!(w.contains("lost updates") || w.contains("the counter says"), "{w}");
+            }
+            assert_eq!(run.code(), 1);
+        }
+        other => panic!("the update race was not decided ({other}): {check}"),
+    }
+    let gates = r["gates"].as_array().unwrap();
+    for name in ["put-statuses", "one-create-per-round", "no-hangs", "transaction-statuses"] {
+        let g = gates.iter().find(|g| g["name"] == name).unwrap();
+        assert_eq!(g["result"], "pass", "{g}");
+    }
+    let report = run.report();
+    for needle in ["| puts | 32 writers |", "Shed (503)", "hot-key"] {
+        assert!(report.contains(needle), "{needle} missing from the report:\n{report}");
+    }
+}
+
+#[test]
+fn every_op_kind_runs_and_failures_are_classified_by_status_and_type() {
+    let _load = exclusive();
+    let spec = dynamo_spec(
+        "siblings: 2",
+        "{ops: {set: 3, get: 3, insert: 1, update: 1, del: 1, transact: 1, batch: 1, query: 1}, keys: {count: 20}}",
+        // One call at a time: moto answers concurrent writes with the odd
+        // 500 of its own (a race in the server), which is not this test's point.
+        r#"profiles:
+  p: {closed: 1x1}
+timing: {warmup: 0s, duration: 3s, deadline: 5s}
+scenarios:
+  - {name: s, target: shim, workload: w, profiles: [p]}
+gates:
+  statuses: only(200, 400)
+"#,
+    );
+    let (_dir, path) = spec_file(&spec);
+    let run = run(&path, &[]);
+    let r = run.results();
+    let c = &r["cells"][0];
+    assert_eq!(c["status"], "completed", "{}\n{}", c["error"], run.stderr());
+    for op in ["set", "get", "insert", "update", "del", "transact", "batch", "query"] {
+        let ok = c["stats"]["per_op"][op]["ok"].as_u64().unwrap_or(0);
+        assert!(ok > 0, "{op} never succeeded: {}", c["stats"]["per_op"][op]);
+    }
+    // Inserting a key that exists is refused by its condition.
+    let labels = c["stats"]["error_labels"].as_array().unwrap();
+    let refused = labels.iter().find(|l| l["label"] == "server 400 ConditionalCheckFailedException");
+    assert!(refused.is_some_and(|l| !l["examples"][0].as_str().unwrap().is_empty()), "{labels:?}");
+    assert_eq!(run.code(), 0, "only 200 and 400: {}", run.stdout());
+}
+
+#[test]
+fn a_transaction_that_loses_its_condition_is_cancelled_with_its_reasons() {
+    let _load = exclusive();
+    let spec = dynamo_spec(
+        "transact_create_only: true",
+        "{ops: {transact: 1}, keys: {count: 3, distribution: rounds}}",
+        r#"profiles:
+  p: {closed: 1x4}
+timing: {warmup: 0s, duration: 30s, deadline: 5s}
+checkers: [hot-key]
+scenarios:
+  - {name: s, target: shim, workload: w, profiles: [p]}
+gates:
+  one-per-round: count(200) == 3 and count(400) == 9
+  invariants: hot_key_violations == 0
+"#,
+    );
+    let (_dir, path) = spec_file(&spec);
+    let run = run(&path, &[]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    let labels = r["cells"][0]["stats"]["error_labels"].as_array().unwrap();
+    let cancelled =
+        labels.iter().find(|l| l["label"] == "server 400 TransactionCanceledException").expect("{labels:?}");
+    let example = cancelled["examples"][0].as_str().unwrap();
+    assert!(example.contains("reasons:") && example.contains("ConditionalCheckFailed"), "{example}");
+}
+
+#[test]
+fn an_endpoint_that_does_not_answer_is_a_clear_error() {
+    let port = free_port();
+    let spec = format!(
+        r#"name: dynamo
+targets:
+  shim: {{kind: dynamodb, provider: external, uri: "http://127.0.0.1:{port}", ready_timeout: 2s}}
+workloads:
+  w: {{ops: {{set: 1}}}}
+profiles:
+  p: {{closed: 1x1}}
+timing: {{duration: 1s}}
+scenarios:
+  - {{name: s, target: shim, workload: w, profiles: [p]}}
+gates:
+  ok: errors == 0
+"#
+    );
+    let (_dir, path) = spec_file(&spec);
+    let run = run(&path, &[]);
+    assert_eq!(run.code(), 2, "{}\n{}", run.stdout(), run.stderr());
+    let errors = run.results()["errors"].to_string();
+    assert!(errors.contains("did not answer") && errors.contains("ListTables"), "{errors}");
+}
+
+/// A Python with boto3 (the machine's, or the one in moto's venv).
+fn python_with_boto3() -> Option<String> {
+    let venv = "/var/cache/faultline/tools/moto-5.2.1/bin/python";
+    ["python3", venv].into_iter().map(String::from).find(|py| {
+        std::process::Command::new(py).args(["-c", "import boto3"]).output().is_ok_and(|o| o.status.success())
+    })
+}
+
+/// The hot-key checker's verdict on an update race, held against what an
+/// independent client (boto3) reads from the same table afterwards: every
+/// key whose counter or id list is not exactly its 200s is a violation the
+/// checker must name, and a table where every key holds them all must pass.
+#[test]
+fn the_update_race_verdict_agrees_with_an_independent_read_of_the_table() {
+    let _load = exclusive();
+    let python = python_with_boto3().expect("boto3 comes with moto (scripts/install-deps.sh all)");
+    let port = free_port();
+    let mut moto = std::process::Command::new("moto_server")
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("moto_server starts");
+    let spec = format!(
+        r#"name: dynamo
+seed: 5
+targets:
+  shim:
+    kind: dynamodb
+    provider: external
+    uri: "http://127.0.0.1:{port}"
+    ready_timeout: 30s
+    options: {{table: {{name: kept, keep: true}}}}
+workloads:
+  w: {{ops: {{update: 1}}, keys: {{count: 8, distribution: rounds}}, value_size: 64B}}
+profiles:
+  p: {{closed: 2x16}}
+timing: {{warmup: 0s, duration: 60s, deadline: 10s}}
+checkers: [hot-key]
+scenarios:
+  - {{name: s, target: shim, workload: w, profiles: [p]}}
+gates:
+  invariants: hot_key_violations == 0
+"#
+    );
+    let (_dir, path) = spec_file(&spec);
+    let run = run(&path, &[]);
+    let r = run.results();
+    let c = &r["cells"][0];
+    let answered = c["stats"]["status_classes"]["200"].as_u64().unwrap_or(0);
+    let read = std::process::Command::new(&python)
+        .args([
+            "-c",
+            r#"import boto3, json, sys
+t = boto3.resource("dynamodb", endpoint_url=sys.argv[1], region_name="us-east-1",
+                   aws_access_key_id="x", aws_secret_access_key="x").Table("kept")
+print(json.dumps({i["pk"]: [int(i["c"]), len(i["l"]), len(set(bytes(v) for v in i["l"]))] for i in t.scan()["Items"]}))"#,
+            &format!("http://127.0.0.1:{port}"),
+        ])
+        .output()
+        .unwrap();
+    let _ = moto.kill();
+    let _ = moto.wait();
+    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+    let items: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&read.stdout).unwrap();
+    assert_eq!(items.len(), 8, "{items:?}");
+    assert_eq!(answered, 8 * 32, "every update answered 200: {}", c["stats"]["status_classes"]);
+    // 32 writers a round, all answered 200: each key must hold 32 in both.
+    let bad: Vec<&String> =
+        items.iter().filter(|(_, v)| v[0] != 32 || v[1] != 32 || v[2] != 32).map(|(k, _)| k).collect();
+    let check = hot_key(c);
+    assert_eq!(check["checked"], 8, "{check}");
+    match bad.is_empty() {
+        true => assert_eq!(check["status"], "ok", "boto3 read every key whole, the checker said {check}"),
+        false => {
+            assert_eq!(check["status"], "violated", "boto3 read {bad:?} short: {items:?}");
+            for w in check["witnesses"].as_array().unwrap() {
+                let key = w.as_str().unwrap().split(':').next().unwrap().trim_start_matches("key ");
+                assert!(bad.contains(&&format!("fl:{key}")), "{w} names a key boto3 read whole: {items:?}");
+            }
+        }
+    }
+    assert_eq!(run.code(), if bad.is_empty() { 0 } else { 1 }, "{}", run.stdout());
+}
