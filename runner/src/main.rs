@@ -68,6 +68,10 @@ enum Command {
         /// Also write the verdict as JUnit XML: a testcase per gate and cell.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Threads that run the pipelined (Redis) load, each a runtime of
+        /// its own as memtier's threads (default: half the cores).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+        load_threads: Option<u16>,
     },
     /// Check a spec without running it.
     Validate {
@@ -226,8 +230,9 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run { spec, set, quick, only, out, dry_run, junit } => {
-            run::run(run::RunArgs { spec, set, quick, only, out, dry_run, junit })
+        Command::Run { spec, set, quick, only, out, dry_run, junit, load_threads } => {
+            let load_threads = load_threads.map(usize::from);
+            run::run(run::RunArgs { spec, set, quick, only, out, dry_run, junit, load_threads })
         }
         Command::Compare { run_a, run_b, threshold, json } => {
             comparison::runs::command(&run_a, &run_b, threshold, json)

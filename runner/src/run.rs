@@ -22,6 +22,8 @@ pub struct RunArgs {
     pub dry_run: bool,
     /// Where to write the verdict as JUnit XML.
     pub junit: Option<PathBuf>,
+    /// Threads the pipelined lanes run on (default: half the cores).
+    pub load_threads: Option<usize>,
 }
 
 pub fn run(args: RunArgs) -> u8 {
@@ -125,6 +127,9 @@ fn execute(
     ));
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let load_threads = crate::engine::load_threads::LoadThreads::start(
+        args.load_threads.unwrap_or_else(crate::engine::load_threads::LoadThreads::default_count),
+    )?;
     let cancel = CancellationToken::new();
     let outcome = runtime.block_on(async {
         for warning in crate::leftovers::warnings().await {
@@ -141,6 +146,7 @@ fn execute(
             cancel: cancel.clone(),
             progress: progress.clone(),
             plugins,
+            load_threads: &load_threads,
         };
         let outcome = engine.run().await;
         signals.abort();

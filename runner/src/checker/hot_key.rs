@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use super::{describe_write, CheckResult, CheckerName, WITNESSES};
-use crate::history::{parse_value, Merged, Observed, OpRecord, Outcome, Scope, ValueId};
+use crate::history::{is_whole_value, parse_value, Merged, Observed, OpRecord, Outcome, Scope, ValueId};
 use crate::spec::OpKind;
 use crate::target::StoredItem;
 
@@ -71,47 +71,76 @@ impl Judged {
     }
 }
 
-/// Judges every key written in the cell against its stored item (`items`,
-/// by key number, as the target read them after the load).
-pub fn check(writes: &BTreeMap<u64, Vec<OpRecord>>, items: &HashMap<u64, StoredItem>, scope: Scope) -> CheckResult {
+/// Judges every key the cell wrote (a write that may have been applied)
+/// against its stored item (`items`, by key number, as the target read
+/// them after the load). `fresh_keys`: the keys were new to the cell
+/// (contention rounds), so an image of no write of this cell is a
+/// violation rather than an earlier cell's item.
+pub fn check(
+    writes: &BTreeMap<u64, Vec<OpRecord>>,
+    items: &HashMap<u64, StoredItem>,
+    scope: Scope,
+    fresh_keys: bool,
+) -> CheckResult {
     let mut judged = Judged { violations: 0, witnesses: Vec::new() };
+    let mut checked = 0;
     for (key, records) in writes {
+        // A key whose every write failed was never written: nothing to hold.
+        if !records.iter().any(|r| r.written.is_some() && r.outcome != Outcome::Fail) {
+            continue;
+        }
+        checked += 1;
         match items.get(key) {
-            Some(item) => check_key(*key, records, item, scope, &mut judged),
+            Some(item) => check_key(*key, records, item, scope, fresh_keys, &mut judged),
             None => judged.violation(format!("key {key}: its stored item was not read")),
         }
     }
-    CheckResult::counted(CheckerName::HotKey, writes.len() as u64, judged.violations, judged.witnesses)
+    CheckResult::counted(CheckerName::HotKey, checked, judged.violations, judged.witnesses)
 }
 
-fn check_key(key: u64, records: &[OpRecord], item: &StoredItem, scope: Scope, out: &mut Judged) {
+fn check_key(key: u64, records: &[OpRecord], item: &StoredItem, scope: Scope, fresh: bool, out: &mut Judged) {
     let by_id: HashMap<ValueId, &OpRecord> = records.iter().filter_map(|r| Some((r.written?, r))).collect();
-    let image_id = |o: Observed| match o {
-        Observed::Write(id) => Some(id),
+    let stored = item.value.as_deref().map(|v| parse_value(v, scope));
+    let stored_id = match stored {
+        Some(Observed::Write(id)) => Some(id),
         _ => None,
     };
     // Which calls answered 200 replaced each write, and how often the key was found empty.
     let mut replaced_by: HashMap<ValueId, Vec<&OpRecord>> = HashMap::new();
     let mut found_empty = 0u64;
     let mut emptied = 1u64; // the key's state before the cell
-    let mut silent = 0u64; // calls that may have replaced an item without naming it
-    for r in records {
-        match (returns_image(r.kind), r.outcome) {
-            (_, Outcome::Fail) => {}
-            (false, _) | (true, Outcome::Unknown) => {
-                silent += 1;
+    for r in records.iter().filter(|r| r.outcome == Outcome::Ok && returns_image(r.kind)) {
+        match r.observed {
+            Observed::Write(id) => {
+                replaced_by.entry(id).or_default().push(r);
                 emptied += u64::from(r.kind == OpKind::Del);
             }
-            (true, Outcome::Ok) => match r.observed {
-                Observed::Write(id) => {
-                    replaced_by.entry(id).or_default().push(r);
-                    emptied += u64::from(r.kind == OpKind::Del);
-                }
-                // A delete of an absent item leaves it absent.
-                Observed::Nil | Observed::Foreign if r.kind == OpKind::Del => {}
-                Observed::Nil | Observed::Foreign => found_empty += 1,
-                Observed::Nothing => silent += 1,
-            },
+            Observed::Foreign if fresh => out.violation(format!(
+                "key {key}: {} returned an item no call of this cell wrote, on a key new to the cell",
+                super::describe(r)
+            )),
+            // A delete of an absent item leaves it absent.
+            Observed::Nil | Observed::Foreign if r.kind == OpKind::Del => {}
+            // An earlier cell's item counts as the key's first state.
+            Observed::Nil | Observed::Foreign => found_empty += 1,
+            Observed::Nothing => out
+                .violation(format!("key {key}: {} was answered 200 without the item it replaced", super::describe(r))),
+        }
+    }
+    // A write shown to have been applied: answered 200, or its item was
+    // replaced or is stored.
+    let shown = |r: &OpRecord| {
+        r.outcome == Outcome::Ok || r.written.is_some_and(|id| replaced_by.contains_key(&id) || Some(id) == stored_id)
+    };
+    // Calls that may have replaced an item without naming it: writes that
+    // return no image and were applied, writes of unknown outcome shown to
+    // have been applied, and deletes of unknown outcome (which may have been).
+    let mut silent = 0u64;
+    for r in records.iter().filter(|r| r.outcome != Outcome::Fail) {
+        let no_image = !returns_image(r.kind) || r.outcome == Outcome::Unknown;
+        if no_image && (shown(r) || r.kind == OpKind::Del) {
+            silent += 1;
+            emptied += u64::from(r.kind == OpKind::Del);
         }
     }
     if found_empty > emptied {
@@ -141,15 +170,24 @@ fn check_key(key: u64, records: &[OpRecord], item: &StoredItem, scope: Scope, ou
             ));
         }
     }
-    let stored = item.value.as_deref().map(|v| parse_value(v, scope));
-    let stored_id = stored.and_then(image_id);
+    check_chain(key, records, &replaced_by, &shown, out);
     if let Some(id) = stored_id {
         match by_id.get(&id) {
             Some(w) if w.outcome == Outcome::Fail => {
                 out.violation(format!("key {key}: the stored item is {}, a write that failed", describe_write(id)))
             }
             None => out.violation(format!("key {key}: the stored item is {}, never written to it", describe_write(id))),
-            _ => {}
+            Some(w) => {
+                let v = item.value.as_deref().unwrap_or_default();
+                if !is_whole_value(v, scope.run, id, w.written_len as usize) {
+                    out.violation(format!(
+                        "key {key}: the stored item's value is not {}'s whole value ({} of {} bytes, or other bytes)",
+                        describe_write(id),
+                        v.len(),
+                        w.written_len
+                    ));
+                }
+            }
         }
         if let Some(r) = replaced_by.get(&id) {
             out.violation(format!(
@@ -167,10 +205,11 @@ fn check_key(key: u64, records: &[OpRecord], item: &StoredItem, scope: Scope, ou
         .filter(|id| !replaced_by.contains_key(id) && Some(*id) != stored_id)
         .collect();
     if dangling.len() as u64 > silent {
+        let names: Vec<String> = dangling.iter().take(5).map(|id| describe_write(*id)).collect();
         out.violation(format!(
-            "key {key}: {} writes answered 200 are neither the stored item nor replaced by any call, and only {silent} call(s) could have overwritten them unseen (lost update), e.g. {}",
+            "key {key}: {} writes answered 200 are neither the stored item nor replaced by any call, and only {silent} call(s) could have overwritten them unseen (lost update): {}",
             dangling.len(),
-            describe_write(dangling[0])
+            names.join(", ")
         ));
     }
     let answered = records.iter().any(|r| r.outcome == Outcome::Ok && r.kind != OpKind::Del);
@@ -206,6 +245,45 @@ fn check_key(key: u64, records: &[OpRecord], item: &StoredItem, scope: Scope, ou
     }
 }
 
+/// Every write answered 200 lies on a chain that starts at the key's first
+/// state (a call that found it empty) or at a call that replaced an item
+/// unseen: following who replaced whom from those starts reaches it. One
+/// that is not reached hangs off a cycle of images (a replaced b, b
+/// replaced a), which no serial order allows.
+fn check_chain(
+    key: u64,
+    records: &[OpRecord],
+    replaced_by: &HashMap<ValueId, Vec<&OpRecord>>,
+    shown: &dyn Fn(&OpRecord) -> bool,
+    out: &mut Judged,
+) {
+    let starts = records.iter().filter(|r| r.outcome != Outcome::Fail).filter(|r| {
+        let found_empty = r.outcome == Outcome::Ok && matches!(r.observed, Observed::Nil | Observed::Foreign);
+        let unseen = (!returns_image(r.kind) || r.outcome == Outcome::Unknown) && shown(r);
+        found_empty || unseen
+    });
+    let mut reached: HashSet<ValueId> = HashSet::new();
+    let mut next: Vec<ValueId> = starts.filter_map(|r| r.written).collect();
+    while let Some(id) = next.pop() {
+        if reached.insert(id) {
+            next.extend(replaced_by.get(&id).into_iter().flatten().filter_map(|r| r.written));
+        }
+    }
+    let cut_off: Vec<ValueId> = records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Ok)
+        .filter_map(|r| r.written)
+        .filter(|id| !reached.contains(id))
+        .collect();
+    if let Some(first) = cut_off.first() {
+        out.violation(format!(
+            "key {key}: {} writes answered 200 are on no chain from the key's first state (their images form a cycle), e.g. {}",
+            cut_off.len(),
+            describe_write(*first)
+        ));
+    }
+}
+
 fn describe_value(v: &[u8], scope: Scope) -> String {
     match parse_value(v, scope) {
         Observed::Write(id) => describe_write(id),
@@ -231,10 +309,16 @@ fn check_index(key: u64, item: &StoredItem, out: &mut Judged) {
 /// been applied, every one answered 200 among them, each once, and the
 /// counter agrees.
 fn check_updates(key: u64, records: &[OpRecord], item: &StoredItem, scope: Scope, out: &mut Judged) {
-    let Some((counter, appended)) = &item.applied else { return };
     if records.iter().any(|r| r.kind != OpKind::Update && r.outcome != Outcome::Fail) {
         return; // a put replaced the list along with the item
     }
+    let updated = records.iter().any(|r| r.outcome == Outcome::Ok);
+    let Some((counter, appended)) = &item.applied else {
+        if updated {
+            out.violation(format!("key {key}: updates were answered 200 but the item holds no counter and id list"));
+        }
+        return;
+    };
     let mut seen = HashSet::new();
     for v in appended {
         match parse_value(v, scope) {
@@ -314,7 +398,7 @@ mod tests {
     fn judge(records: Vec<OpRecord>, item: StoredItem) -> CheckResult {
         let writes: BTreeMap<u64, Vec<OpRecord>> = [(KEY, records)].into_iter().collect();
         let items: HashMap<u64, StoredItem> = [(KEY, item)].into_iter().collect();
-        check(&writes, &items, SCOPE)
+        check(&writes, &items, SCOPE, true)
     }
 
     #[test]
@@ -437,5 +521,63 @@ mod tests {
         assert_eq!(judge(vec![put(a, None), delete, put(b, None)], item(Some(b))).violations, 0);
         // The delete is last: the item is absent, as it should be.
         assert_eq!(judge(vec![put(a, None), delete], item(None)).violations, 0);
+    }
+
+    #[test]
+    fn a_cycle_of_images_is_on_no_chain() {
+        let (a, b, c) = (id(0, 0), id(1, 0), id(2, 0));
+        // a replaced b and b replaced a, beside an honest chain to c.
+        let r = judge(vec![put(a, Some(b)), put(b, Some(a)), put(c, None)], item(Some(c)));
+        assert!(r.witnesses.iter().any(|w| w.contains("no chain")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn an_unknown_write_that_shows_nowhere_hides_no_lost_update() {
+        let (a, b) = (id(0, 0), id(1, 0));
+        // a was answered 200, then lost: b (unknown, never seen) cannot
+        // have overwritten it, since nothing shows b was applied.
+        let unknown = call(OpKind::Set, Some(b), Outcome::Unknown, Observed::Nothing);
+        let r = judge(vec![put(a, None), unknown], item(None));
+        assert!(r.violations >= 1, "{:?}", r.witnesses);
+        // Once b is stored it was applied, and overwrote a unseen: one chain.
+        let unknown = call(OpKind::Set, Some(b), Outcome::Unknown, Observed::Nothing);
+        assert_eq!(judge(vec![put(a, None), unknown], item(Some(b))).violations, 0);
+    }
+
+    #[test]
+    fn an_answer_without_an_image_or_with_a_foreign_one_is_a_violation() {
+        let a = id(0, 0);
+        let blind = call(OpKind::Set, Some(a), Outcome::Ok, Observed::Nothing);
+        let r = judge(vec![blind], item(Some(a)));
+        assert!(r.witnesses.iter().any(|w| w.contains("without the item it replaced")), "{:?}", r.witnesses);
+        // On a key new to the cell, an image no call wrote came from nowhere.
+        let foreign = call(OpKind::Set, Some(a), Outcome::Ok, Observed::Foreign);
+        let r = judge(vec![foreign], item(Some(a)));
+        assert!(r.witnesses.iter().any(|w| w.contains("no call of this cell wrote")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn a_truncated_stored_value_is_not_a_whole_item() {
+        let a = id(0, 0);
+        let mut stored = item(Some(a));
+        stored.value.as_mut().unwrap().truncate(35);
+        let r = judge(vec![put(a, None)], stored);
+        assert!(r.witnesses.iter().any(|w| w.contains("whole value")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn updates_answered_without_a_counter_on_the_item_are_a_violation() {
+        let a = id(0, 0);
+        let update = call(OpKind::Update, Some(a), Outcome::Ok, Observed::Nothing);
+        let r = judge(vec![update], item(Some(a)));
+        assert!(r.witnesses.iter().any(|w| w.contains("no counter")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn keys_whose_every_write_failed_are_not_judged() {
+        let shed = call(OpKind::Set, Some(id(0, 0)), Outcome::Fail, Observed::Nothing);
+        let writes: BTreeMap<u64, Vec<OpRecord>> = [(KEY, vec![shed])].into_iter().collect();
+        let r = check(&writes, &HashMap::new(), SCOPE, true);
+        assert_eq!((r.checked, r.violations), (0, 0));
     }
 }

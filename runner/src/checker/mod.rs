@@ -183,6 +183,8 @@ pub struct Stored<'a> {
     pub values: &'a HashMap<u64, Option<Vec<u8>>>,
     /// Each key's whole item, for the hot-key checker (targets with items).
     pub items: Option<&'a HashMap<u64, crate::target::StoredItem>>,
+    /// The keys were new to the cell (contention rounds).
+    pub fresh_keys: bool,
 }
 
 /// Runs the named checkers on a cell's history against what was `stored`.
@@ -216,7 +218,7 @@ pub fn run(
             CheckerName::HotKey => match (stored.items, hot_key::read_writes(dir)) {
                 (None, _) => CheckResult::unknown(*name, "the target did not report its stored items".into()),
                 (_, Err(e)) => CheckResult::unknown(*name, format!("cannot read the history: {e:#}")),
-                (Some(items), Ok(writes)) => hot_key::check(&writes, items, scope),
+                (Some(items), Ok(writes)) => hot_key::check(&writes, items, scope, stored.fresh_keys),
             },
         })
         .collect();

@@ -4,6 +4,7 @@
 
 mod books;
 mod instances;
+pub mod load_threads;
 mod pipeline;
 pub mod progress;
 mod requests;
@@ -65,6 +66,9 @@ pub struct Engine<'a> {
     pub cancel: CancellationToken,
     pub progress: Progress,
     pub plugins: &'a SpecPlugins,
+    /// Where the pipelined lanes run (the request/response lanes stay on
+    /// the main runtime with their drivers' own tasks).
+    pub load_threads: &'a load_threads::LoadThreads,
 }
 
 impl Engine<'_> {
@@ -333,17 +337,30 @@ impl Engine<'_> {
             let cancel = self.cancel.clone();
             let dialer =
                 pipeline::Dialer { driver: Arc::clone(&driver), uri: uri.to_string(), workload: Arc::clone(&workload) };
-            tasks.push(tokio::spawn(async move {
-                tokio::time::sleep_until(t0).await;
-                match connection {
-                    Connection::Pipelined(c) => {
+            tasks.push(match connection {
+                Connection::Pipelined(c) => {
+                    // The socket moves to the load thread's own reactor.
+                    let moved = {
+                        let _on = self.load_threads.enter(i);
+                        c.stream.into_std().and_then(tokio::net::TcpStream::from_std)
+                    };
+                    let stream = match moved {
+                        Ok(s) => s,
+                        Err(e) => {
+                            return self.failed(result, format!("cannot move a connection to its load thread: {e}"))
+                        }
+                    };
+                    let c = target::PipelinedConnection { stream, protocol: c.protocol };
+                    self.load_threads.spawn(i, async move {
+                        tokio::time::sleep_until(t0).await;
                         pipeline::run(c, dialer, ops, settings, recorder, history, cancel).await
-                    }
-                    Connection::Requests(client) => {
-                        requests::run(client, ops, settings, recorder, history, cancel).await
-                    }
+                    })
                 }
-            }));
+                Connection::Requests(client) => tokio::spawn(async move {
+                    tokio::time::sleep_until(t0).await;
+                    requests::run(client, ops, settings, recorder, history, cancel).await
+                }),
+            });
         }
         let watcher = self.progress.watch_cell(position, cell.label(), live, t0, t.warmup, t.duration, remaining_after);
         // Faults run beside the load, on the measured window's clock; the
@@ -445,6 +462,15 @@ impl Engine<'_> {
         }
         // A shape that ran out of ops before the window ended left part of
         // the window without the load the spec asked for.
+        if workload.is_rounds() && !self.cancel.is_cancelled() && !every_lane_ran_out {
+            return self.failed(
+                result,
+                format!(
+                    "the {} window ended before every contention round was answered: give the rounds a longer duration",
+                    crate::spec::units::format_duration(t.duration)
+                ),
+            );
+        }
         if workload.is_rounds() && !self.cancel.is_cancelled() && window.is_zero() {
             return self.failed(
                 result,
@@ -635,8 +661,9 @@ impl Engine<'_> {
         let final_values: HashMap<u64, Option<Vec<u8>>> = keys.into_iter().zip(values).collect();
         let scope = Scope { run: self.run_tag, cell: cell as u16 };
         let checkers = names.clone();
+        let fresh_keys = workload.is_rounds();
         tokio::task::spawn_blocking(move || {
-            let stored = checker::Stored { values: &final_values, items: stored_items.as_ref() };
+            let stored = checker::Stored { values: &final_values, items: stored_items.as_ref(), fresh_keys };
             checker::run(&dir, &checkers, pass, stored, scope, LINEARIZABILITY_BUDGET, &demoted_spans)
         })
         .await

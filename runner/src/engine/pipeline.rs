@@ -197,6 +197,13 @@ pub async fn run(
     };
     lane.connected(connection);
     let mut issuer = Issuer::new(settings.pacing, settings.in_flight, settings.stop_at);
+    // One cancellation waiter and one timer for the lane's life, re-armed
+    // each turn: a fresh one per turn cost a lock and a timer-wheel entry
+    // per batch of replies.
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
+    let wake = tokio::time::sleep_until(settings.stop_at);
+    tokio::pin!(wake);
 
     loop {
         let now = Instant::now();
@@ -242,15 +249,12 @@ pub async fn run(
                 None => std::future::pending().await,
             }
         };
-        let wake = async {
-            match wake_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
+        if let Some(at) = wake_at.filter(|at| *at != wake.deadline()) {
+            wake.as_mut().reset(at);
+        }
         tokio::select! {
             biased;
-            _ = cancel.cancelled() => break,
+            _ = &mut cancelled => break,
             n = read => match n {
                 Ok(n) if n > 0 => {
                     lane.read_end += n;
@@ -259,7 +263,7 @@ pub async fn run(
                 Ok(_) => lane.disconnected("the server closed the connection"),
                 Err(e) => lane.disconnected(&format!("reading failed: {e}")),
             },
-            _ = wake => {
+            _ = &mut wake, if wake_at.is_some() => {
                 let now = Instant::now();
                 lane.expire(now);
                 if lane.socket.is_none() && now >= lane.next_reconnect {

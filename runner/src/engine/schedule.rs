@@ -92,6 +92,11 @@ impl Issuer {
         if live >= self.in_flight || now >= self.stop_at || self.ran_out.is_some() {
             return None;
         }
+        // Contention rounds: the lane's writers start a round together,
+        // once every call of the last one is answered.
+        if live > 0 && ops.starts_a_round() {
+            return None;
+        }
         let due = match (&self.pacing, self.next_due) {
             (Some(p), Some(i)) => {
                 let due = p.due(i);

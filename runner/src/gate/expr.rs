@@ -616,6 +616,8 @@ impl Parser {
                     statuses.push(format!("{n}"))
                 }
                 Some(Token::Ident(w)) if STATUS_WORDS.contains(&w.as_str()) => statuses.push(w),
+                // An error type, as the server names it: `ConditionalCheckFailedException`.
+                Some(Token::Ident(w)) if w.starts_with(|c: char| c.is_ascii_uppercase()) => statuses.push(w),
                 other => return Err(format!("expected a status, found {}: {form}", describe_token(other.as_ref()))),
             }
             match self.next() {

@@ -396,10 +396,19 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
             }
         }
         Metric::Count | Metric::Outside => {
+            // Successes are class 200; a failure matches a name that is its
+            // class (`503`, `timeout`) or its error type (`ConditionalCheckFailedException`).
+            let named = |n: &str| m.statuses.iter().any(|s| s == n);
+            let ok = (stats.ok, named("200"));
+            let failures = stats.error_labels.iter().map(|l| {
+                let error_type = l.label.rsplit(' ').next().unwrap_or_default();
+                (l.count, named(crate::metrics::status_class(&l.label)) || named(error_type))
+            });
+            let calls: Vec<(u64, bool)> = std::iter::once(ok).chain(failures).collect();
+            let total: u64 = calls.iter().map(|(n, _)| n).sum();
             let inside = m.metric == Metric::Count;
-            let classes = stats.status_classes.iter();
-            let calls = classes.filter(|(class, _)| m.statuses.contains(class) == inside).map(|(_, n)| n).sum::<u64>();
-            Some(calls as f64)
+            // No call at all: nothing says which classes the calls had.
+            (total > 0).then(|| calls.iter().filter(|(_, hit)| *hit == inside).map(|(n, _)| *n).sum::<u64>() as f64)
         }
         Metric::Violations(name) => {
             let check = cell

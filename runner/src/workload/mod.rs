@@ -227,6 +227,17 @@ impl OpStream {
         }
     }
 
+    /// Whether the next op opens a new contention round: it waits until the
+    /// lane's calls of the last round are answered.
+    pub fn starts_a_round(&self) -> bool {
+        match &self.source {
+            Source::Builtin(b) => {
+                b.workload.distribution == KeyDistribution::Rounds && b.issued > 0 && b.issued % b.per_round == 0
+            }
+            Source::Plugin(_) => false,
+        }
+    }
+
     /// Whether the source wants to hear how its ops ended.
     pub fn observes(&self) -> bool {
         matches!(&self.source, Source::Plugin(f) if f.observes())

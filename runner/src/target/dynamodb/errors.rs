@@ -34,8 +34,8 @@ where
             DriverError {
                 class: ErrorClass::Server,
                 applied: maybe,
-                code: Some(format!("{status} unreadable response")),
-                message: first_line(&format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(error))),
+                code: Some("UnreadableResponse".into()),
+                message: first_line(&format!("HTTP {status}: {}", aws_sdk_dynamodb::error::DisplayErrorContext(error))),
             }
         }
         SdkError::TimeoutError(_) => DriverError {

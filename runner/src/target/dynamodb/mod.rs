@@ -37,6 +37,9 @@ use ops::{value_of, DynamoClient, Item, Items};
 pub use options::DynamoOptions;
 use options::{Projection, RetrySpec};
 
+/// How long an index that disagrees with the table is given to catch up.
+const INDEX_SETTLE: Duration = Duration::from_secs(2);
+
 pub struct DynamoDriver {
     pub options: DynamoOptions,
     /// Whether this run created the table, so teardown deletes only its own.
@@ -127,6 +130,40 @@ impl DynamoDriver {
         Ok(found)
     }
 
+    /// The index entries of every key in `names` once they agree with its
+    /// stored item: a global secondary index is updated after the table (on
+    /// the service, eventually), so the keys that disagree are asked again
+    /// for up to [`INDEX_SETTLE`] in all before the disagreement stands.
+    async fn settled_index_entries(
+        &self,
+        client: &Client,
+        index: &str,
+        names: &[String],
+        found: &HashMap<String, Item>,
+    ) -> anyhow::Result<HashMap<String, Vec<Item>>> {
+        let agrees = |name: &String, entries: &[Item]| match (found.get(name), entries) {
+            (None, []) => true,
+            (Some(i), [e]) => i.get("gr") == e.get("gr"),
+            _ => false,
+        };
+        let mut entries = HashMap::new();
+        for name in names {
+            entries.insert(name.clone(), self.index_entries(client, index, name).await?);
+        }
+        let deadline = tokio::time::Instant::now() + INDEX_SETTLE;
+        loop {
+            let disagreeing: Vec<String> = names.iter().filter(|n| !agrees(n, &entries[*n])).cloned().collect();
+            if disagreeing.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok(entries);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            for name in disagreeing {
+                let again = self.index_entries(client, index, &name).await?;
+                entries.insert(name, again);
+            }
+        }
+    }
+
     /// The index entries of key `name`'s group.
     async fn index_entries(&self, client: &Client, index: &str, name: &str) -> anyhow::Result<Vec<Item>> {
         let mut entries = Vec::new();
@@ -174,7 +211,7 @@ fn torn(item: &Item) -> Option<String> {
             number("s")
         ));
     }
-    if text("gr").is_some_and(|gr| gr != format!("w{}", id.writer)) {
+    if text("gr").is_some_and(|gr| gr != format!("w{}.{}", id.writer, id.seq)) {
         return Some(format!("its value is {} but its index key gr is {:?}", describe(id), text("gr")));
     }
     None
@@ -256,13 +293,16 @@ impl TargetDriver for DynamoDriver {
         let mut wanted = names.clone();
         wanted.extend(names.iter().flat_map(|n| (1..=siblings).map(move |i| Items::sibling(n, i))));
         let found = self.get_items(&client, &wanted).await?;
+        let mut index = match &self.options.table.index {
+            Some(i) => Some(self.settled_index_entries(&client, &i.name, &names, &found).await?),
+            None => None,
+        };
         let mut items = Vec::with_capacity(names.len());
         for name in &names {
             let item = found.get(name);
-            let index_entries = match &self.options.table.index {
-                None => None,
-                Some(index) => {
-                    let entries = self.index_entries(&client, &index.name, name).await?;
+            let index_entries = match (&self.options.table.index, index.as_mut()) {
+                (Some(index), Some(all)) => {
+                    let entries = all.remove(name).unwrap_or_default();
                     Some(
                         entries
                             .iter()
@@ -274,6 +314,7 @@ impl TargetDriver for DynamoDriver {
                             .collect(),
                     )
                 }
+                _ => None,
             };
             let applied = item.and_then(|i| match (i.get("c"), i.get("l")) {
                 (Some(AttributeValue::N(c)), Some(AttributeValue::L(l))) => Some((

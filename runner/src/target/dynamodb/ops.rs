@@ -3,8 +3,8 @@
 //! An item is `{<hash_key>: "<prefix><n>", v: <value>, w: writer, s: seq,
 //! gk: "g:<key>", gr: "w<writer>"}`: the value names its write (the history's
 //! tagged value), `w`/`s` name it again so an item mixed from two writes is
-//! seen, and the index key (`gk` hash, `gr` range) moves the key's index
-//! entry to each new writer. Updates also add 1 to `c` and append their
+//! seen, and the index key (`gk = "g:<key>"` hash, `gr = "w<writer>.<seq>"`
+//! range) moves the key's index entry with every write. Updates also add 1 to `c` and append their
 //! value's header to `l`.
 //!
 //! - `set`: PutItem, unconditional, ReturnValues ALL_OLD: the answer is the
@@ -90,7 +90,7 @@ impl Items {
         item.insert("w".into(), AttributeValue::N(writer.to_string()));
         item.insert("s".into(), AttributeValue::N(seq.to_string()));
         item.insert("gk".into(), AttributeValue::S(format!("g:{name}")));
-        item.insert("gr".into(), AttributeValue::S(format!("w{writer}")));
+        item.insert("gr".into(), AttributeValue::S(format!("w{writer}.{seq}")));
         item
     }
 }
@@ -104,10 +104,14 @@ pub fn value_of(item: &Item) -> Option<Vec<u8>> {
     }
 }
 
+/// What an answer's item (an old image, a read) holds: none (or an empty
+/// map) is no item; an item without a value attribute is nothing this
+/// campaign wrote, kept as empty bytes so the history holds it as foreign.
 fn read(item: Option<&Item>) -> ReadValue {
     match item {
         None => ReadValue::Nil,
-        Some(i) => value_of(i).map_or(ReadValue::None, ReadValue::Bytes),
+        Some(i) if i.is_empty() => ReadValue::Nil,
+        Some(i) => ReadValue::Bytes(value_of(i).unwrap_or_default()),
     }
 }
 
@@ -266,7 +270,7 @@ impl DynamoClient {
             n => Err(DriverError {
                 class: ErrorClass::Server,
                 applied: Applied::Maybe,
-                code: Some("200 UnprocessedItems".into()),
+                code: Some("UnprocessedItems".into()),
                 message: format!("{n} of {} items unprocessed", 1 + self.items.siblings),
             }),
         }

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""faultline's load generator against redis-benchmark and memtier_benchmark, side by side.
+
+All three drive the same redis-server in rotated order (round r starts with the
+r-th client of the three), with 50 connections (memtier: -t 2 -c 25) at
+pipeline depth 1 and 16, GET and SET, 100,000 keys, 64 B values; plus the mixed
+workload (GET 80 / SET 20) at 10x32 (memtier: -t 2 -c 5, --ratio 1:4;
+redis-benchmark has no mixed mode). Prints, per case, each client's median
+ops/s with the spread over rounds (min-max), the ratios faultline / memtier and
+faultline / redis-benchmark, and each client's CPU seconds per million ops
+(user + system of the client process, from rusage). With --soak SECONDS it also
+samples faultline's RSS over one long run.
+
+memtier_benchmark is not packaged in Debian: build it with
+../shared/tools/build-memtier.sh (it prints the binary's path) and pass
+--memtier PATH; without it the memtier columns are skipped.
+
+Usage: scripts/bench-load-generators.py [--rounds 3] [--seconds 6] [--memtier PATH]
+       [--faultline-args "--load-threads 1"] [--soak 300]
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+KEYS = 100_000
+VALUE = 64
+CONNECTIONS = 50
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def timed(cmd, **kw):
+    """Runs cmd; returns (stdout + stderr, client cpu s) with cpu from the child's rusage."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode not in (0, 1, 2):
+        sys.exit(f"{cmd[0]} failed ({out.returncode}):\n{out.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return out.stdout + out.stderr, cpu
+
+
+def faultline_spec(port, ops, clients, depth, seconds):
+    return f"""name: bench
+targets:
+  r: {{kind: redis, provider: external, uri: "redis://127.0.0.1:{port}"}}
+workloads:
+  w: {{ops: {ops}, keys: {{count: {KEYS}, prefix: "key:"}}, value_size: {VALUE}B}}
+profiles:
+  p: {{closed: {clients}x{depth}}}
+timing: {{warmup: 0s, duration: {seconds}s}}
+scenarios:
+  - {{name: bench, target: r, workload: w, profiles: [p]}}
+gates:
+  no-errors: errors == 0
+"""
+
+
+class Case:
+    def __init__(self, name, ops, clients, depth, memtier_ratio, redis_benchmark_test):
+        self.name, self.ops, self.clients, self.depth = name, ops, clients, depth
+        self.memtier_ratio, self.redis_benchmark_test = memtier_ratio, redis_benchmark_test
+
+
+CASES = [
+    Case("GET P1", "{get: 1}", CONNECTIONS, 1, "0:1", "get"),
+    Case("GET P16", "{get: 1}", CONNECTIONS, 16, "0:1", "get"),
+    Case("SET P1", "{set: 1}", CONNECTIONS, 1, "1:0", "set"),
+    Case("SET P16", "{set: 1}", CONNECTIONS, 16, "1:0", "set"),
+    Case("mixed 10x32", "{get: 80, set: 20}", 10, 32, "1:4", None),
+]
+
+
+def run_faultline(binary, extra, port, case, seconds, workdir):
+    spec = os.path.join(workdir, "spec.yaml")
+    with open(spec, "w") as f:
+        f.write(faultline_spec(port, case.ops, case.clients, case.depth, seconds))
+    out_dir = tempfile.mkdtemp(dir=workdir)
+    _, cpu = timed([binary, "run", spec, "--out", out_dir] + extra)
+    run_dir = os.path.join(out_dir, os.listdir(out_dir)[0])
+    with open(os.path.join(run_dir, "results.json")) as f:
+        stats = json.load(f)["cells"][0]["stats"]
+    if stats["failed"]:
+        sys.exit(f"faultline saw {stats['failed']} errors")
+    return stats["throughput"], stats["ok"], cpu
+
+
+def run_redis_benchmark(port, case, requests):
+    cmd = ["redis-benchmark", "-p", str(port), "-c", str(CONNECTIONS), "-P", str(case.depth), "-n", str(requests),
+           "-r", str(KEYS), "-d", str(VALUE), "-t", case.redis_benchmark_test, "-q"]
+    text, cpu = timed(cmd)
+    m = re.findall(r"([0-9.]+) requests per second", text)
+    if not m:
+        sys.exit(f"cannot read redis-benchmark output:\n{text}")
+    return float(m[-1]), requests, cpu
+
+
+def run_memtier(memtier, port, case, seconds):
+    threads = 2
+    cmd = [memtier, "-s", "127.0.0.1", "-p", str(port), "-t", str(threads), "-c", str(case.clients // threads),
+           f"--pipeline={case.depth}", f"--ratio={case.memtier_ratio}", f"--key-maximum={KEYS}",
+           "--key-minimum=1", "--key-prefix=key:", f"--data-size={VALUE}", f"--test-time={seconds}",
+           "--hide-histogram", "--distinct-client-seed", "--key-pattern=R:R"]
+    text, cpu = timed(cmd)
+    m = re.search(r"^Totals\s+([0-9.]+)", text, re.M)
+    if not m:
+        sys.exit(f"cannot read memtier_benchmark output:\n{text}")
+    rate = float(m.group(1))
+    return rate, rate * seconds, cpu
+
+
+def soak(binary, extra, port, seconds, workdir):
+    spec = os.path.join(workdir, "soak.yaml")
+    with open(spec, "w") as f:
+        f.write(faultline_spec(port, "{get: 80, set: 20}", 10, 32, seconds))
+    out_dir = tempfile.mkdtemp(dir=workdir)
+    proc = subprocess.Popen([binary, "run", spec, "--out", out_dir] + extra,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    samples = []
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                rss = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024
+            samples.append((time.monotonic(), rss))
+        except (FileNotFoundError, AttributeError):
+            pass
+        time.sleep(5)
+    # Skip the first 10 s (allocation of histograms and connections).
+    start = samples[0][0]
+    steady = [r for t, r in samples if t - start >= 10]
+    print(f"\nRSS over a {seconds}s run at 10x32 (get 80 / set 20): first steady sample {steady[0]:.1f} MiB, "
+          f"last {steady[-1]:.1f} MiB, max {max(steady):.1f} MiB, growth {steady[-1] - steady[0]:+.1f} MiB "
+          f"({len(samples)} samples every 5 s)")
+
+
+def summary(runs):
+    """(median ops/s, min, max, CPU s per M ops) over a client's rounds."""
+    rates = [r[0] for r in runs]
+    cpu = sum(r[2] for r in runs) / max(sum(r[1] for r in runs), 1) * 1e6
+    return statistics.median(rates), min(rates), max(rates), cpu
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=6)
+    ap.add_argument("--soak", type=int, default=0)
+    ap.add_argument("--memtier", default=None, help="memtier_benchmark binary (../shared/tools/build-memtier.sh)")
+    ap.add_argument("--faultline-args", default="", help="extra arguments for faultline run, e.g. --load-threads 1")
+    ap.add_argument("--cases", default=",".join(c.name for c in CASES))
+    ap.add_argument("--faultline", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "/var/cache/faultline/target"),
+                                                         "release", "faultline"))
+    args = ap.parse_args()
+    extra = shlex.split(args.faultline_args)
+    cases = [c for c in CASES if c.name in args.cases.split(",")]
+    port = free_port()
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                              stdout=subprocess.DEVNULL)
+    clients = ["fl", "rb"] + (["mt"] if args.memtier else [])
+    try:
+        for _ in range(100):
+            if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout.strip() == "PONG":
+                break
+            time.sleep(0.05)
+        version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2]
+        print(f"redis-server {version}, {os.cpu_count()} CPUs, {KEYS} keys, {VALUE}B values, {args.rounds} rotated "
+              f"rounds of {args.seconds}s; faultline {' '.join(extra) or '(defaults)'}")
+        workdir = tempfile.mkdtemp()
+        print("\n| case | faultline ops/s | redis-benchmark ops/s | memtier ops/s | faultline / memtier | "
+              "faultline / redis-benchmark | CPU s/M: faultline · redis-benchmark · memtier |")
+        print("|---|---|---|---|---|---|---|")
+        for case in cases:
+            runs = {c: [] for c in clients}
+            for r in range(args.rounds):
+                order = clients[r % len(clients):] + clients[:r % len(clients)]
+                for who in order:
+                    if who == "fl":
+                        runs["fl"].append(run_faultline(args.faultline, extra, port, case, args.seconds, workdir))
+                    elif who == "rb" and case.redis_benchmark_test:
+                        # Sized from faultline's last rate so both run about as long.
+                        rate = runs["fl"][-1][0] if runs["fl"] else 100_000 * case.depth ** 0.5
+                        runs["rb"].append(run_redis_benchmark(port, case, int(rate * args.seconds)))
+                    elif who == "mt":
+                        runs["mt"].append(run_memtier(args.memtier, port, case, args.seconds))
+            cell = {}
+            for who, rs in runs.items():
+                cell[who] = summary(rs) if rs else None
+            fmt = lambda s: f"{s[0]:,.0f} ({s[1]:,.0f}–{s[2]:,.0f})" if s else "–"
+            ratio = lambda a, b: f"{cell[a][0] / cell[b][0]:.2f}" if cell.get(a) and cell.get(b) else "–"
+            cpu = " · ".join(f"{cell[w][3]:.2f}" if cell.get(w) else "–" for w in ("fl", "rb", "mt"))
+            print(f"| {case.name} | {fmt(cell['fl'])} | {fmt(cell.get('rb'))} | {fmt(cell.get('mt'))} | "
+                  f"{ratio('fl', 'mt')} | {ratio('fl', 'rb')} | {cpu} |", flush=True)
+        if args.soak:
+            soak(args.faultline, extra, port, args.soak, workdir)
+    finally:
+        server.kill()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
