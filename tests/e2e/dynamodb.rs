@@ -269,3 +269,49 @@ print(json.dumps({i["pk"]: [int(i["c"]), len(i["l"]), len(set(bytes(v) for v in 
     }
     assert_eq!(run.code(), if bad.is_empty() { 0 } else { 1 }, "{}", run.stdout());
 }
+
+/// A table that exists without the index the spec names stops the run
+/// before any cell, with what is wrong, and the table faultline did not
+/// create is left as it was.
+#[test]
+fn a_table_that_lacks_the_specs_index_is_refused_before_any_cell() {
+    let _load = exclusive();
+    let port = free_port();
+    let mut moto = std::process::Command::new("moto_server")
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("moto_server starts");
+    let spec = |table: &str| {
+        format!(
+            r#"name: dynamo
+targets:
+  shim: {{kind: dynamodb, provider: external, uri: "http://127.0.0.1:{port}", ready_timeout: 30s,
+          options: {{table: {{{table}}}}}}}
+workloads:
+  w: {{ops: {{set: 1}}, keys: {{count: 2, distribution: rounds}}}}
+profiles:
+  p: {{closed: 1x2}}
+timing: {{warmup: 0s, duration: 30s}}
+scenarios:
+  - {{name: s, target: shim, workload: w, profiles: [p]}}
+gates:
+  ok: errors == 0
+"#
+        )
+    };
+    // A first run leaves a table without an index behind.
+    let (_a, plain) = spec_file(&spec("name: shared, keep: true"));
+    let first = run(&plain, &[]);
+    assert_eq!(first.code(), 0, "{}\n{}", first.stdout(), first.stderr());
+    let (_b, indexed) = spec_file(&spec("name: shared, index: {name: by-group}"));
+    let second = run(&indexed, &[]);
+    let _ = moto.kill();
+    let _ = moto.wait();
+    assert_eq!(second.code(), 2, "{}\n{}", second.stdout(), second.stderr());
+    let r = second.results();
+    assert_eq!(r["cells"][0]["status"], "skipped", "{}", r["cells"][0]);
+    let errors = r["errors"].to_string();
+    assert!(errors.contains("has no index `by-group`"), "{errors}");
+}
