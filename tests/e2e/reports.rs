@@ -88,11 +88,19 @@ fn compare_catches_a_slower_server_and_ci_outputs_carry_the_gates() {
     assert!(c["baseline_stats"]["p99_ms"].as_f64().unwrap() > 0.0, "{c}");
     let report = std::fs::read_to_string(fast.join("report.md")).unwrap();
     assert!(report.contains("| s/p | cand | base |"), "{report}");
-    for chart in ["charts/timeline-s-p.svg", "charts/ratios-s.svg"] {
+    for chart in ["charts/timeline-s-p.svg", "charts/percentiles-s-p.svg", "charts/ratios-s.svg"] {
         assert!(report.contains(&format!("]({chart})")), "{chart} not linked:\n{report}");
         let svg = std::fs::read_to_string(fast.join(chart)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("</svg>"), "{chart}: {}", &svg[..svg.len().min(200)]);
     }
+    // The timeline's latency is each second's p99, which results.json carries.
+    let timeline = std::fs::read_to_string(fast.join("charts/timeline-s-p.svg")).unwrap();
+    assert!(timeline.contains("p99"), "the latency panel names its p99");
+    let seconds = results["cells"][0]["stats"]["timeline"].as_array().unwrap();
+    assert!(seconds.iter().all(|s| s["ok"] == 0 || s["p99_ms"].as_f64().is_some_and(|p| p > 0.0)), "{seconds:?}");
+    // Each variant's percentiles, p50 to max, in one chart per group.
+    let percentiles = std::fs::read_to_string(fast.join("charts/percentiles-s-p.svg")).unwrap();
+    assert!(percentiles.contains("p99.9") && percentiles.contains("cand #1") && percentiles.contains("base #1"));
 
     // JUnit: one testcase per gate and cell (per group for ratio gates).
     let xml = std::fs::read_to_string(&junit).unwrap();

@@ -8,7 +8,20 @@ use crate::support::*;
 #[test]
 fn a_healthy_server_passes_every_checker_and_the_export_round_trips() {
     let _load = exclusive();
-    let run = run(&repo().join("specs/quickstart-safety.yaml"), &["--set", "duration=2s"]);
+    // The linearizability search on the hot key is exponential in how many
+    // of its ops overlap: on a machine slowed down for a moment (latency
+    // ten times the usual) it can reach its memory cap and say `unknown`,
+    // never a pass. Such a run is tried once more; any other outcome stands.
+    let spec = repo().join("specs/quickstart-safety.yaml");
+    let mut run = run(&spec, &["--set", "duration=2s"]);
+    let search_gave_up = |r: &serde_json::Value| {
+        r["cells"][0]["checks"]
+            .as_array()
+            .is_some_and(|checks| checks.iter().any(|c| c["checker"] == "linearizability" && c["status"] == "unknown"))
+    };
+    if run.code() == 2 && search_gave_up(&run.results()) {
+        run = crate::support::run(&spec, &["--set", "duration=2s"]);
+    }
     assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
     let r = run.results();
     let checks = r["cells"][0]["checks"].as_array().unwrap();
