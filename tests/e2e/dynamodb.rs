@@ -25,6 +25,28 @@ workloads:
     )
 }
 
+/// A moto_server of the test's own (for external targets), stopped when
+/// dropped, also when the test fails.
+struct Moto(std::process::Child);
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn moto_server() -> (Moto, u16) {
+    let port = free_port();
+    let child = std::process::Command::new("moto_server")
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("moto_server starts");
+    (Moto(child), port)
+}
+
 fn cell<'a>(r: &'a serde_json::Value, scenario: &str, profile: &str) -> &'a serde_json::Value {
     r["cells"].as_array().unwrap().iter().find(|c| c["scenario"] == scenario && c["profile"] == profile).unwrap()
 }
@@ -201,13 +223,7 @@ fn python_with_boto3() -> Option<String> {
 fn the_update_race_verdict_agrees_with_an_independent_read_of_the_table() {
     let _load = exclusive();
     let python = python_with_boto3().expect("boto3 comes with moto (scripts/install-deps.sh all)");
-    let port = free_port();
-    let mut moto = std::process::Command::new("moto_server")
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("moto_server starts");
+    let (moto, port) = moto_server();
     let spec = format!(
         r#"name: dynamo
 seed: 5
@@ -246,8 +262,7 @@ print(json.dumps({i["pk"]: [int(i["c"]), len(i["l"]), len(set(bytes(v) for v in 
         ])
         .output()
         .unwrap();
-    let _ = moto.kill();
-    let _ = moto.wait();
+    drop(moto);
     assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
     let items: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&read.stdout).unwrap();
     assert_eq!(items.len(), 8, "{items:?}");
@@ -276,13 +291,7 @@ print(json.dumps({i["pk"]: [int(i["c"]), len(i["l"]), len(set(bytes(v) for v in 
 #[test]
 fn a_table_that_lacks_the_specs_index_is_refused_before_any_cell() {
     let _load = exclusive();
-    let port = free_port();
-    let mut moto = std::process::Command::new("moto_server")
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("moto_server starts");
+    let (moto, port) = moto_server();
     let spec = |table: &str| {
         format!(
             r#"name: dynamo
@@ -307,8 +316,7 @@ gates:
     assert_eq!(first.code(), 0, "{}\n{}", first.stdout(), first.stderr());
     let (_b, indexed) = spec_file(&spec("name: shared, index: {name: by-group}"));
     let second = run(&indexed, &[]);
-    let _ = moto.kill();
-    let _ = moto.wait();
+    drop(moto);
     assert_eq!(second.code(), 2, "{}\n{}", second.stdout(), second.stderr());
     let r = second.results();
     assert_eq!(r["cells"][0]["status"], "skipped", "{}", r["cells"][0]);
