@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the Docker images the docker provider's tests run (faultline/redis)
-# from Debian packages with fixtures/images/build.sh. Cached by the recipe's
-# content: when nothing changed this takes well under a second. Needs a
-# running Docker engine, and root or sudo (debootstrap, chroot).
+# Builds the Docker images the docker provider's tests run (faultline/redis,
+# faultline/moto) from Debian packages with fixtures/images/build.sh. Cached
+# by the recipe's content: when nothing changed this takes well under a
+# second. Needs a running Docker engine, and root or sudo (debootstrap,
+# chroot).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! docker info >/dev/null 2>&1; then
@@ -11,4 +12,4 @@ if ! docker info >/dev/null 2>&1; then
 fi
 sudo_cmd=()
 [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-"${sudo_cmd[@]}" fixtures/images/build.sh redis
+"${sudo_cmd[@]}" fixtures/images/build.sh redis moto

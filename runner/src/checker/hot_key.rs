@@ -21,7 +21,12 @@
 //!   are every update answered 200, each once, none that failed, and the
 //!   counter they added to equals the list's length;
 //! - an item last written by a transaction holds the same write in every
-//!   sibling item the transaction wrote with it.
+//!   sibling item the transaction wrote with it;
+//! - with a stream on the table: the key's records form one unbroken chain
+//!   (each record replaced what the one before it left, the last leaves
+//!   the stored item), every call answered 200 has exactly one record and a
+//!   failed call none, and each record replaced what its call was told it
+//!   replaced.
 //!
 //! A call whose outcome is unknown may or may not appear, as Jepsen holds it.
 //! The order of the chain is not held against real time.
@@ -32,7 +37,7 @@ use std::path::Path;
 use super::{describe_write, CheckResult, CheckerName, WITNESSES};
 use crate::history::{is_whole_value, parse_value, Merged, Observed, OpRecord, Outcome, Scope, ValueId};
 use crate::spec::OpKind;
-use crate::target::StoredItem;
+use crate::target::{StoredItem, StreamChange};
 
 /// Most records the checker holds in memory; a longer history is `unknown`.
 const MAX_RECORDS: usize = 20_000_000;
@@ -84,6 +89,8 @@ pub fn check(
 ) -> CheckResult {
     let mut judged = Judged { violations: 0, witnesses: Vec::new() };
     let mut checked = 0;
+    let mut stream_records = None;
+    let mut out_of_order = 0;
     for (key, records) in writes {
         // A key whose every write failed was never written: nothing to hold.
         if !records.iter().any(|r| r.written.is_some() && r.outcome != Outcome::Fail) {
@@ -91,11 +98,23 @@ pub fn check(
         }
         checked += 1;
         match items.get(key) {
-            Some(item) => check_key(*key, records, item, scope, fresh_keys, &mut judged),
+            Some(item) => {
+                check_key(*key, records, item, scope, fresh_keys, &mut judged);
+                if let Some(changes) = &item.stream {
+                    *stream_records.get_or_insert(0) += changes.len();
+                    let reordered =
+                        check_stream(*key, records, item.value.as_deref(), changes, scope, fresh_keys, &mut judged);
+                    out_of_order += usize::from(reordered);
+                }
+            }
             None => judged.violation(format!("key {key}: its stored item was not read")),
         }
     }
-    CheckResult::counted(CheckerName::HotKey, checked, judged.violations, judged.witnesses)
+    let mut result = CheckResult::counted(CheckerName::HotKey, checked, judged.violations, judged.witnesses);
+    if let Some(n) = stream_records {
+        result.note = format!("stream: {n} records judged, out of order on {out_of_order} keys");
+    }
+    result
 }
 
 fn check_key(key: u64, records: &[OpRecord], item: &StoredItem, scope: Scope, fresh: bool, out: &mut Judged) {
@@ -284,6 +303,164 @@ fn check_chain(
     }
 }
 
+/// The key's stream records against its calls and its stored item. A record
+/// names its write by the value of the item it left (`new`).
+fn check_stream(
+    key: u64,
+    records: &[OpRecord],
+    stored: Option<&[u8]>,
+    changes: &[StreamChange],
+    scope: Scope,
+    fresh: bool,
+    out: &mut Judged,
+) -> bool {
+    let seen = |v: &Option<Vec<u8>>| v.as_deref().map_or(Observed::Nil, |v| parse_value(v, scope));
+    // On keys an earlier cell wrote, that cell's records come first.
+    let changes = match fresh {
+        true => changes,
+        false => {
+            let first = changes.iter().position(|c| matches!(seen(&c.new), Observed::Write(_)));
+            &changes[first.unwrap_or(changes.len())..]
+        }
+    };
+    let describe = |o: Observed| match o {
+        Observed::Write(id) => describe_write(id),
+        Observed::Nil | Observed::Nothing => "no item".to_string(),
+        Observed::Foreign => "an item of no write of this cell".to_string(),
+    };
+    let links: Vec<(Observed, Observed)> = changes.iter().map(|c| (seen(&c.old), seen(&c.new))).collect();
+    let breaks: Vec<usize> = (1..links.len()).filter(|&i| links[i].0 != links[i - 1].1).collect();
+    // Records that chain only in another order: the stream's order is not
+    // the order the item changed in (one violation for the key).
+    let reordered = if breaks.is_empty() { None } else { chain_order(&links) };
+    let out_of_order = reordered.is_some();
+    match &reordered {
+        Some(_) => {
+            let i = breaks[0];
+            out.violation(format!(
+                "key {key}: the stream's records are out of order (record {} replaced {}, but record {} left {}); taken in another order they form one chain, so the stream's order is not the order the item changed in",
+                i + 1,
+                describe(links[i].0),
+                i,
+                describe(links[i - 1].1)
+            ));
+        }
+        None => {
+            for &i in &breaks {
+                out.violation(format!(
+                    "key {key}: stream record {} replaced {}, but record {} left {} (the stream's chain is broken)",
+                    i + 1,
+                    describe(links[i].0),
+                    i,
+                    describe(links[i - 1].1)
+                ));
+            }
+        }
+    }
+    if let Some(first) = changes.first().filter(|_| fresh) {
+        if first.old.is_some() {
+            out.violation(format!(
+                "key {key}: the first stream record of a key new to the cell replaced {}",
+                describe(seen(&first.old))
+            ));
+        }
+    }
+    let stored_seen = stored.map_or(Observed::Nil, |v| parse_value(v, scope));
+    let last_left = match &reordered {
+        Some(order) => order.last().map(|&i| links[i].1),
+        None => links.last().map(|l| l.1),
+    };
+    match last_left {
+        Some(left) if left != stored_seen => out.violation(format!(
+            "key {key}: the stream's last record left {}, but the stored item is {}",
+            describe(left),
+            describe(stored_seen)
+        )),
+        None if records.iter().any(|r| r.outcome == Outcome::Ok) => {
+            out.violation(format!("key {key}: calls were answered 200 but the stream holds no record of the key"))
+        }
+        _ => {}
+    }
+    // Each write's record (by the item it left), and the removals.
+    let mut record_of: HashMap<ValueId, Vec<&StreamChange>> = HashMap::new();
+    let mut removals = 0usize;
+    for change in changes {
+        match seen(&change.new) {
+            Observed::Write(id) => record_of.entry(id).or_default().push(change),
+            Observed::Nil | Observed::Nothing => removals += 1,
+            Observed::Foreign => {
+                out.violation(format!("key {key}: a stream record left an item no call of this cell wrote"))
+            }
+        }
+    }
+    let by_id: HashMap<ValueId, &OpRecord> = records.iter().filter_map(|r| Some((r.written?, r))).collect();
+    for id in record_of.keys().filter(|id| !by_id.contains_key(id)) {
+        out.violation(format!(
+            "key {key}: the stream records {}, which was not written to this key",
+            describe_write(*id)
+        ));
+    }
+    for r in records {
+        let Some(id) = r.written else { continue };
+        let found = record_of.get(&id).map_or(&[][..], Vec::as_slice);
+        match (r.outcome, found.len()) {
+            (Outcome::Fail, 0) | (Outcome::Ok, 1) | (Outcome::Unknown, 0 | 1) => {}
+            (Outcome::Fail, _) => out.violation(format!(
+                "key {key}: {} failed (not applied), but the stream records it",
+                super::describe(r)
+            )),
+            (Outcome::Ok, 0) => out.violation(format!(
+                "key {key}: {} was answered 200, but the stream has no record of it",
+                super::describe(r)
+            )),
+            (_, n) => out.violation(format!("key {key}: the stream records {} {n} times", super::describe(r))),
+        }
+        // What the caller was told it replaced is what its record replaced.
+        if let (Outcome::Ok, true, [change]) = (r.outcome, returns_image(r.kind), found) {
+            if r.observed != Observed::Nothing && r.observed != seen(&change.old) {
+                out.violation(format!(
+                    "key {key}: {} was told it replaced {}, but its stream record replaced {}",
+                    super::describe(r),
+                    describe(r.observed),
+                    describe(seen(&change.old))
+                ));
+            }
+        }
+    }
+    let deletes = records.iter().filter(|r| r.kind == OpKind::Del && r.outcome != Outcome::Fail).count();
+    if removals > deletes {
+        out.violation(format!(
+            "key {key}: the stream holds {removals} removals of the item, but only {deletes} deletes may have been applied"
+        ));
+    }
+    out_of_order
+}
+
+/// The order in which `links` (each record's replaced and left item) form
+/// one chain, if they do: one record starts it (it replaced what no other
+/// record left) and each next record is the only one that replaced what
+/// the one before it left.
+fn chain_order(links: &[(Observed, Observed)]) -> Option<Vec<usize>> {
+    let mut by_replaced: HashMap<Observed, Vec<usize>> = HashMap::new();
+    for (i, link) in links.iter().enumerate() {
+        by_replaced.entry(link.0).or_default().push(i);
+    }
+    let left: HashSet<Observed> = links.iter().map(|l| l.1).collect();
+    let starts: Vec<usize> = (0..links.len()).filter(|&i| !left.contains(&links[i].0)).collect();
+    let [start] = starts[..] else { return None };
+    let mut order = vec![start];
+    let mut used = vec![false; links.len()];
+    used[start] = true;
+    while order.len() < links.len() {
+        let after = links[*order.last()?].1;
+        let next: Vec<usize> = by_replaced.get(&after)?.iter().copied().filter(|&j| !used[j]).collect();
+        let [next] = next[..] else { return None };
+        used[next] = true;
+        order.push(next);
+    }
+    Some(order)
+}
+
 fn describe_value(v: &[u8], scope: Scope) -> String {
     match parse_value(v, scope) {
         Observed::Write(id) => describe_write(id),
@@ -392,6 +569,7 @@ mod tests {
             index_entries: Some(stored.map(value).into_iter().map(Some).collect()),
             applied: None,
             siblings: Vec::new(),
+            stream: None,
         }
     }
 
@@ -579,5 +757,93 @@ mod tests {
         let writes: BTreeMap<u64, Vec<OpRecord>> = [(KEY, vec![shed])].into_iter().collect();
         let r = check(&writes, &HashMap::new(), SCOPE, true);
         assert_eq!((r.checked, r.violations), (0, 0));
+    }
+
+    fn change(old: Option<ValueId>, new: Option<ValueId>) -> StreamChange {
+        StreamChange { old: old.map(value), new: new.map(value) }
+    }
+
+    fn streamed(stored: Option<ValueId>, changes: Vec<StreamChange>) -> StoredItem {
+        StoredItem { stream: Some(changes), ..item(stored) }
+    }
+
+    #[test]
+    fn a_stream_whose_records_chain_to_the_stored_item_holds() {
+        let (a, b, c) = (id(0, 0), id(1, 0), id(2, 0));
+        let shed = call(OpKind::Set, Some(id(4, 0)), Outcome::Fail, Observed::Nothing);
+        let calls = vec![put(a, None), put(b, Some(a)), shed, put(c, Some(b))];
+        let stream = vec![change(None, Some(a)), change(Some(a), Some(b)), change(Some(b), Some(c))];
+        let r = judge(calls, streamed(Some(c), stream));
+        assert_eq!(r.violations, 0, "{:?}", r.witnesses);
+        assert!(r.note.contains("3 records"), "{}", r.note);
+    }
+
+    #[test]
+    fn a_broken_stream_chain_or_a_record_that_disagrees_with_the_answer_is_a_violation() {
+        let (a, b) = (id(0, 0), id(1, 0));
+        let calls = || vec![put(a, None), put(b, Some(a))];
+        // b's record says it found the key empty, while b was told a.
+        let r = judge(calls(), streamed(Some(b), vec![change(None, Some(a)), change(None, Some(b))]));
+        assert!(r.witnesses.iter().any(|w| w.contains("chain is broken")), "{:?}", r.witnesses);
+        assert!(r.witnesses.iter().any(|w| w.contains("was told it replaced")), "{:?}", r.witnesses);
+        // The last record does not leave the stored item.
+        let r = judge(calls(), streamed(Some(a), vec![change(None, Some(a)), change(Some(a), Some(b))]));
+        assert!(r.witnesses.iter().any(|w| w.contains("stream's last record left")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn records_that_chain_only_in_another_order_are_one_out_of_order_violation() {
+        let (a, b, c) = (id(0, 0), id(1, 0), id(2, 0));
+        let calls = vec![put(a, None), put(b, Some(a)), put(c, Some(b))];
+        let stream = vec![change(None, Some(a)), change(Some(b), Some(c)), change(Some(a), Some(b))];
+        let r = judge(calls, streamed(Some(c), stream));
+        assert_eq!(r.violations, 1, "{:?}", r.witnesses);
+        assert!(r.witnesses[0].contains("out of order"), "{:?}", r.witnesses);
+        assert!(r.note.contains("out of order on 1 keys"), "{}", r.note);
+    }
+
+    #[test]
+    fn a_missing_duplicate_or_failed_write_record_is_a_violation() {
+        let (a, b, c) = (id(0, 0), id(1, 0), id(2, 0));
+        // b answered 200 has no record.
+        let r = judge(vec![put(a, None), put(b, Some(a))], streamed(Some(b), vec![change(None, Some(a))]));
+        assert!(r.witnesses.iter().any(|w| w.contains("no record of it")), "{:?}", r.witnesses);
+        // a recorded twice.
+        let r = judge(vec![put(a, None)], streamed(Some(a), vec![change(None, Some(a)), change(Some(a), Some(a))]));
+        assert!(r.witnesses.iter().any(|w| w.contains("2 times")), "{:?}", r.witnesses);
+        // c was shed, yet recorded.
+        let shed = call(OpKind::Set, Some(c), Outcome::Fail, Observed::Nothing);
+        let stream = vec![change(None, Some(a)), change(Some(a), Some(c)), change(Some(c), Some(a))];
+        let r = judge(vec![put(a, None), shed], streamed(Some(a), stream));
+        assert!(r.witnesses.iter().any(|w| w.contains("failed (not applied)")), "{:?}", r.witnesses);
+        // No record at all.
+        let r = judge(vec![put(a, None)], streamed(Some(a), vec![]));
+        assert!(r.witnesses.iter().any(|w| w.contains("holds no record")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn stream_records_of_no_call_or_extra_removals_are_violations() {
+        let a = id(0, 0);
+        let stranger = id(9, 9);
+        let stream = vec![change(None, Some(stranger)), change(Some(stranger), Some(a))];
+        let r = judge(vec![put(a, None)], streamed(Some(a), stream));
+        assert!(r.witnesses.iter().any(|w| w.contains("not written to this key")), "{:?}", r.witnesses);
+        let stream = vec![change(None, Some(a)), change(Some(a), None), change(None, Some(a))];
+        let r = judge(vec![put(a, None)], streamed(Some(a), stream));
+        assert!(r.witnesses.iter().any(|w| w.contains("removals")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn on_a_key_an_earlier_cell_wrote_its_records_come_first_and_are_skipped() {
+        let (a, b) = (id(0, 0), id(1, 0));
+        let earlier = StreamChange { old: None, new: Some(b"an earlier cell's item".to_vec()) };
+        let mut stream = vec![earlier.clone(), change(None, Some(a))];
+        stream[1].old = earlier.new.clone();
+        let calls = vec![call(OpKind::Set, Some(a), Outcome::Ok, Observed::Foreign), put(b, Some(a))];
+        stream.push(change(Some(a), Some(b)));
+        let writes: BTreeMap<u64, Vec<OpRecord>> = [(KEY, calls)].into_iter().collect();
+        let items: HashMap<u64, StoredItem> = [(KEY, streamed(Some(b), stream))].into_iter().collect();
+        let r = check(&writes, &items, SCOPE, false);
+        assert_eq!(r.violations, 0, "{:?}", r.witnesses);
     }
 }

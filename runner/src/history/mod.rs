@@ -33,7 +33,7 @@ pub enum Outcome {
 }
 
 /// What a read returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Observed {
     /// Not a read, or the reply carried no value to judge.
     Nothing,

@@ -112,6 +112,9 @@ pub(crate) async fn wait_ready(
         still_alive()?;
         match tokio::time::timeout_at(deadline, driver.probe(uri)).await {
             Ok(Ok(info)) => return Ok(info),
+            Ok(Err(e)) if e.downcast_ref::<crate::target::Refused>().is_some() => {
+                bail!("{uri} refused faultline: {e:#}")
+            }
             Ok(Err(e)) => last_error = Some(format!("{e:#}")),
             // Cut short by the deadline: an earlier probe's answer says more.
             Err(_) => {

@@ -39,7 +39,24 @@ pub struct StoredItem {
     /// The values of the items written together with the key (transactions,
     /// batches), in order.
     pub siblings: Vec<Option<Vec<u8>>>,
+    /// The key's records in the table's stream, in stream order, when the
+    /// table has one: each change's old and new item.
+    pub stream: Option<Vec<StreamChange>>,
 }
+
+/// One stream record of a key: the item it replaced and the item it left,
+/// as values (None: no item; empty: an item without a value attribute).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamChange {
+    pub old: Option<Vec<u8>>,
+    pub new: Option<Vec<u8>>,
+}
+
+/// A probe's answer from a server that refuses faultline (its credentials):
+/// waiting will not change it, so readiness gives up at once.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
 
 /// What a probe learned about a running server (for the report's provenance).
 #[derive(Debug, Clone)]

@@ -25,8 +25,13 @@ where
             // An error the SDK could not name (a server's own error page):
             // its body is the only account of what happened.
             let body = context.raw().body().bytes().map(|b| String::from_utf8_lossy(b).into_owned());
-            let message = err.message().map(str::to_string).or(body.filter(|b| !b.trim().is_empty()));
-            server(status, err.code(), message.as_deref(), write)
+            // An XML error page (an IAM-style refusal of the credentials, as
+            // moto's auth and some gateways send) names its code and message.
+            let xml = |tag: &str| body.as_deref().and_then(|b| xml_element(b, tag));
+            let code = err.code().map(str::to_string).or_else(|| xml("Code"));
+            let message =
+                err.message().map(str::to_string).or_else(|| xml("Message")).or(body.filter(|b| !b.trim().is_empty()));
+            server(status, code.as_deref(), message.as_deref(), write)
         }
         SdkError::ResponseError(context) => {
             // A response the SDK could not read: the server acted or not.
@@ -83,6 +88,13 @@ pub fn server(status: u16, code: Option<&str>, message: Option<&str>, write: boo
     }
 }
 
+/// The text of the first `<tag>…</tag>` in an XML error page.
+fn xml_element(body: &str, tag: &str) -> Option<String> {
+    let start = body.find(&format!("<{tag}>"))? + tag.len() + 2;
+    let len = body[start..].find(&format!("</{tag}>"))?;
+    Some(body[start..start + len].trim().to_string()).filter(|t| !t.is_empty())
+}
+
 /// SDK messages and error pages can run over many lines; the first that
 /// says something says what happened.
 fn first_line(text: &str) -> String {
@@ -100,5 +112,18 @@ mod tests {
         assert_eq!(server(400, Some("ConditionalCheckFailedException"), None, true).applied, Applied::No);
         assert_eq!(server(500, Some("InternalServerError"), None, true).applied, Applied::Maybe);
         assert_eq!(server(500, Some("InternalServerError"), None, false).applied, Applied::No);
+    }
+
+    #[test]
+    fn an_xml_error_page_names_its_code_and_message() {
+        let page = "<?xml version=\"1.0\"?>\n<ErrorResponse><Errors><Error><Code>InvalidClientTokenId</Code>\
+                    <Message>The security token included in the request is invalid.</Message></Error></Errors></ErrorResponse>";
+        assert_eq!(xml_element(page, "Code").as_deref(), Some("InvalidClientTokenId"));
+        assert_eq!(
+            xml_element(page, "Message").as_deref(),
+            Some("The security token included in the request is invalid.")
+        );
+        assert_eq!(xml_element("<Code></Code>", "Code"), None);
+        assert_eq!(xml_element("no page", "Code"), None);
     }
 }

@@ -10,14 +10,16 @@
 //! the MongoDB driver), tokio for sleeps.
 
 mod errors;
+mod insecure;
 mod ops;
 pub mod options;
+mod stream;
 mod table;
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -36,6 +38,7 @@ use crate::workload::Workload;
 use ops::{value_of, DynamoClient, Item, Items};
 pub use options::DynamoOptions;
 use options::{Projection, RetrySpec};
+use stream::StreamCursor;
 
 /// How long an index that disagrees with the table is given to catch up.
 const INDEX_SETTLE: Duration = Duration::from_secs(2);
@@ -46,13 +49,33 @@ pub struct DynamoDriver {
     created: AtomicBool,
 }
 
+/// The settings both SDK clients (tables, streams) are built from.
+struct SdkSettings {
+    region: Region,
+    credentials: Credentials,
+    retry: RetryConfig,
+    timeouts: TimeoutConfig,
+    http: aws_sdk_dynamodb::config::SharedHttpClient,
+}
+
 impl DynamoDriver {
     pub fn new(options: DynamoOptions) -> DynamoDriver {
         DynamoDriver { options, created: AtomicBool::new(false) }
     }
 
-    /// An SDK client for `endpoint`, with the spec's retries and timeouts.
-    fn client(&self, endpoint: &str) -> anyhow::Result<Client> {
+    /// Where the checker is in the stream of this target's table at `uri`.
+    /// Each cell builds a driver of its own (a scenario may overlay
+    /// options), while the table and its stream outlive them all: the
+    /// cursor is kept per endpoint and table for the whole run.
+    fn stream_cursor(&self, uri: &str) -> Arc<tokio::sync::Mutex<StreamCursor>> {
+        static CURSORS: OnceLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<StreamCursor>>>>> = OnceLock::new();
+        let mut cursors = CURSORS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(cursors.entry(format!("{uri} {}", self.options.table.name)).or_default())
+    }
+
+    /// What every SDK client of this target shares: where, as whom, with
+    /// the spec's retries, timeouts and TLS.
+    fn sdk(&self) -> anyhow::Result<SdkSettings> {
         let o = &self.options;
         let region = o.region.clone().or_else(|| std::env::var("AWS_REGION").ok()).unwrap_or("us-east-1".into());
         let credentials = match &o.credentials {
@@ -71,26 +94,52 @@ impl DynamoDriver {
         };
         let mut timeouts = TimeoutConfig::builder();
         timeouts.set_connect_timeout(Some(o.connect_timeout.0)).set_read_timeout(o.read_timeout.map(|d| d.0));
-        let timeouts = timeouts.build();
-        let mut trust = tls::TrustStore::default();
-        if let Some(path) = &o.ca_file {
-            let pem = std::fs::read(path).with_context(|| format!("cannot read ca_file {path}"))?;
-            trust = trust.with_pem_certificate(pem.as_slice());
-        }
-        let http = aws_smithy_http_client::Builder::new()
-            .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
-            .tls_context(tls::TlsContext::builder().with_trust_store(trust).build().context("TLS settings")?)
-            .build_https();
+        let http = match o.insecure {
+            true => insecure::http_client(),
+            false => {
+                let mut trust = tls::TrustStore::default();
+                if let Some(path) = &o.ca_file {
+                    let pem = std::fs::read(path).with_context(|| format!("cannot read ca_file {path}"))?;
+                    trust = trust.with_pem_certificate(pem.as_slice());
+                }
+                aws_smithy_http_client::Builder::new()
+                    .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
+                    .tls_context(tls::TlsContext::builder().with_trust_store(trust).build().context("TLS settings")?)
+                    .build_https()
+            }
+        };
+        Ok(SdkSettings { region: Region::new(region), credentials, retry, timeouts: timeouts.build(), http })
+    }
+
+    /// An SDK client for `endpoint`.
+    fn client(&self, endpoint: &str) -> anyhow::Result<Client> {
+        let s = self.sdk()?;
         let config = aws_sdk_dynamodb::Config::builder()
             .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(region))
+            .region(s.region)
             .endpoint_url(endpoint)
-            .credentials_provider(credentials)
-            .retry_config(retry)
-            .timeout_config(timeouts)
-            .http_client(http)
+            .credentials_provider(s.credentials)
+            .retry_config(s.retry)
+            .timeout_config(s.timeouts)
+            .http_client(s.http)
             .build();
         Ok(Client::from_conf(config))
+    }
+
+    /// A DynamoDB Streams client: at `streams_endpoint`, else the table's
+    /// own endpoint (as DynamoDB Local and moto serve both).
+    fn streams_client(&self, endpoint: &str) -> anyhow::Result<aws_sdk_dynamodbstreams::Client> {
+        let s = self.sdk()?;
+        let config = aws_sdk_dynamodbstreams::Config::builder()
+            .behavior_version(aws_sdk_dynamodbstreams::config::BehaviorVersion::latest())
+            .region(s.region)
+            .endpoint_url(self.options.streams_endpoint.as_deref().unwrap_or(endpoint))
+            .credentials_provider(s.credentials)
+            .retry_config(s.retry)
+            .timeout_config(s.timeouts)
+            .http_client(s.http)
+            .build();
+        Ok(aws_sdk_dynamodbstreams::Client::from_conf(config))
     }
 
     /// The items of `names`, read consistently, 100 per BatchGetItem.
@@ -249,16 +298,43 @@ impl TargetDriver for DynamoDriver {
         let listed = tokio::time::timeout(Duration::from_secs(10), client.list_tables().limit(1).send())
             .await
             .context("no answer to ListTables within 10s")?;
-        listed.map_err(|e| anyhow::anyhow!("ListTables: {}", DisplayErrorContext(&e)))?;
+        if let Err(e) = listed {
+            let refused = e.raw_response().is_some_and(|r| matches!(r.status().as_u16(), 401 | 403));
+            if refused {
+                let why = errors::classify(&e, false);
+                return Err(super::Refused(format!(
+                    "ListTables answered {}: {}; the credentials (options.credentials, else AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) are not accepted",
+                    why.code.unwrap_or_default(),
+                    why.message
+                ))
+                .into());
+            }
+            anyhow::bail!("ListTables: {}", DisplayErrorContext(&e));
+        }
         Ok(ServerInfo { version: "DynamoDB API (ListTables answered)".into() })
     }
 
     async fn prepare(&self, uri: &str, _workload: &Workload) -> anyhow::Result<String> {
         let client = self.client(uri)?;
         let existed = self.created.load(Ordering::SeqCst);
-        let done = table::create(&client, &self.options.table).await?;
+        let mut done = table::create(&client, &self.options.table).await?;
         if !existed && done.starts_with("created") {
             self.created.store(true, Ordering::SeqCst);
+        }
+        if self.options.table.stream {
+            let cursor = self.stream_cursor(uri);
+            let mut cursor = cursor.lock().await;
+            cursor.arn = Some(table::stream_arn(&client, &self.options.table.name).await?);
+            // What the stream held before the run is no call of this run's.
+            let before = cursor
+                .read(
+                    &self.streams_client(uri)?,
+                    &self.options.table.hash_key,
+                    &Default::default(),
+                    &mut Default::default(),
+                )
+                .await?;
+            done.push_str(&format!("; its stream read from here on ({before} earlier records passed over)"));
         }
         Ok(done)
     }
@@ -297,6 +373,19 @@ impl TargetDriver for DynamoDriver {
             Some(i) => Some(self.settled_index_entries(&client, &i.name, &names, &found).await?),
             None => None,
         };
+        let mut stream = match self.options.table.stream {
+            true => {
+                let stored = names.iter().map(|n| (n.clone(), found.get(n).and_then(value_of))).collect();
+                let cursor = self.stream_cursor(uri);
+                let mut cursor = cursor.lock().await;
+                if cursor.arn.is_none() {
+                    cursor.arn = Some(table::stream_arn(&client, &self.options.table.name).await?);
+                }
+                let streams = self.streams_client(uri)?;
+                Some(cursor.settled(&streams, &self.options.table.hash_key, &stored).await?)
+            }
+            false => None,
+        };
         let mut items = Vec::with_capacity(names.len());
         for name in &names {
             let item = found.get(name);
@@ -334,6 +423,7 @@ impl TargetDriver for DynamoDriver {
                 index_entries,
                 applied,
                 siblings: (1..=siblings).map(|i| found.get(&Items::sibling(name, i)).and_then(value_of)).collect(),
+                stream: stream.as_mut().map(|s| s.remove(name).unwrap_or_default()),
             });
         }
         Ok(items)

@@ -35,6 +35,17 @@ pub struct DynamoOptions {
     /// (self-signed test servers); the system's roots otherwise.
     #[serde(default)]
     pub ca_file: Option<String>,
+    /// Accept any certificate an `https://` endpoint shows (self-signed test
+    /// servers whose CA you do not have). The handshake is still signed by
+    /// the certificate's key; who issued it and for which name is not
+    /// checked. Default false.
+    #[serde(default)]
+    pub insecure: bool,
+    /// Where DynamoDB Streams answers, when not at the target's endpoint
+    /// (the service: `https://streams.dynamodb.<region>.amazonaws.com`).
+    /// Read only with `table.stream: true`.
+    #[serde(default)]
+    pub streams_endpoint: Option<String>,
     /// Reads (`get`, the checker's final read) are strongly consistent
     /// (default true).
     #[serde(default = "default_true")]
@@ -90,8 +101,9 @@ pub struct TableSpec {
     /// an entry left behind is seen as a second entry.
     #[serde(default)]
     pub index: Option<IndexSpec>,
-    /// A stream of new and old images on the table (created only; faultline
-    /// does not read it yet).
+    /// A stream of new and old images on the table: the hot-key checker
+    /// reads each key's records and holds them against the calls (one
+    /// record per committed write, chained by their images).
     #[serde(default)]
     pub stream: bool,
     #[serde(default)]
@@ -223,6 +235,12 @@ impl DynamoOptions {
         }
         if !(1..=24).contains(&self.siblings) {
             return Err(("siblings", "must be 1 to 24 (a batch writes at most 25 items)".into()));
+        }
+        if self.insecure && self.ca_file.is_some() {
+            return Err((
+                "insecure",
+                "accepts any certificate, so ca_file would not be used: keep one of the two".into(),
+            ));
         }
         if self.connect_timeout.0.is_zero() {
             return Err(("connect_timeout", "must be above 0s".into()));

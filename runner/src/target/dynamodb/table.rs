@@ -137,6 +137,28 @@ async fn wait_active(client: &Client, spec: &TableSpec) -> anyhow::Result<()> {
     }
 }
 
+/// The ARN of the table's stream, which must carry old and new images
+/// (the checker follows both).
+pub async fn stream_arn(client: &Client, name: &str) -> anyhow::Result<String> {
+    let out = client
+        .describe_table()
+        .table_name(name)
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("DescribeTable `{name}`: {}", DisplayErrorContext(&e)))?;
+    let table = out.table().context("DescribeTable answered without the table")?;
+    let view = table.stream_specification().filter(|s| s.stream_enabled()).and_then(|s| s.stream_view_type());
+    match (table.latest_stream_arn(), view) {
+        (Some(arn), Some(StreamViewType::NewAndOldImages)) => Ok(arn.to_string()),
+        (Some(_), Some(other)) => anyhow::bail!(
+            "table `{name}`'s stream carries {other} only; the hot-key checker needs NEW_AND_OLD_IMAGES: recreate it, or set table.stream: false"
+        ),
+        _ => anyhow::bail!(
+            "table `{name}` has no stream, but the spec's table.stream is true: enable one (NEW_AND_OLD_IMAGES), or set table.stream: false"
+        ),
+    }
+}
+
 /// Deletes the table; says what it did.
 pub async fn delete(client: &Client, name: &str) -> anyhow::Result<String> {
     match client.delete_table().table_name(name).send().await {
