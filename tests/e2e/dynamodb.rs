@@ -210,13 +210,13 @@ gates:
     assert!(example.contains("reasons:") && example.contains("ConditionalCheckFailed"), "{example}");
 }
 
-#[test]
-fn an_endpoint_that_does_not_answer_is_a_clear_error() {
-    let port = free_port();
-    let spec = format!(
+/// One second of single puts on an external endpoint at `port`, with the
+/// target's `fields`.
+fn one_put_spec(port: u16, fields: &str) -> String {
+    format!(
         r#"name: dynamo
 targets:
-  shim: {{kind: dynamodb, provider: external, uri: "http://127.0.0.1:{port}", ready_timeout: 2s}}
+  shim: {{kind: dynamodb, provider: external, uri: "http://127.0.0.1:{port}", {fields}}}
 workloads:
   w: {{ops: {{set: 1}}}}
 profiles:
@@ -227,8 +227,13 @@ scenarios:
 gates:
   ok: errors == 0
 "#
-    );
-    let (_dir, path) = spec_file(&spec);
+    )
+}
+
+#[test]
+fn an_endpoint_that_does_not_answer_is_a_clear_error() {
+    let port = free_port();
+    let (_dir, path) = spec_file(&one_put_spec(port, "ready_timeout: 2s"));
     let run = run(&path, &[]);
     assert_eq!(run.code(), 2, "{}\n{}", run.stdout(), run.stderr());
     let errors = run.results()["errors"].to_string();
@@ -358,23 +363,8 @@ gates:
 #[test]
 fn credentials_the_server_refuses_are_a_clear_error_at_once() {
     let (_moto, port) = moto_server_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]);
-    let spec = format!(
-        r#"name: dynamo
-targets:
-  shim: {{kind: dynamodb, provider: external, uri: "http://127.0.0.1:{port}", ready_timeout: 60s,
-          options: {{credentials: {{access_key_id: nobody, secret_access_key: wrong}}}}}}
-workloads:
-  w: {{ops: {{set: 1}}}}
-profiles:
-  p: {{closed: 1x1}}
-timing: {{duration: 1s}}
-scenarios:
-  - {{name: s, target: shim, workload: w, profiles: [p]}}
-gates:
-  ok: errors == 0
-"#
-    );
-    let (_dir, path) = spec_file(&spec);
+    let refused = "ready_timeout: 60s, options: {credentials: {access_key_id: nobody, secret_access_key: wrong}}";
+    let (_dir, path) = spec_file(&one_put_spec(port, refused));
     // moto takes a moment to listen; the refusal itself comes at once.
     let started = std::time::Instant::now();
     let run = run(&path, &[]);
