@@ -362,6 +362,7 @@ gates:
 /// waiting for readiness would not change the answer.
 #[test]
 fn credentials_the_server_refuses_are_a_clear_error_at_once() {
+    let _load = exclusive();
     let (_moto, port) = moto_server_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]);
     let refused = "ready_timeout: 60s, options: {credentials: {access_key_id: nobody, secret_access_key: wrong}}";
     let (_dir, path) = spec_file(&one_put_spec(port, refused));

@@ -122,8 +122,9 @@ fn compare_catches_a_slower_server_and_ci_outputs_carry_the_gates() {
     assert!(md.contains("| impossible | **FAIL** |") && md.contains("| close-enough | PASS |"), "{md}");
     assert!(md.contains("| s/p | cand | base |") && md.contains("report.md`"), "{md}");
 
-    // The same spec with values 2000 times larger: every cell slower.
-    let slow_run = run(&spec, &["--set", "value=64KiB"]);
+    // The same spec with values 32,768 times larger: every cell slower, by
+    // far more than a noisy (CPU-stolen) machine moves a 1 s repeat.
+    let slow_run = run(&spec, &["--set", "value=1MiB"]);
     let slow = slow_run.dir.clone().expect("a run directory");
     let o = compare(&fast, &slow, &["--json", ci.path().join("cmp.json").to_str().unwrap()]);
     let md = text(&o.stdout);
