@@ -41,6 +41,7 @@ pub struct Pending {
 }
 
 impl Pending {
+    #[inline]
     pub fn new(issue: Issue, now: Instant, sent: bool, timing: &CellTiming) -> Pending {
         let Issue { op, issued, start } = issue;
         Pending { op, began: now, sent, issued, start, deadline: now + timing.deadline, abandoned: false }

@@ -91,6 +91,7 @@ impl Lane {
         self.next_reconnect = now + RECONNECT_PAUSE;
     }
 
+    #[inline]
     fn issue(&mut self, issue: Issue, now: Instant) {
         let sent = match &mut self.socket {
             Some(s) => {
@@ -207,7 +208,9 @@ pub async fn run(
 
     loop {
         let now = Instant::now();
-        if cancel.is_cancelled() || ((now >= settings.stop_at || issuer.exhausted()) && lane.books.live == 0) {
+        // Cancellation is noticed in the wait below (checking the token
+        // here too took a lock per turn).
+        if (now >= settings.stop_at || issuer.exhausted()) && lane.books.live == 0 {
             break;
         }
         lane.books.report_completions(&mut ops);

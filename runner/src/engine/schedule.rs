@@ -88,6 +88,7 @@ impl Issuer {
 
     /// The next op to issue at `now` with `live` slots in use, if a slot is
     /// free, the window is open and (open loop) an op is due.
+    #[inline]
     pub fn next(&mut self, now: Instant, live: u32, ops: &mut OpStream, recorder: &mut Recorder) -> Option<Issue> {
         if live >= self.in_flight || now >= self.stop_at || self.ran_out.is_some() {
             return None;

@@ -216,19 +216,16 @@ fn put_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
 impl WireProtocol for Resp {
     fn encode(&mut self, op: &Op, out: &mut Vec<u8>) {
         let w = &*self.workload;
-        let (command, args): (&[u8], u8) = match op.kind {
-            OpKind::Get => (b"GET", 2),
-            OpKind::Set => (b"SET", 3),
-            OpKind::Incr => (b"INCR", 2),
-            OpKind::Del => (b"DEL", 2),
+        // The array header and command name are fixed per kind: one copy.
+        out.extend_from_slice(match op.kind {
+            OpKind::Get => b"*2\r\n$3\r\nGET\r\n",
+            OpKind::Set => b"*3\r\n$3\r\nSET\r\n",
+            OpKind::Incr => b"*2\r\n$4\r\nINCR\r\n",
+            OpKind::Del => b"*2\r\n$3\r\nDEL\r\n",
             OpKind::Insert | OpKind::Update | OpKind::Transact | OpKind::Batch | OpKind::Query => {
                 unreachable!("validation refuses ops redis targets do not support")
             }
-        };
-        out.push(b'*');
-        out.push(b'0' + args);
-        out.extend_from_slice(b"\r\n");
-        put_bulk(out, command);
+        });
         self.scratch.clear();
         w.put_key(op.kind, op.key, &mut self.scratch);
         put_bulk(out, &self.scratch);
@@ -241,15 +238,12 @@ impl WireProtocol for Resp {
 
     fn decode(&mut self, input: &[u8]) -> Result<Option<Reply>, String> {
         let Some(first) = input.first() else { return Ok(None) };
-        let Some(len) = skip_reply(input, 0)? else { return Ok(None) };
+        let Some((len, body)) = reply_extent(input, 0)? else { return Ok(None) };
         let (outcome, value) = match first {
             b'-' => (Err(ErrorClass::Server), ReplyValue::None),
             b'$' if input[1] == b'-' => (Ok(()), ReplyValue::Nil),
             // A bulk string: its bytes sit between the length line and the final CRLF.
-            b'$' => {
-                let body = find_crlf(input, 1).expect("complete reply") + 2;
-                (Ok(()), ReplyValue::Bytes(body..len - 2))
-            }
+            b'$' => (Ok(()), ReplyValue::Bytes(body..len - 2)),
             _ => (Ok(()), ReplyValue::None),
         };
         let wrong_server = self.follow_primary && *first == b'-' && not_the_primary(&input[..len]);
@@ -261,18 +255,21 @@ impl WireProtocol for Resp {
 
 /// The position just past the reply starting at `at`, or None if incomplete.
 pub(super) fn skip_reply(input: &[u8], at: usize) -> Result<Option<usize>, String> {
+    Ok(reply_extent(input, at)?.map(|(end, _)| end))
+}
+
+/// The reply starting at `at`, if complete: the position just past it, and
+/// where its first line ends (past the CRLF), which is where a bulk
+/// string's bytes begin.
+fn reply_extent(input: &[u8], at: usize) -> Result<Option<(usize, usize)>, String> {
     let Some(line_end) = find_crlf(input, at + 1) else { return Ok(None) };
     let after_line = line_end + 2;
-    match input[at] {
-        b'+' | b'-' | b':' => Ok(Some(after_line)),
-        b'$' => {
-            let len = parse_int(&input[at + 1..line_end])?;
-            if len < 0 {
-                return Ok(Some(after_line));
-            }
-            let end = after_line + len as usize + 2;
-            Ok((input.len() >= end).then_some(end))
-        }
+    let end = match input[at] {
+        b'+' | b'-' | b':' => Some(after_line),
+        b'$' => match parse_int(&input[at + 1..line_end])? {
+            len if len < 0 => Some(after_line),
+            len => Some(after_line + len as usize + 2).filter(|end| input.len() >= *end),
+        },
         b'*' => {
             let count = parse_int(&input[at + 1..line_end])?;
             let mut pos = after_line;
@@ -285,21 +282,37 @@ pub(super) fn skip_reply(input: &[u8], at: usize) -> Result<Option<usize>, Strin
                     None => return Ok(None),
                 }
             }
-            Ok(Some(pos))
+            Some(pos)
         }
-        other => Err(format!("unexpected RESP reply type byte 0x{other:02x}")),
-    }
+        other => return Err(format!("unexpected RESP reply type byte 0x{other:02x}")),
+    };
+    Ok(end.map(|end| (end, after_line)))
 }
 
+/// Where the next CRLF from `from` starts.
 fn find_crlf(input: &[u8], from: usize) -> Option<usize> {
-    input.get(from..)?.windows(2).position(|w| w == b"\r\n").map(|p| from + p)
+    let rest = input.get(from..)?;
+    rest.iter().zip(rest.iter().skip(1)).position(|pair| pair == (&b'\r', &b'\n')).map(|i| from + i)
 }
 
+/// A RESP length: an optional minus sign and decimal digits.
 fn parse_int(digits: &[u8]) -> Result<i64, String> {
-    std::str::from_utf8(digits)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad RESP length `{}`", String::from_utf8_lossy(digits)))
+    let bad = || format!("bad RESP length `{}`", String::from_utf8_lossy(digits));
+    let (negative, magnitude) = match digits {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, digits),
+    };
+    if magnitude.is_empty() || magnitude.len() > 18 {
+        return Err(bad());
+    }
+    let mut n: i64 = 0;
+    for &d in magnitude {
+        if !d.is_ascii_digit() {
+            return Err(bad());
+        }
+        n = n * 10 + i64::from(d - b'0');
+    }
+    Ok(if negative { -n } else { n })
 }
 
 #[cfg(test)]
@@ -351,6 +364,13 @@ mod tests {
             assert_eq!(r.decode(input).unwrap(), want, "{}", String::from_utf8_lossy(input));
         }
         assert!(r.decode(b"?junk\r\n").is_err());
+        // Lengths are decimal, optionally negative, and fit an i64.
+        for bad in [&b"$1a\r\nx\r\n"[..], b"$\r\n", b"$--1\r\n", b"*+2\r\n", b"$1234567890123456789\r\n"] {
+            assert!(r.decode(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(r.decode(b"*-1\r\n").unwrap(), ok(5, ReplyValue::None), "a nil array");
+        let line = r.decode(b"-ERR a\rb\r\n+OK\r\n").unwrap().unwrap();
+        assert_eq!((line.len, line.message), (10, Some(1..8)), "a lone CR does not end a line");
     }
 
     #[test]

@@ -206,6 +206,7 @@ impl OpStream {
     }
 
     /// The next op; `None` when a shape plugin has no more (or failed).
+    #[inline]
     pub fn next_op(&mut self) -> Option<Op> {
         let mut op = match &mut self.source {
             Source::Builtin(b) => b.next_op()?,
@@ -264,6 +265,7 @@ struct BuiltinStream {
 
 impl BuiltinStream {
     /// `None` once a client's contention rounds are done.
+    #[inline]
     fn next_op(&mut self) -> Option<Op> {
         let w = &*self.workload;
         let round = self.issued / self.per_round;
