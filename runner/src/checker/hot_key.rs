@@ -92,8 +92,9 @@ pub fn check(
     let mut stream_records = None;
     let mut out_of_order = 0;
     for (key, records) in writes {
-        // A key whose every write failed was never written: nothing to hold.
-        if !records.iter().any(|r| r.written.is_some() && r.outcome != Outcome::Fail) {
+        // Only reads: the key's stored item was not read, nothing to hold.
+        // A key whose every write failed is held too: none of them may show.
+        if !records.iter().any(|r| r.written.is_some()) {
             continue;
         }
         checked += 1;
@@ -631,6 +632,17 @@ mod tests {
     }
 
     #[test]
+    fn a_key_whose_every_write_failed_holds_none_of_them() {
+        let (a, b) = (id(0, 0), id(1, 0));
+        let shed = |w| call(OpKind::Set, Some(w), Outcome::Fail, Observed::Nothing);
+        let r = judge(vec![shed(a), shed(b)], streamed(None, vec![]));
+        assert_eq!((r.violations, r.checked), (0, 1), "{:?}", r.witnesses);
+        let r = judge(vec![shed(a), shed(b)], streamed(Some(b), vec![change(None, Some(b))]));
+        assert!(r.witnesses.iter().any(|w| w.contains("a write that failed")), "{:?}", r.witnesses);
+        assert!(r.witnesses.iter().any(|w| w.contains("failed (not applied)")), "{:?}", r.witnesses);
+    }
+
+    #[test]
     fn a_torn_item_is_a_violation() {
         let a = id(0, 0);
         let mut stored = item(Some(a));
@@ -752,9 +764,9 @@ mod tests {
     }
 
     #[test]
-    fn keys_whose_every_write_failed_are_not_judged() {
-        let shed = call(OpKind::Set, Some(id(0, 0)), Outcome::Fail, Observed::Nothing);
-        let writes: BTreeMap<u64, Vec<OpRecord>> = [(KEY, vec![shed])].into_iter().collect();
+    fn keys_only_read_are_not_judged() {
+        let read = call(OpKind::Get, None, Outcome::Ok, Observed::Nil);
+        let writes: BTreeMap<u64, Vec<OpRecord>> = [(KEY, vec![read])].into_iter().collect();
         let r = check(&writes, &HashMap::new(), SCOPE, true);
         assert_eq!((r.checked, r.violations), (0, 0));
     }

@@ -165,9 +165,9 @@ pub fn first_pass(dir: &Path, names: &[CheckerName], longest_op: Duration) -> an
                 id,
                 WriteInfo { key: r.key, start: r.start, end: r.end, len: r.written_len, outcome: r.outcome },
             );
-            if r.outcome != Outcome::Fail {
-                pass.written_keys.insert(r.key);
-            }
+            // Also keys whose every write failed: a failed write found
+            // stored (or in a stream) is a violation only a read can show.
+            pass.written_keys.insert(r.key);
         }
         if let Some(stale) = &mut pass.stale {
             stale.observe(&r, &pass.writes);
