@@ -26,7 +26,7 @@ use crate::checker::{self, CheckResult, CheckerName};
 use crate::fault;
 use crate::history::{HistoryWriter, Scope};
 use crate::metrics::windows::FaultSpan;
-use crate::metrics::{roles, CellMetrics, LiveCounters, Recorder};
+use crate::metrics::{roles, CellMetrics, LiveCounters, Recorder, SharedTimelines};
 use crate::plan::{Cell, Plan};
 use crate::plugin::shape::{Feed, Setup, Shape};
 use crate::plugin::{Limits, SpecPlugins};
@@ -300,6 +300,7 @@ impl Engine<'_> {
         let mut tasks = Vec::new();
         let with_faults = !self.scenario(cell).faults.is_empty();
         let keep_windows = with_faults && self.gates_use_windows(cell);
+        let timelines = Arc::new(SharedTimelines::default());
         for (i, connection) in clients.into_iter().enumerate() {
             let counters = Arc::new(LiveCounters::default());
             live.push(Arc::clone(&counters));
@@ -307,6 +308,7 @@ impl Engine<'_> {
                 workload.kinds().into_iter(),
                 measure_from,
                 counters,
+                Arc::clone(&timelines),
                 matches!(load, Load::Open(_)),
                 with_faults,
                 keep_windows,
@@ -437,6 +439,7 @@ impl Engine<'_> {
                 Err(e) => panicked = Some(format!("a load client crashed: {e}")),
             }
         }
+        metrics.absorb_timelines(&timelines);
         watcher.abort();
         let ended = Instant::now();
 

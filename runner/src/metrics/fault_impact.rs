@@ -12,11 +12,19 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::recent::Absorb;
+
 /// Resolution of the fine timeline, in microseconds.
 const BUCKET_US: u64 = 10_000;
 
+/// The 10 ms stretch an op that ended at `end_us` (since the window began) falls in.
+pub fn bucket_of(end_us: u64) -> usize {
+    (end_us / BUCKET_US) as usize
+}
+
+/// The ops that ended in one 10 ms stretch.
 #[derive(Debug, Clone, Copy, Default)]
-struct Bucket {
+pub struct Bucket {
     ok: u64,
     failed: u64,
     /// End of the last failed op in the bucket, +1 (0: none), in µs since the window began.
@@ -26,45 +34,45 @@ struct Bucket {
     max_latency_us: u64,
 }
 
+impl Bucket {
+    /// `end_us`: when the op ended, µs since the measured window began.
+    pub fn record(&mut self, end_us: u64, latency_us: u64, ok: bool) {
+        self.max_latency_us = self.max_latency_us.max(latency_us);
+        if ok {
+            self.ok += 1;
+            if self.first_ok_end == 0 || end_us + 1 < self.first_ok_end {
+                self.first_ok_end = end_us + 1;
+            }
+        } else {
+            self.failed += 1;
+            self.last_fail_end = self.last_fail_end.max(end_us + 1);
+        }
+    }
+}
+
+impl Absorb for Bucket {
+    fn absorb(&mut self, b: &Bucket) {
+        self.ok += b.ok;
+        self.failed += b.failed;
+        self.last_fail_end = self.last_fail_end.max(b.last_fail_end);
+        self.first_ok_end = match (self.first_ok_end, b.first_ok_end) {
+            (0, x) | (x, 0) => x,
+            (x, y) => x.min(y),
+        };
+        self.max_latency_us = self.max_latency_us.max(b.max_latency_us);
+    }
+}
+
+/// A cell's 10 ms timeline.
 #[derive(Debug, Clone, Default)]
 pub struct FineTimeline {
-    buckets: Vec<Bucket>,
+    pub buckets: Vec<Bucket>,
 }
 
 impl FineTimeline {
-    /// `end_us`: when the op ended, µs since the measured window began.
-    pub fn record(&mut self, end_us: u64, latency_us: u64, ok: bool) {
-        let i = (end_us / BUCKET_US) as usize;
-        if self.buckets.len() <= i {
-            self.buckets.resize(i + 1, Bucket::default());
-        }
-        let b = &mut self.buckets[i];
-        b.max_latency_us = b.max_latency_us.max(latency_us);
-        if ok {
-            b.ok += 1;
-            if b.first_ok_end == 0 || end_us + 1 < b.first_ok_end {
-                b.first_ok_end = end_us + 1;
-            }
-        } else {
-            b.failed += 1;
-            b.last_fail_end = b.last_fail_end.max(end_us + 1);
-        }
-    }
-
-    pub fn merge(&mut self, other: &FineTimeline) {
-        if self.buckets.len() < other.buckets.len() {
-            self.buckets.resize(other.buckets.len(), Bucket::default());
-        }
-        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
-            a.ok += b.ok;
-            a.failed += b.failed;
-            a.last_fail_end = a.last_fail_end.max(b.last_fail_end);
-            a.first_ok_end = match (a.first_ok_end, b.first_ok_end) {
-                (0, x) | (x, 0) => x,
-                (x, y) => x.min(y),
-            };
-            a.max_latency_us = a.max_latency_us.max(b.max_latency_us);
-        }
+    #[cfg(test)]
+    fn record(&mut self, end_us: u64, latency_us: u64, ok: bool) {
+        super::recent::entry_at(&mut self.buckets, bucket_of(end_us)).record(end_us, latency_us, ok);
     }
 
     /// Impacts of faults requested at `faults` (name, seconds into the

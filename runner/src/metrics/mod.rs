@@ -5,7 +5,7 @@
 //! cell merges them when the load stops.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -15,9 +15,11 @@ use tokio::time::Instant;
 use crate::spec::OpKind;
 
 pub mod fault_impact;
+mod recent;
 pub mod roles;
 pub mod windows;
-use fault_impact::{FaultImpact, FineTimeline};
+use fault_impact::{bucket_of, Bucket, FaultImpact, FineTimeline};
+use recent::{absorb_at, entry_at, Absorb, Recent};
 use windows::{FaultSpan, WindowLatency, WindowSamples};
 
 /// Latencies are recorded in microseconds, up to an hour, 3 significant digits.
@@ -86,6 +88,12 @@ impl LiveCounters {
     pub fn snapshot(&self) -> (u64, u64, u64) {
         (self.ok.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed), self.warmup.load(Ordering::Relaxed))
     }
+}
+
+/// Adds one to a live counter. Each client's counters have one writer, its
+/// recorder, so a plain load and store suffice: no locked instruction per op.
+fn bump(counter: &AtomicU64) {
+    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 /// One completed op as the executor saw it.
@@ -264,12 +272,48 @@ struct Second {
 }
 
 impl Second {
+    fn record(&mut self, us: u64, ok: bool) {
+        self.max_us = self.max_us.max(us);
+        if ok {
+            self.ok += 1;
+            self.sum_ok_us += us;
+            self.latency.record(us);
+        } else {
+            self.failed += 1;
+        }
+    }
+}
+
+impl Absorb for Second {
     fn absorb(&mut self, o: &Second) {
         self.ok += o.ok;
         self.failed += o.failed;
         self.max_us = self.max_us.max(o.max_us);
         self.sum_ok_us += o.sum_ok_us;
         self.latency.absorb(&o.latency);
+    }
+}
+
+/// How many seconds of its timelines a recorder keeps before handing the
+/// older ones to the cell's: its own ops end in time order, give or take
+/// the few that ended while it was busy, so two seconds catch nearly every
+/// late one (and the rare later one goes to the cell's timeline directly).
+const KEEP_SECONDS: usize = 2;
+
+/// A cell's timelines, shared by its clients' recorders (see [`recent`]).
+#[derive(Default)]
+pub struct SharedTimelines(Mutex<Timelines>);
+
+#[derive(Default)]
+struct Timelines {
+    seconds: Vec<Second>,
+    fine: Vec<Bucket>,
+}
+
+impl SharedTimelines {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Timelines> {
+        // A recorder that panicked mid-hand-over left sums, not broken invariants.
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -356,10 +400,13 @@ impl KindRecorder {
 /// and only feed the live counters.
 pub struct Recorder {
     kinds: Vec<Option<KindRecorder>>,
-    timeline: Vec<Second>,
+    /// The last seconds of the per-second timeline; the earlier ones are in `shared`.
+    timeline: Recent<Second>,
     schedule_lag: Option<Histogram<u64>>,
-    /// Cells with faults: the 10 ms timeline their impact is measured on.
-    fine: Option<FineTimeline>,
+    /// Cells with faults: the 10 ms timeline their impact is measured on
+    /// (its last seconds; the earlier ones are in `shared`).
+    fine: Option<Recent<Bucket>>,
+    shared: Arc<SharedTimelines>,
     /// Cells with faults, when a gate asks for latency before/during/after
     /// one: every success (12 bytes an op).
     windows: Option<WindowSamples>,
@@ -375,6 +422,7 @@ impl Recorder {
         kinds: impl Iterator<Item = OpKind>,
         measure_from: Instant,
         live: Arc<LiveCounters>,
+        shared: Arc<SharedTimelines>,
         open_loop: bool,
         with_faults: bool,
         keep_windows: bool,
@@ -385,9 +433,10 @@ impl Recorder {
         }
         Recorder {
             kinds: slots,
-            timeline: Vec::new(),
+            timeline: Recent::default(),
             schedule_lag: open_loop.then(new_histogram),
-            fine: with_faults.then(FineTimeline::default),
+            fine: with_faults.then(Recent::default),
+            shared,
             windows: keep_windows.then(WindowSamples::default),
             labels: Vec::new(),
             unsent: 0,
@@ -398,47 +447,61 @@ impl Recorder {
 
     pub fn record(&mut self, c: &Completion) {
         if c.issued < self.measure_from {
-            self.live.warmup.fetch_add(1, Ordering::Relaxed);
+            bump(&self.live.warmup);
             return;
         }
         match c.result {
-            Ok(()) => self.live.ok.fetch_add(1, Ordering::Relaxed),
+            Ok(()) => bump(&self.live.ok),
             Err(class) => {
                 count_label(&mut self.labels, class, c.detail, c.code);
-                self.live.failed.fetch_add(1, Ordering::Relaxed)
+                bump(&self.live.failed)
             }
         };
         let us = (c.end - c.start).as_micros().clamp(1, HIST_MAX_US as u128) as u64;
+        let since_window = c.end.saturating_duration_since(self.measure_from);
         let kind = self.kinds[c.kind.index()].as_mut().expect("op kind declared by the workload");
         kind.max_any_us = kind.max_any_us.max(us);
         if c.over_deadline {
             kind.over_deadline += 1;
         }
-        let second = (c.end.saturating_duration_since(self.measure_from)).as_secs() as usize;
-        if self.timeline.len() <= second {
-            self.timeline.resize(second + 1, Second::default());
-        }
-        let end_us = c.end.saturating_duration_since(self.measure_from).as_micros() as u64;
-        if let Some(fine) = &mut self.fine {
-            fine.record(end_us, us, c.result.is_ok());
-        }
-        if let (Some(w), Ok(())) = (&mut self.windows, c.result) {
+        let second = since_window.as_secs() as usize;
+        let end_us = since_window.as_micros() as u64;
+        let ok = c.result.is_ok();
+        if let (Some(w), true) = (&mut self.windows, ok) {
             w.record(end_us, us, c.kind);
         }
-        let bucket = &mut self.timeline[second];
-        bucket.max_us = bucket.max_us.max(us);
         match c.result {
             Ok(()) => {
                 kind.ok += 1;
                 kind.latency.saturating_record(us);
-                bucket.ok += 1;
-                bucket.sum_ok_us += us;
-                bucket.latency.record(us);
             }
-            Err(class) => {
-                kind.errors.add(class);
-                bucket.failed += 1;
+            Err(class) => kind.errors.add(class),
+        }
+        if second >= self.timeline.base() + 2 * KEEP_SECONDS {
+            self.hand_over(second + 1 - KEEP_SECONDS);
+        }
+        // An op that ended before what this recorder still keeps goes
+        // straight to the cell's timelines.
+        match self.timeline.entry(second) {
+            Some(s) => s.record(us, ok),
+            None => entry_at(&mut self.shared.lock().seconds, second).record(us, ok),
+        }
+        if let Some(fine) = &mut self.fine {
+            let i = bucket_of(end_us);
+            match fine.entry(i) {
+                Some(b) => b.record(end_us, us, ok),
+                None => entry_at(&mut self.shared.lock().fine, i).record(end_us, us, ok),
             }
+        }
+    }
+
+    /// Hands the timelines' entries before second `keep_from` to the cell's.
+    fn hand_over(&mut self, keep_from: usize) {
+        let mut shared = self.shared.lock();
+        let shared = &mut *shared;
+        self.timeline.hand_over(&mut shared.seconds, keep_from);
+        if let Some(fine) = &mut self.fine {
+            fine.hand_over(&mut shared.fine, bucket_of(keep_from as u64 * 1_000_000));
         }
     }
 
@@ -493,14 +556,9 @@ impl CellMetrics {
             mine.over_deadline += theirs.over_deadline;
             mine.max_any_us = mine.max_any_us.max(theirs.max_any_us);
         }
-        if self.timeline.len() < r.timeline.len() {
-            self.timeline.resize(r.timeline.len(), Second::default());
-        }
-        for (mine, theirs) in self.timeline.iter_mut().zip(&r.timeline) {
-            mine.absorb(theirs);
-        }
+        r.timeline.absorb_into(&mut self.timeline);
         if let Some(fine) = &r.fine {
-            self.fine.get_or_insert_with(FineTimeline::default).merge(fine);
+            fine.absorb_into(&mut self.fine.get_or_insert_with(FineTimeline::default).buckets);
         }
         if let Some(w) = r.windows {
             self.windows.get_or_insert_with(WindowSamples::default).merge(w);
@@ -512,8 +570,15 @@ impl CellMetrics {
         self.unsent += r.unsent;
     }
 
-    /// Summarizes over the measured window. `window` is the intended length of
-    /// that window; throughput divides by it.
+    /// Takes in what the cell's recorders handed over of their timelines.
+    pub fn absorb_timelines(&mut self, shared: &SharedTimelines) {
+        let shared = shared.lock();
+        absorb_at(&mut self.timeline, 0, &shared.seconds);
+        if !shared.fine.is_empty() {
+            absorb_at(&mut self.fine.get_or_insert_with(FineTimeline::default).buckets, 0, &shared.fine);
+        }
+    }
+
     /// Each fault's cost, given when (seconds into the window) it was requested.
     pub fn fault_impacts(&self, faults: &[(String, f64)], window: Duration) -> Vec<FaultImpact> {
         self.fine.as_ref().map(|f| f.impacts(faults, window.as_secs_f64())).unwrap_or_default()
@@ -731,7 +796,9 @@ mod tests {
         let t0 = Instant::now();
         let measure_from = t0 + Duration::from_secs(1);
         let live = Arc::new(LiveCounters::default());
-        let mut r = Recorder::new([OpKind::Get].into_iter(), measure_from, live.clone(), false, false, false);
+        let shared = Arc::new(SharedTimelines::default());
+        let mut r =
+            Recorder::new([OpKind::Get].into_iter(), measure_from, live.clone(), shared.clone(), false, false, false);
         let done = |start: Instant, ms: u64, result| Completion {
             kind: OpKind::Get,
             issued: start,
@@ -748,6 +815,7 @@ mod tests {
         r.record(&done(measure_from + Duration::from_millis(1500), 5000, Err(ErrorClass::Deadline)));
         let mut cell = CellMetrics::new();
         cell.merge(r);
+        cell.absorb_timelines(&shared);
         let s = cell.summarize(Duration::from_secs(2), None);
         // Live counters count what the result counts; warm-up only feeds the rate.
         assert_eq!(live.snapshot(), (2, 1, 1));
