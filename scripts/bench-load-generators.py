@@ -5,7 +5,8 @@ All three drive the same redis-server in rotated order (round r starts with the
 r-th client of the three), with 50 connections (memtier: -t 2 -c 25) at
 pipeline depth 1 and 16, GET and SET, 100,000 keys, 64 B values; plus the mixed
 workload (GET 80 / SET 20) at 10x32 (memtier: -t 2 -c 5, --ratio 1:4;
-redis-benchmark has no mixed mode). Prints, per case, each client's median
+redis-benchmark has no mixed mode). Every key each client reads is set
+first (their key names differ), so every GET hits. Prints, per case, each client's median
 ops/s with the spread over rounds (min-max), the ratios faultline / memtier and
 faultline / redis-benchmark, and each client's CPU seconds per million ops
 (user + system of the client process, from rusage). With --soak SECONDS it also
@@ -146,6 +147,15 @@ def soak(binary, extra, port, seconds, workdir):
           f"({len(samples)} samples every 5 s)")
 
 
+def preload(port):
+    """Sets every key the clients read (faultline key:0.., memtier key:1.., redis-benchmark key:000000000000..,
+    zero-padded), so every GET hits from the first case."""
+    value = "v" * VALUE
+    keys = [f"key:{i}" for i in range(KEYS + 1)] + [f"key:{i:012}" for i in range(KEYS)]
+    commands = "".join(f"*3\r\n$3\r\nSET\r\n${len(k)}\r\n{k}\r\n${VALUE}\r\n{value}\r\n" for k in keys)
+    subprocess.run(["redis-cli", "-p", str(port), "--pipe"], input=commands, text=True, capture_output=True, check=True)
+
+
 def summary(runs):
     """(median ops/s, min, max, CPU s per M ops) over a client's rounds."""
     rates = [r[0] for r in runs]
@@ -175,6 +185,7 @@ def main():
             if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout.strip() == "PONG":
                 break
             time.sleep(0.05)
+        preload(port)
         version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2]
         print(f"redis-server {version}, {os.cpu_count()} CPUs, {KEYS} keys, {VALUE}B values, {args.rounds} rotated "
               f"rounds of {args.seconds}s; faultline {' '.join(extra) or '(defaults)'}")
