@@ -30,6 +30,11 @@
 //!
 //! A call whose outcome is unknown may or may not appear, as Jepsen holds it.
 //! The order of the chain is not held against real time.
+//!
+//! The note also says how much contention the keys saw: how many write
+//! calls were in flight on a key at once (the clients' view, from the
+//! history), since a spec's writers per round is what was asked, and
+//! clients that are not held at a common barrier can drift apart.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -91,6 +96,7 @@ pub fn check(
     let mut checked = 0;
     let mut stream_records = None;
     let mut out_of_order = 0;
+    let mut peaks = Vec::new();
     for (key, records) in writes {
         // Only reads: the key's stored item was not read, nothing to hold.
         // A key whose every write failed is held too: none of them may show.
@@ -98,6 +104,7 @@ pub fn check(
             continue;
         }
         checked += 1;
+        peaks.push(writes_in_flight_at_once(records));
         match items.get(key) {
             Some(item) => {
                 check_key(*key, records, item, scope, fresh_keys, &mut judged);
@@ -112,10 +119,35 @@ pub fn check(
         }
     }
     let mut result = CheckResult::counted(CheckerName::HotKey, checked, judged.violations, judged.witnesses);
-    if let Some(n) = stream_records {
-        result.note = format!("stream: {n} records judged, out of order on {out_of_order} keys");
+    let mut notes = Vec::new();
+    peaks.sort_unstable();
+    if let (Some(median), Some(most)) = (peaks.get(peaks.len() / 2), peaks.last()) {
+        notes.push(format!("write calls in flight at once on a key: median {median}, most {most}"));
     }
+    if let Some(n) = stream_records {
+        notes.push(format!("stream: {n} records judged, out of order on {out_of_order} keys"));
+    }
+    result.note = notes.join("; ");
     result
+}
+
+/// The most write calls in flight on one key at the same time, from their
+/// start and end in the history (a call that ended as another started does
+/// not overlap it).
+fn writes_in_flight_at_once(records: &[OpRecord]) -> usize {
+    let mut edges: Vec<(u64, i64)> = records
+        .iter()
+        .filter(|r| !matches!(r.kind, OpKind::Get | OpKind::Query))
+        .flat_map(|r| [(r.start, 1), (r.end, -1)])
+        .collect();
+    // At equal times ends come first.
+    edges.sort_unstable();
+    let (mut now, mut most) = (0i64, 0i64);
+    for (_, step) in edges {
+        now += step;
+        most = most.max(now);
+    }
+    most as usize
 }
 
 fn check_key(key: u64, records: &[OpRecord], item: &StoredItem, scope: Scope, fresh: bool, out: &mut Judged) {
@@ -629,6 +661,18 @@ mod tests {
         assert!(r.witnesses.iter().any(|w| w.contains("that write failed")), "{:?}", r.witnesses);
         let r = judge(vec![failed, put(b, None)], item(Some(a)));
         assert!(r.witnesses.iter().any(|w| w.contains("a write that failed")), "{:?}", r.witnesses);
+    }
+
+    #[test]
+    fn the_note_says_how_many_writes_were_in_flight_on_a_key_at_once() {
+        let at = |w: ValueId, start, end| OpRecord { start, end, ..put(w, None) };
+        let (a, b, c) = (id(0, 0), id(1, 0), id(2, 0));
+        // a and b overlap; c starts as a ends; a read alongside is no writer.
+        let read = OpRecord { start: 0, end: 50, ..call(OpKind::Get, None, Outcome::Ok, Observed::Nil) };
+        assert_eq!(writes_in_flight_at_once(&[at(a, 0, 10), at(b, 5, 20), at(c, 10, 30), read]), 2);
+        assert_eq!(writes_in_flight_at_once(&[at(a, 0, 10), at(b, 10, 20)]), 1);
+        let r = judge(vec![put(a, None), put(b, Some(a))], item(Some(b)));
+        assert!(r.note.contains("in flight at once on a key: median"), "{}", r.note);
     }
 
     #[test]
