@@ -33,8 +33,8 @@
 //!
 //! The note also says how much contention the keys saw: how many write
 //! calls were in flight on a key at once (the clients' view, from the
-//! history), since a spec's writers per round is what was asked, and
-//! clients that are not held at a common barrier can drift apart.
+//! history). A spec's writers per round is what was asked; this is what
+//! each key got.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;

@@ -11,6 +11,7 @@ use crate::metrics::{Completion, ErrorClass, Recorder};
 use crate::plan::CellTiming;
 use crate::workload::{Op, OpStream};
 
+use super::rounds::RoundSeat;
 use super::schedule::{Issue, Pacing};
 
 /// How a lane runs, whatever its executor.
@@ -22,6 +23,8 @@ pub struct Settings {
     pub stop_at: Instant,
     /// Open loop: the schedule this lane serves.
     pub pacing: Option<Pacing>,
+    /// Contention rounds with several clients: the lane's seat at the gate.
+    pub rounds: Option<RoundSeat>,
 }
 
 /// An op in play.

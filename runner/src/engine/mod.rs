@@ -8,6 +8,7 @@ pub mod load_threads;
 mod pipeline;
 pub mod progress;
 mod requests;
+mod rounds;
 mod schedule;
 
 pub use instances::file_name as instance_file_name;
@@ -301,6 +302,11 @@ impl Engine<'_> {
         let with_faults = !self.scenario(cell).faults.is_empty();
         let keep_windows = with_faults && self.gates_use_windows(cell);
         let timelines = Arc::new(SharedTimelines::default());
+        // Several clients in contention rounds: one gate holds them together.
+        let mut round_seats = match workload.is_rounds() && connections > 1 {
+            true => rounds::RoundGate::seats(connections as usize).into_iter().map(Some).collect(),
+            false => Vec::new(),
+        };
         for (i, connection) in clients.into_iter().enumerate() {
             let counters = Arc::new(LiveCounters::default());
             live.push(Arc::clone(&counters));
@@ -335,6 +341,7 @@ impl Engine<'_> {
                 measure_from,
                 stop_at,
                 pacing,
+                rounds: round_seats.get_mut(i).and_then(Option::take),
             };
             let cancel = self.cancel.clone();
             let dialer =

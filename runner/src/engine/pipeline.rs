@@ -197,7 +197,7 @@ pub async fn run(
         next_reconnect: Instant::now(),
     };
     lane.connected(connection);
-    let mut issuer = Issuer::new(settings.pacing, settings.in_flight, settings.stop_at);
+    let mut issuer = Issuer::new(settings.pacing, settings.in_flight, settings.stop_at, settings.rounds);
     // One cancellation waiter and one timer for the lane's life, re-armed
     // each turn: a fresh one per turn cost a lock and a timer-wheel entry
     // per batch of replies.
@@ -258,6 +258,7 @@ pub async fn run(
         tokio::select! {
             biased;
             _ = &mut cancelled => break,
+            _ = issuer.round_opened() => {}
             n = read => match n {
                 Ok(n) if n > 0 => {
                     lane.read_end += n;

@@ -46,7 +46,7 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> LaneEnd {
     let mut books = Books::new(&settings, recorder, history, &ops);
-    let mut issuer = Issuer::new(settings.pacing, settings.in_flight, settings.stop_at);
+    let mut issuer = Issuer::new(settings.pacing, settings.in_flight, settings.stop_at, settings.rounds);
     let mut running: FuturesUnordered<futures::future::Abortable<Request>> = FuturesUnordered::new();
     // In issue order; a handful of entries, so a scan beats a map.
     let mut in_flight: Vec<InFlight> = Vec::with_capacity(settings.in_flight as usize);
@@ -94,6 +94,7 @@ pub async fn run(
         tokio::select! {
             biased;
             _ = cancel.cancelled() => break,
+            _ = issuer.round_opened() => {}
             done = next_done => {
                 // An aborted request ends as `Err`: it was given up already.
                 if let Some(Ok((id, response))) = done {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::rounds::RoundSeat;
 use crate::metrics::Recorder;
 use crate::workload::{Op, OpStream};
 
@@ -70,6 +71,10 @@ pub struct Issuer {
     stop_at: Instant,
     /// When a shape plugin ran out of ops for this lane (or failed).
     pub ran_out: Option<Instant>,
+    /// Contention rounds with several clients: this lane's seat at the
+    /// cell's gate, and the round it waits there to start.
+    rounds: Option<RoundSeat>,
+    held_at: Option<u64>,
 }
 
 /// An op to issue now: the op, the time that decides its window (issued in
@@ -81,9 +86,9 @@ pub struct Issue {
 }
 
 impl Issuer {
-    pub fn new(pacing: Option<Pacing>, in_flight: u32, stop_at: Instant) -> Issuer {
+    pub fn new(pacing: Option<Pacing>, in_flight: u32, stop_at: Instant, rounds: Option<RoundSeat>) -> Issuer {
         let next_due = pacing.as_ref().map(|p| p.first);
-        Issuer { pacing, next_due, in_flight, stop_at, ran_out: None }
+        Issuer { pacing, next_due, in_flight, stop_at, ran_out: None, rounds, held_at: None }
     }
 
     /// The next op to issue at `now` with `live` slots in use, if a slot is
@@ -94,9 +99,20 @@ impl Issuer {
             return None;
         }
         // Contention rounds: the lane's writers start a round together,
-        // once every call of the last one is answered.
-        if live > 0 && ops.starts_a_round() {
-            return None;
+        // once every call of the last one is answered, and (several
+        // clients) once every client's calls of the last one are.
+        self.held_at = None;
+        if ops.starts_a_round() {
+            if live > 0 {
+                return None;
+            }
+            if let Some(seat) = &self.rounds {
+                let done = ops.rounds_done();
+                if !seat.finished(done) {
+                    self.held_at = Some(done);
+                    return None;
+                }
+            }
         }
         let due = match (&self.pacing, self.next_due) {
             (Some(p), Some(i)) => {
@@ -124,6 +140,15 @@ impl Issuer {
 
     pub fn exhausted(&self) -> bool {
         self.ran_out.is_some()
+    }
+
+    /// Resolves when the round the lane is held at may start; never, when
+    /// it is not held.
+    pub async fn round_opened(&self) {
+        match (&self.rounds, self.held_at) {
+            (Some(seat), Some(done)) => seat.opened(done).await,
+            _ => std::future::pending().await,
+        }
     }
 
     /// Open loop with a free slot: when to wake for the next due op.

@@ -239,6 +239,14 @@ impl OpStream {
         }
     }
 
+    /// Contention rounds: how many rounds this client has issued in full.
+    pub fn rounds_done(&self) -> u64 {
+        match &self.source {
+            Source::Builtin(b) => b.issued / b.per_round,
+            Source::Plugin(_) => 0,
+        }
+    }
+
     /// Whether the source wants to hear how its ops ended.
     pub fn observes(&self) -> bool {
         matches!(&self.source, Source::Plugin(f) if f.observes())
