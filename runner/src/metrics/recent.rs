@@ -41,10 +41,6 @@ impl<T: Absorb> Recent<T> {
         absorb_at(shared, self.base, &self.entries[..n]);
         self.entries.drain(..n);
         self.base = self.base.max(keep_from);
-        if self.entries.is_empty() {
-            // Nothing kept: the next entry may start anywhere from here.
-            self.entries.shrink_to(8);
-        }
     }
 
     /// Adds every kept entry to `into`.
