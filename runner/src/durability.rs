@@ -245,9 +245,11 @@ mod tests {
             checker: "lost-acknowledged-write".into(),
             status,
             checked: 1000,
+            judged: "acknowledged writes".into(),
             violations: lost,
             witnesses: (0..lost.min(5)).map(|i| format!("write {i} lost")).collect(),
             note: String::new(),
+            index: None,
         };
         let json = serde_json::json!({
             "scenario": "crash", "profile": "p", "shape": "closed 1x1", "target": "cache", "workload": "w",

@@ -240,6 +240,9 @@ fn main() -> ExitCode {
         Command::Validate { spec, set } => {
             match spec::load(&spec, &set).and_then(|loaded| plugin::SpecPlugins::load(&spec, &loaded).map(|_| loaded)) {
                 Ok(loaded) => {
+                    for warning in loaded.warnings(&spec) {
+                        eprintln!("warning: {warning}");
+                    }
                     let cells = plan::build(&loaded, &plan::PlanOptions::default()).map(|p| p.cells.len()).unwrap_or(0);
                     let scenarios = loaded.spec.scenarios.len();
                     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });

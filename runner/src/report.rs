@@ -530,9 +530,11 @@ mod tests {
                         checker: k.as_str().into(),
                         status: CheckStatus::Violated,
                         checked: 10,
+                        judged: k.judges().into(),
                         violations: 2,
                         witnesses: vec!["key 1 | lost at 3 ms".into(), "key 2 lost\nat 4 ms".into()],
                         note: String::new(),
+                        index: None,
                     })
                     .collect(),
                 faults,

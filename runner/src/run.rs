@@ -34,6 +34,9 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    for warning in loaded.warnings(&args.spec) {
+        eprintln!("warning: {warning}");
+    }
     let options = PlanOptions { quick: args.quick, only: args.only.clone() };
     let plan = match plan::build(&loaded, &options) {
         Ok(p) => p,

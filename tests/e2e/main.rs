@@ -12,6 +12,7 @@ mod dynamodb;
 mod failures;
 mod faults;
 mod interrupts;
+mod judged_nothing;
 mod leftovers;
 mod mongodb;
 mod plugins;

@@ -16,7 +16,9 @@
 //!   update otherwise);
 //! - the stored item is one write's whole item (the target says whether any
 //!   attribute came from another write), the index holds exactly one entry
-//!   for it, matching it;
+//!   for it, matching it, by the end of the index's settle window (an entry
+//!   that matched only on a later read is lag, reported apart, not a
+//!   violation);
 //! - on a key only updated, the ids the updates appended to the item's list
 //!   are every update answered 200, each once, none that failed, and the
 //!   counter they added to equals the list's length;
@@ -38,11 +40,14 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 use super::{describe_write, CheckResult, CheckerName, WITNESSES};
 use crate::history::{is_whole_value, parse_value, Merged, Observed, OpRecord, Outcome, Scope, ValueId};
 use crate::spec::OpKind;
-use crate::target::{StoredItem, StreamChange};
+use crate::target::{IndexSettle, StoredItem, StreamChange};
 
 /// Most records the checker holds in memory; a longer history is `unknown`.
 const MAX_RECORDS: usize = 20_000_000;
@@ -60,6 +65,43 @@ pub fn read_writes(dir: &Path) -> anyhow::Result<BTreeMap<u64, Vec<OpRecord>>> {
         }
     }
     Ok(by_key)
+}
+
+/// How a table's index caught up with the items the cell left: entries
+/// that agreed only when read again (the index is updated after the table)
+/// are lag; entries still wrong when the settle window ended are
+/// violations, counted with the others.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IndexLag {
+    /// Keys whose index entries were judged.
+    pub entries: u64,
+    /// Of those, the ones that agreed with their item only on a later read.
+    pub settled_late: u64,
+    /// The longest a late one took to agree, from its first read, in ms.
+    pub longest_settle_ms: f64,
+    /// Entries still wrong when the window ended.
+    pub still_wrong: u64,
+    /// The settle window (`table.index.settle`), in ms.
+    pub window_ms: f64,
+}
+
+impl IndexLag {
+    fn describe(&self) -> String {
+        let secs = |ms: f64| crate::spec::units::format_duration(Duration::from_secs_f64(ms / 1e3));
+        let late = match self.settled_late {
+            0 => "none lagged".to_string(),
+            n => format!(
+                "{n} lagged (matched their item late, longest after {}: lag, not loss)",
+                secs(self.longest_settle_ms)
+            ),
+        };
+        format!(
+            "index: {} entries, {late}, {} still wrong after the {} settle window",
+            self.entries,
+            self.still_wrong,
+            secs(self.window_ms)
+        )
+    }
 }
 
 /// Whether a kind's answer carries the item it replaced.
@@ -97,6 +139,7 @@ pub fn check(
     let mut stream_records = None;
     let mut out_of_order = 0;
     let mut peaks = Vec::new();
+    let mut index = None;
     for (key, records) in writes {
         // Only reads: the key's stored item was not read, nothing to hold.
         // A key whose every write failed is held too: none of them may show.
@@ -108,6 +151,7 @@ pub fn check(
         match items.get(key) {
             Some(item) => {
                 check_key(*key, records, item, scope, fresh_keys, &mut judged);
+                check_index(*key, item, &mut judged, &mut index);
                 if let Some(changes) = &item.stream {
                     *stream_records.get_or_insert(0) += changes.len();
                     let reordered =
@@ -127,7 +171,11 @@ pub fn check(
     if let Some(n) = stream_records {
         notes.push(format!("stream: {n} records judged, out of order on {out_of_order} keys"));
     }
+    if let Some(lag) = &index {
+        notes.push(lag.describe());
+    }
     result.note = notes.join("; ");
+    result.index = index;
     result
 }
 
@@ -279,7 +327,6 @@ fn check_key(key: u64, records: &[OpRecord], item: &StoredItem, scope: Scope, fr
     if let Some(why) = &item.torn {
         out.violation(format!("key {key}: the stored item is torn: {why}"));
     }
-    check_index(key, item, out);
     check_updates(key, records, item, scope, out);
     if let (Some(id), Some(w)) = (stored_id, stored_id.and_then(|id| by_id.get(&id))) {
         if w.kind == OpKind::Transact {
@@ -501,17 +548,35 @@ fn describe_value(v: &[u8], scope: Scope) -> String {
     }
 }
 
-fn check_index(key: u64, item: &StoredItem, out: &mut Judged) {
+/// The key's index entries against its item, once they had the settle
+/// window to catch up: wrong at the end is a violation (said with the
+/// window, so it reads as what stayed wrong), right only on a later read
+/// is lag.
+fn check_index(key: u64, item: &StoredItem, out: &mut Judged, lag: &mut Option<IndexLag>) {
     let Some(entries) = &item.index_entries else { return };
-    match (&item.value, entries.as_slice()) {
-        (None, []) => {}
-        (None, _) => {
-            out.violation(format!("key {key}: the item is absent but the index holds {} entries for it", entries.len()))
+    let settle = item.index_settle.unwrap_or_default();
+    let lag = lag.get_or_insert_with(IndexLag::default);
+    lag.entries += 1;
+    lag.window_ms = lag.window_ms.max(settle.window.as_secs_f64() * 1e3);
+    let problem = match (&item.value, entries.as_slice()) {
+        (None, []) => None,
+        (None, _) => Some(format!("the item is absent but the index holds {} entries for it", entries.len())),
+        (Some(_), []) => Some("the index holds no entry for the stored item".to_string()),
+        (Some(v), [entry]) if entry.as_ref() == Some(v) => None,
+        (Some(_), [_]) => Some("the index entry does not match the stored item".to_string()),
+        (Some(_), _) => Some(format!("the index holds {} entries for one item", entries.len())),
+    };
+    match (problem, settle) {
+        (Some(p), IndexSettle { window, .. }) => {
+            lag.still_wrong += 1;
+            let window = crate::spec::units::format_duration(window);
+            out.violation(format!("key {key}: {p}, still when its {window} settle window ended (table.index.settle)"))
         }
-        (Some(_), []) => out.violation(format!("key {key}: the index holds no entry for the stored item")),
-        (Some(v), [entry]) if entry.as_ref() == Some(v) => {}
-        (Some(_), [_]) => out.violation(format!("key {key}: the index entry does not match the stored item")),
-        (Some(_), _) => out.violation(format!("key {key}: the index holds {} entries for one item", entries.len())),
+        (None, IndexSettle { late: Some(after), .. }) => {
+            lag.settled_late += 1;
+            lag.longest_settle_ms = lag.longest_settle_ms.max(after.as_secs_f64() * 1e3);
+        }
+        (None, _) => {}
     }
 }
 
@@ -600,6 +665,7 @@ mod tests {
             value: stored.map(value),
             torn: None,
             index_entries: Some(stored.map(value).into_iter().map(Some).collect()),
+            index_settle: Some(IndexSettle { window: Duration::from_secs(30), late: None }),
             applied: None,
             siblings: Vec::new(),
             stream: None,
@@ -710,6 +776,42 @@ mod tests {
         let mut stored = item(Some(b));
         stored.index_entries = Some(vec![]);
         assert_eq!(judge(vec![put(a, None), put(b, Some(a))], stored).violations, 1);
+    }
+
+    #[test]
+    fn an_index_entry_that_matched_late_is_lag_and_one_still_wrong_a_violation() {
+        let (a, b) = (id(0, 0), id(1, 0));
+        let calls = || vec![put(a, None), put(b, Some(a))];
+        let settled_after =
+            |secs: f64| IndexSettle { window: Duration::from_secs(30), late: Some(Duration::from_secs_f64(secs)) };
+        // Two keys whose entries agreed only when read again: lag, no violation.
+        let mut late = item(Some(b));
+        late.index_settle = Some(settled_after(5.8));
+        let mut later = item(Some(b));
+        later.index_settle = Some(settled_after(0.4));
+        let writes: BTreeMap<u64, Vec<OpRecord>> = [(1, calls()), (2, calls()), (3, calls())].into_iter().collect();
+        let items: HashMap<u64, StoredItem> = [(1, late), (2, later), (3, item(Some(b)))].into_iter().collect();
+        let r = check(&writes, &items, SCOPE, true);
+        assert_eq!(r.violations, 0, "{:?}", r.witnesses);
+        let lag = r.index.clone().expect("the table has an index");
+        assert_eq!((lag.entries, lag.settled_late, lag.still_wrong), (3, 2, 0), "{lag:?}");
+        assert_eq!((lag.longest_settle_ms, lag.window_ms), (5800.0, 30_000.0));
+        assert!(r.note.contains("2 lagged") && r.note.contains("lag, not loss"), "{}", r.note);
+        // Still without an entry when the window ended: a violation, said with the window.
+        let mut stuck = item(Some(b));
+        stuck.index_entries = Some(vec![]);
+        let mut late = item(Some(b));
+        late.index_settle = Some(settled_after(2.0));
+        let items: HashMap<u64, StoredItem> = [(1, stuck), (2, late), (3, item(Some(b)))].into_iter().collect();
+        let r = check(&writes, &items, SCOPE, true);
+        assert_eq!(r.violations, 1, "{:?}", r.witnesses);
+        assert!(r.witnesses[0].contains("still when its 30s settle window ended"), "{:?}", r.witnesses);
+        let lag = r.index.expect("the table has an index");
+        assert_eq!((lag.settled_late, lag.still_wrong, lag.longest_settle_ms), (1, 1, 2000.0));
+        // No index on the table: nothing about one.
+        let mut plain = item(Some(b));
+        (plain.index_entries, plain.index_settle) = (None, None);
+        assert_eq!(judge(calls(), plain).index, None);
     }
 
     #[test]

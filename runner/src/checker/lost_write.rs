@@ -47,7 +47,6 @@ pub fn check(
         if w.outcome != Outcome::Ok {
             continue;
         }
-        acked += 1;
         for (n, (from, to)) in spans.iter().enumerate() {
             if (*from..=*to).contains(&w.end) {
                 times.acked_in_spans[n] += 1;
@@ -57,6 +56,7 @@ pub fn check(
             // The final state was not read for this key: cannot judge it.
             continue;
         };
+        acked += 1;
         if until.is_none_or(|t| w.start > t) {
             lost += 1;
             times.lost.push(w.end);

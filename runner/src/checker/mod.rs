@@ -18,6 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::history::{Merged, OpRecord, Outcome, Scope, ValueId};
+use crate::spec::OpKind;
 
 /// The checkers a spec can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
@@ -49,6 +50,43 @@ impl CheckerName {
             CheckerName::HotKey => "hot-key",
         }
     }
+
+    /// What the checker's `checked` counts: the things that could have
+    /// shown a violation. None of them judged, and the checker has passed
+    /// nothing (a register history without reads is trivially linearizable).
+    pub fn judges(self) -> &'static str {
+        match self {
+            CheckerName::StaleReadAfterAck => "reads after an acknowledged write to their key",
+            CheckerName::LostAcknowledgedWrite => "acknowledged writes",
+            CheckerName::FinalState => "stored values",
+            CheckerName::Linearizability => "reads of written keys",
+            CheckerName::HotKey => "written keys",
+        }
+    }
+
+    /// Whether a workload that sends these op kinds can give the checker
+    /// anything to judge, and if not, what it lacks.
+    pub fn lacks(self, sends: impl Fn(OpKind) -> bool) -> Option<&'static str> {
+        let writes = sends(OpKind::Set);
+        let reads = sends(OpKind::Get);
+        match self {
+            CheckerName::StaleReadAfterAck | CheckerName::Linearizability if !reads => {
+                Some("the workload sends no get, so there is no read to judge")
+            }
+            CheckerName::StaleReadAfterAck | CheckerName::Linearizability if !writes => {
+                Some("the workload sends no set, so no read can be judged against a write")
+            }
+            CheckerName::LostAcknowledgedWrite | CheckerName::FinalState if !writes => {
+                Some("the workload sends no set, so there is no write to judge")
+            }
+            CheckerName::HotKey
+                if !OpKind::ALL.iter().any(|k| (k.writes_value() || *k == OpKind::Del) && sends(*k)) =>
+            {
+                Some("the workload sends no write, so there is no key to judge")
+            }
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,13 +104,21 @@ pub enum CheckStatus {
 pub struct CheckResult {
     pub checker: String,
     pub status: CheckStatus,
-    /// How many ops (or keys) it judged.
+    /// How many it judged of what it judges ([`CheckerName::judges`]):
+    /// with none, a gate on its violations is unmeasured, never a pass.
     pub checked: u64,
+    /// What `checked` counts, in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub judged: String,
     pub violations: u64,
     /// The first violations, with times in ms since the cell started.
     pub witnesses: Vec<String>,
     #[serde(skip_serializing_if = "String::is_empty", default)]
     pub note: String,
+    /// The hot-key checker on a table with an index: how the index caught
+    /// up with the items (lag), apart from entries still wrong (violations).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub index: Option<hot_key::IndexLag>,
 }
 
 impl CheckResult {
@@ -81,15 +127,26 @@ impl CheckResult {
             checker: name.as_str().into(),
             status: CheckStatus::Unknown,
             checked: 0,
+            judged: name.judges().into(),
             violations: 0,
             witnesses: vec![],
             note,
+            index: None,
         }
     }
 
     fn counted(name: CheckerName, checked: u64, violations: u64, witnesses: Vec<String>) -> CheckResult {
         let status = if violations == 0 { CheckStatus::Ok } else { CheckStatus::Violated };
-        CheckResult { checker: name.as_str().into(), status, checked, violations, witnesses, note: String::new() }
+        CheckResult {
+            checker: name.as_str().into(),
+            status,
+            checked,
+            judged: name.judges().into(),
+            violations,
+            witnesses,
+            note: String::new(),
+            index: None,
+        }
     }
 }
 

@@ -118,9 +118,11 @@ impl StaleReads {
                 _ => return,
             },
         };
-        self.reads += 1;
+        // Only a read that started after some write to its key was
+        // acknowledged could have been stale: only those are judged.
         let Some(acks) = self.keys.get(&r.key) else { return };
         let Some((newer_start, newer)) = acks.latest_acked_before(r.start) else { return };
+        self.reads += 1;
         if returned_acked_at.is_none_or(|acked| newer_start > acked) {
             self.violations += 1;
             if self.witnesses.len() < WITNESSES {
@@ -257,6 +259,17 @@ mod tests {
         );
         assert_eq!(judge(vec![write(0, 0, 10, Outcome::Ok), read(40, 50, Observed::Nil)]).violations, 1);
         assert_eq!(judge(vec![read(0, 5, Observed::Nil), write(0, 10, 20, Outcome::Ok)]).violations, 0);
+    }
+
+    #[test]
+    fn only_reads_after_an_acknowledged_write_to_their_key_are_judged() {
+        // Reads alone, or before any acknowledgement, could not be stale.
+        assert_eq!(judge(vec![read(0, 5, Observed::Nil), read(6, 9, Observed::Nil)]).checked, 0);
+        assert_eq!(judge(vec![read(0, 5, Observed::Nil), write(0, 10, 20, Outcome::Ok)]).checked, 0);
+        // Writes alone: nothing judged either.
+        assert_eq!(judge(vec![write(0, 0, 10, Outcome::Ok), write(1, 20, 30, Outcome::Ok)]).checked, 0);
+        let r = judge(vec![write(0, 0, 10, Outcome::Ok), read(20, 30, Observed::Write(id(0)))]);
+        assert_eq!((r.checked, r.violations), (1, 0));
     }
 
     #[test]

@@ -85,7 +85,10 @@ impl Expr {
             Expr::Compare(l, _, r) => [l, r]
                 .into_iter()
                 .filter_map(|o| match o {
-                    Operand::Metric(MetricRef { metric: Metric::Violations(c), .. }) => Some(*c),
+                    Operand::Metric(MetricRef { metric: Metric::Violations(c) | Metric::Judged(c), .. }) => Some(*c),
+                    Operand::Metric(MetricRef { metric: Metric::IndexLag | Metric::IndexLagged, .. }) => {
+                        Some(CheckerName::HotKey)
+                    }
                     _ => None,
                 })
                 .collect(),
@@ -220,6 +223,14 @@ pub enum Metric {
     AchievedRate,
     /// Violations a checker found (the checker must be in the spec).
     Violations(crate::checker::CheckerName),
+    /// How many a checker judged of what it judges (reads, writes, keys).
+    Judged(crate::checker::CheckerName),
+    /// The hot-key checker on a table with an index: the longest an index
+    /// entry took to agree with its item, in ms (0 when none lagged).
+    IndexLag,
+    /// The hot-key checker on a table with an index: entries that agreed
+    /// with their item only on a later read.
+    IndexLagged,
     /// Calls whose status class is one of the named (`count(503)`; `200`
     /// counts the successes).
     Count,
@@ -241,6 +252,7 @@ impl Metric {
                 | Metric::MaxLatency
                 | Metric::MeanLatency
                 | Metric::ScheduleLag
+                | Metric::IndexLag
                 | Metric::DeniedWindow
                 | Metric::FirstSuccess
                 | Metric::Recovered
@@ -259,6 +271,9 @@ impl Metric {
                 | Metric::Unsent
                 | Metric::AchievedRate
                 | Metric::Violations(_)
+                | Metric::Judged(_)
+                | Metric::IndexLag
+                | Metric::IndexLagged
                 | Metric::Count
                 | Metric::Outside
         )
@@ -294,6 +309,13 @@ impl Metric {
             "torn_values" => Metric::Violations(CheckerName::FinalState),
             "linearizability_violations" => Metric::Violations(CheckerName::Linearizability),
             "hot_key_violations" => Metric::Violations(CheckerName::HotKey),
+            "stale_reads_judged" => Metric::Judged(CheckerName::StaleReadAfterAck),
+            "lost_acked_writes_judged" => Metric::Judged(CheckerName::LostAcknowledgedWrite),
+            "torn_values_judged" => Metric::Judged(CheckerName::FinalState),
+            "linearizability_judged" => Metric::Judged(CheckerName::Linearizability),
+            "hot_key_judged" => Metric::Judged(CheckerName::HotKey),
+            "index_lag" => Metric::IndexLag,
+            "index_lagged" => Metric::IndexLagged,
             "denied_window" => Metric::DeniedWindow,
             "first_success" => Metric::FirstSuccess,
             "recovered" => Metric::Recovered,
@@ -306,7 +328,7 @@ impl Metric {
 /// Status classes other than an HTTP status (see [`crate::metrics::status_class`]).
 const STATUS_WORDS: [&str; 3] = ["timeout", "network", "error"];
 
-pub const METRIC_NAMES: &str = "ratio(throughput|p50|p99, TARGET/BASELINE), ratio_low(…), ratio_high(…), p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, unsent, achieved_rate, stale_reads, lost_acked_writes, torn_values, linearizability_violations, hot_key_violations, count(STATUS), only(STATUS, …), denied_window(FAULT), first_success(FAULT), recovered(FAULT), failed_after(FAULT); latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";
+pub const METRIC_NAMES: &str = "ratio(throughput|p50|p99, TARGET/BASELINE), ratio_low(…), ratio_high(…), p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, unsent, achieved_rate, stale_reads, lost_acked_writes, torn_values, linearizability_violations, hot_key_violations, stale_reads_judged, lost_acked_writes_judged, torn_values_judged, linearizability_judged, hot_key_judged, index_lag, index_lagged, count(STATUS), only(STATUS, …), denied_window(FAULT), first_success(FAULT), recovered(FAULT), failed_after(FAULT); latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {

@@ -410,18 +410,42 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
             // No call at all: nothing says which classes the calls had.
             (total > 0).then(|| calls.iter().filter(|(_, hit)| *hit == inside).map(|(n, _)| *n).sum::<u64>() as f64)
         }
-        Metric::Violations(name) => {
-            let check = cell
-                .checks
-                .iter()
-                .find(|c| c.checker == name.as_str())
-                .ok_or_else(|| format!("the spec runs no `{}` checker", name.as_str()))?;
-            match check.status {
-                crate::checker::CheckStatus::Unknown => None,
+        Metric::Violations(name) | Metric::Judged(name) => {
+            let check = check_of(cell, name)?;
+            match (check.status, m.metric) {
+                (crate::checker::CheckStatus::Unknown, _) => None,
+                (_, Metric::Judged(_)) => Some(check.checked as f64),
+                // Nothing judged is nothing passed: a violation found still counts.
+                (crate::checker::CheckStatus::Ok, _) if check.checked == 0 => {
+                    return Err(format!("the {} checker judged 0 {}", name.as_str(), name.judges()))
+                }
                 _ => Some(check.violations as f64),
             }
         }
+        Metric::IndexLag | Metric::IndexLagged => {
+            let check = check_of(cell, crate::checker::CheckerName::HotKey)?;
+            if check.status == crate::checker::CheckStatus::Unknown {
+                return Ok(None);
+            }
+            let lag =
+                check.index.as_ref().ok_or("the hot-key checker judged no index entry (a table with `index:`)")?;
+            if lag.entries == 0 {
+                return Err("the hot-key checker judged 0 index entries".into());
+            }
+            match m.metric {
+                Metric::IndexLag => Some(lag.longest_settle_ms),
+                _ => Some(lag.settled_late as f64),
+            }
+        }
     })
+}
+
+/// The cell's result of checker `name`.
+fn check_of(cell: &CellResult, name: crate::checker::CheckerName) -> Result<&crate::checker::CheckResult, String> {
+    cell.checks
+        .iter()
+        .find(|c| c.checker == name.as_str())
+        .ok_or_else(|| format!("the spec runs no `{}` checker", name.as_str()))
 }
 
 /// A latency metric over a window around a fault. A window in which an op
@@ -486,6 +510,15 @@ fn describe(m: &MetricRef) -> String {
             crate::checker::CheckerName::Linearizability => "linearizability_violations".into(),
             crate::checker::CheckerName::HotKey => "hot_key_violations".into(),
         },
+        Metric::Judged(c) => match c {
+            crate::checker::CheckerName::StaleReadAfterAck => "stale_reads_judged".into(),
+            crate::checker::CheckerName::LostAcknowledgedWrite => "lost_acked_writes_judged".into(),
+            crate::checker::CheckerName::FinalState => "torn_values_judged".into(),
+            crate::checker::CheckerName::Linearizability => "linearizability_judged".into(),
+            crate::checker::CheckerName::HotKey => "hot_key_judged".into(),
+        },
+        Metric::IndexLag => "index_lag".into(),
+        Metric::IndexLagged => "index_lagged".into(),
     };
     match (m.op, &m.fault, m.window) {
         (Some(op), Some(fault), Some(side)) => format!("{name}({}, {}: {fault})", op.as_str(), side.as_str()),
@@ -666,6 +699,55 @@ mod tests {
         assert_eq!(evaluate(&gate("errors > 5 or schedule_lag < 1ms"), &cells)[0].result, GateOutcome::Pass);
         assert_eq!(evaluate(&gate("errors == 0 and schedule_lag < 1ms"), &cells)[0].result, GateOutcome::Fail);
         assert_eq!(evaluate(&gate("errors > 5 and schedule_lag < 1ms"), &cells)[0].result, GateOutcome::Incomplete);
+    }
+
+    #[test]
+    fn a_checker_that_judged_nothing_passes_no_gate_on_it() {
+        use crate::checker::hot_key::IndexLag;
+        use crate::checker::{CheckResult, CheckStatus, CheckerName};
+        let judged = |name: CheckerName, checked: u64, violations: u64| CheckResult {
+            status: if violations == 0 { CheckStatus::Ok } else { CheckStatus::Violated },
+            checked,
+            violations,
+            ..CheckResult::unknown(name, String::new())
+        };
+        let with = |checks: Vec<CheckResult>| CellResult { checks, ..cell("a", Some(1.0), 0) };
+        let nothing =
+            with(vec![judged(CheckerName::StaleReadAfterAck, 0, 0), judged(CheckerName::Linearizability, 0, 0)]);
+        let cells = std::slice::from_ref(&nothing);
+        let r = &evaluate(&gate("stale_reads == 0"), cells)[0];
+        assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
+        assert!(
+            r.evidence.contains("the stale-read-after-ack checker judged 0 reads after an acknowledged write"),
+            "{}",
+            r.evidence
+        );
+        let r = &evaluate(&gate("linearizability_violations == 0"), cells)[0];
+        assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
+        assert!(r.evidence.contains("linearizability checker judged 0 reads of written keys"), "{}", r.evidence);
+        // How much was judged is a metric of its own, measured even at 0.
+        assert_eq!(evaluate(&gate("stale_reads_judged >= 1"), cells)[0].result, GateOutcome::Fail);
+        assert_eq!(evaluate(&gate("linearizability_judged == 0"), cells)[0].result, GateOutcome::Pass);
+        // Something judged: the count decides; a violation fails whatever was judged.
+        let some = with(vec![judged(CheckerName::StaleReadAfterAck, 40, 0)]);
+        assert_eq!(evaluate(&gate("stale_reads == 0"), &[some])[0].result, GateOutcome::Pass);
+        let bad = with(vec![judged(CheckerName::StaleReadAfterAck, 40, 2)]);
+        assert_eq!(evaluate(&gate("stale_reads == 0"), &[bad])[0].result, GateOutcome::Fail);
+
+        // Index lag: its own metrics, unmeasured on a table without an index.
+        let lagged =
+            IndexLag { entries: 3, settled_late: 1, longest_settle_ms: 5800.0, still_wrong: 0, window_ms: 30e3 };
+        let hot = |index: Option<IndexLag>| with(vec![CheckResult { index, ..judged(CheckerName::HotKey, 3, 0) }]);
+        let cells = [hot(Some(lagged))];
+        assert_eq!(evaluate(&gate("index_lag < 10s"), &cells)[0].result, GateOutcome::Pass);
+        let r = &evaluate(&gate("index_lag < 5s"), &cells)[0];
+        assert_eq!(r.result, GateOutcome::Fail, "{}", r.evidence);
+        assert!(r.evidence.contains("index_lag = 5.8s"), "{}", r.evidence);
+        assert_eq!(evaluate(&gate("index_lagged == 0"), &cells)[0].result, GateOutcome::Fail);
+        assert_eq!(evaluate(&gate("hot_key_violations == 0"), &cells)[0].result, GateOutcome::Pass);
+        let r = &evaluate(&gate("index_lag < 10s"), &[hot(None)])[0];
+        assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
+        assert!(r.evidence.contains("no index entry"), "{}", r.evidence);
     }
 
     #[test]

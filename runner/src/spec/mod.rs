@@ -58,6 +58,19 @@ pub struct LoadedSpec {
     pub matrix: Arc<matrix::Expanded>,
 }
 
+impl LoadedSpec {
+    /// What [`validate::warnings`] finds, located in the spec file at `path`.
+    pub fn warnings(&self, path: &Path) -> Vec<SpecError> {
+        validate::warnings(&self.spec)
+            .into_iter()
+            .map(|(field, message)| {
+                let (line, column) = locate::locate(&self.resolved_text, &locate::parse_path(&field)).unzip();
+                SpecError { file: path.to_path_buf(), line, column, field: Some(field), message }
+            })
+            .collect()
+    }
+}
+
 /// Reads, substitutes params, parses and validates a spec file.
 pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<LoadedSpec, SpecError> {
     let err_at = |at: Option<(usize, usize)>, message: String| SpecError {

@@ -127,6 +127,37 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
     Ok(())
 }
 
+/// What a spec may ask but will get nothing from: a checker its workload
+/// gives nothing to judge (no read for stale-read, no write for
+/// lost-write). A warning, not an error: the run is what it is, and a gate
+/// on such a checker is INCOMPLETE, never a pass.
+pub fn warnings(spec: &Spec) -> Vec<Problem> {
+    let mut out: Vec<Problem> = Vec::new();
+    for (i, s) in spec.scenarios.iter().enumerate() {
+        let (checkers, at) = match &s.checkers {
+            Some(c) => (c, format!("scenarios[{i}].checkers")),
+            None => (&spec.checkers, "checkers".to_string()),
+        };
+        for (j, checker) in checkers.iter().enumerate() {
+            for name in s.workload.names() {
+                let Some(w) = spec.workloads.get(&name) else { continue };
+                let sends = |k: OpKind| w.ops.get(&k).is_some_and(|weight| *weight > 0.0);
+                if let Some(why) = checker.lacks(sends) {
+                    out.push((
+                        format!("{at}[{j}]"),
+                        format!(
+                            "`{}` will judge nothing in scenario `{}`: {why} (workload `{name}`); a gate on it will be INCOMPLETE",
+                            checker.as_str(),
+                            s.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A ratio gate names two variants of a scenario it covers, one of them the
 /// scenario's first (the baseline every ratio is taken against).
 fn validate_ratio_pair(

@@ -13,6 +13,7 @@ pub mod topology;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpStream;
 
@@ -33,6 +34,9 @@ pub struct StoredItem {
     pub torn: Option<String>,
     /// The value of each index entry for the key, when the table has an index.
     pub index_entries: Option<Vec<Option<Vec<u8>>>>,
+    /// How long the index was given to agree with the item, and whether it
+    /// agreed only on a later read, when the table has an index.
+    pub index_settle: Option<IndexSettle>,
     /// The counter updates added to and the ids they appended, when the
     /// item has them.
     pub applied: Option<(i64, Vec<Vec<u8>>)>,
@@ -42,6 +46,18 @@ pub struct StoredItem {
     /// The key's records in the table's stream, in stream order, when the
     /// table has one: each change's old and new item.
     pub stream: Option<Vec<StreamChange>>,
+}
+
+/// An index is updated after its table (on the service, eventually): a
+/// key's entries are read again until they agree with its item or the
+/// settle window ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexSettle {
+    /// The window the entries were given (`table.index.settle`).
+    pub window: Duration,
+    /// The first read disagreed and a later one agreed, this long after the
+    /// first (lag); None when the first read agreed or none did.
+    pub late: Option<Duration>,
 }
 
 /// One stream record of a key: the item it replaced and the item it left,

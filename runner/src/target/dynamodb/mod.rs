@@ -31,7 +31,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use aws_sdk_dynamodb::Client;
 use aws_smithy_http_client::tls;
 
-use super::{Connection, ServerInfo, StoredItem, TargetDriver};
+use super::{Connection, IndexSettle, ServerInfo, StoredItem, TargetDriver};
 use crate::history::{parse_header, ValueId};
 use crate::spec::OpKind;
 use crate::workload::Workload;
@@ -39,9 +39,6 @@ use ops::{value_of, DynamoClient, Item, Items};
 pub use options::DynamoOptions;
 use options::{Projection, RetrySpec};
 use stream::StreamCursor;
-
-/// How long an index that disagrees with the table is given to catch up.
-const INDEX_SETTLE: Duration = Duration::from_secs(2);
 
 pub struct DynamoDriver {
     pub options: DynamoOptions,
@@ -179,38 +176,60 @@ impl DynamoDriver {
         Ok(found)
     }
 
-    /// The index entries of every key in `names` once they agree with its
-    /// stored item: a global secondary index is updated after the table (on
-    /// the service, eventually), so the keys that disagree are asked again
-    /// for up to [`INDEX_SETTLE`] in all before the disagreement stands.
+    /// The index entries of every key in `names`, and how each came to
+    /// agree with its stored item: a global secondary index is updated after
+    /// the table (on the service, asynchronously), so the keys that disagree
+    /// are read again, less often as the wait grows, until they agree or
+    /// `window` (`table.index.settle`) has passed since the first pass; then
+    /// what was read last stands. A key that agreed only on a later read
+    /// settled late by the time since its first read.
     async fn settled_index_entries(
         &self,
         client: &Client,
         index: &str,
+        window: Duration,
         names: &[String],
         found: &HashMap<String, Item>,
-    ) -> anyhow::Result<HashMap<String, Vec<Item>>> {
+    ) -> anyhow::Result<HashMap<String, (Vec<Item>, IndexSettle)>> {
         let agrees = |name: &String, entries: &[Item]| match (found.get(name), entries) {
             (None, []) => true,
             (Some(i), [e]) => i.get("gr") == e.get("gr"),
             _ => false,
         };
-        let mut entries = HashMap::new();
+        let at_once = IndexSettle { window, late: None };
+        let mut settled = HashMap::new();
+        let mut lagging = Vec::new();
         for name in names {
-            entries.insert(name.clone(), self.index_entries(client, index, name).await?);
-        }
-        let deadline = tokio::time::Instant::now() + INDEX_SETTLE;
-        loop {
-            let disagreeing: Vec<String> = names.iter().filter(|n| !agrees(n, &entries[*n])).cloned().collect();
-            if disagreeing.is_empty() || tokio::time::Instant::now() >= deadline {
-                return Ok(entries);
+            let entries = self.index_entries(client, index, name).await?;
+            if !agrees(name, &entries) {
+                lagging.push((name.clone(), tokio::time::Instant::now()));
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            for name in disagreeing {
+            settled.insert(name.clone(), (entries, at_once));
+        }
+        let deadline = tokio::time::Instant::now() + window;
+        let mut pause = Duration::from_millis(100);
+        while !lagging.is_empty() {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                break;
+            }
+            tokio::time::sleep(pause.min(deadline - now)).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+            let mut still = Vec::new();
+            for (name, first_read) in lagging {
                 let again = self.index_entries(client, index, &name).await?;
-                entries.insert(name, again);
+                let settle = match agrees(&name, &again) {
+                    true => IndexSettle { window, late: Some(first_read.elapsed()) },
+                    false => {
+                        still.push((name.clone(), first_read));
+                        at_once
+                    }
+                };
+                settled.insert(name, (again, settle));
             }
+            lagging = still;
         }
+        Ok(settled)
     }
 
     /// The index entries of key `name`'s group.
@@ -370,7 +389,7 @@ impl TargetDriver for DynamoDriver {
         wanted.extend(names.iter().flat_map(|n| (1..=siblings).map(move |i| Items::sibling(n, i))));
         let found = self.get_items(&client, &wanted).await?;
         let mut index = match &self.options.table.index {
-            Some(i) => Some(self.settled_index_entries(&client, &i.name, &names, &found).await?),
+            Some(i) => Some(self.settled_index_entries(&client, &i.name, i.settle.0, &names, &found).await?),
             None => None,
         };
         let mut stream = match self.options.table.stream {
@@ -389,10 +408,10 @@ impl TargetDriver for DynamoDriver {
         let mut items = Vec::with_capacity(names.len());
         for name in &names {
             let item = found.get(name);
-            let index_entries = match (&self.options.table.index, index.as_mut()) {
+            let (index_entries, index_settle) = match (&self.options.table.index, index.as_mut()) {
                 (Some(index), Some(all)) => {
-                    let entries = all.remove(name).unwrap_or_default();
-                    Some(
+                    let (entries, settle) = all.remove(name).unwrap_or_default();
+                    let entries = Some(
                         entries
                             .iter()
                             .map(|e| match index.projection {
@@ -401,9 +420,10 @@ impl TargetDriver for DynamoDriver {
                                 Projection::KeysOnly => item.filter(|i| i.get("gr") == e.get("gr")).and_then(value_of),
                             })
                             .collect(),
-                    )
+                    );
+                    (entries, Some(settle))
                 }
-                _ => None,
+                _ => (None, None),
             };
             let applied = item.and_then(|i| match (i.get("c"), i.get("l")) {
                 (Some(AttributeValue::N(c)), Some(AttributeValue::L(l))) => Some((
@@ -421,6 +441,7 @@ impl TargetDriver for DynamoDriver {
                 value: item.and_then(value_of),
                 torn: item.and_then(torn),
                 index_entries,
+                index_settle,
                 applied,
                 siblings: (1..=siblings).map(|i| found.get(&Items::sibling(name, i)).and_then(value_of)).collect(),
                 stream: stream.as_mut().map(|s| s.remove(name).unwrap_or_default()),

@@ -129,7 +129,18 @@ pub struct IndexSpec {
     pub name: String,
     #[serde(default)]
     pub projection: Projection,
+    /// How long, after the load, a key's index entries are read again
+    /// until they agree with its item (default 30s). The index is updated
+    /// after the table (on the service, asynchronously: usually within a
+    /// second, seconds behind a burst of writes); an entry that agrees
+    /// within the window is lag, one still wrong when it ends a violation.
+    #[serde(default = "default_index_settle")]
+    pub settle: Dur,
 }
+
+/// Longest index settle window a spec may ask: every cell with an entry
+/// still wrong waits it out.
+pub const MAX_INDEX_SETTLE: std::time::Duration = std::time::Duration::from_secs(600);
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -158,6 +169,10 @@ fn default_connect_timeout() -> Dur {
 
 fn default_active_timeout() -> Dur {
     Dur(std::time::Duration::from_secs(60))
+}
+
+fn default_index_settle() -> Dur {
+    Dur(std::time::Duration::from_secs(30))
 }
 
 fn default_true() -> bool {
@@ -218,6 +233,12 @@ impl DynamoOptions {
             if i.name.len() < 3 || !i.name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
             {
                 return Err(("table.index.name", format!("`{}` is not a DynamoDB index name", i.name)));
+            }
+            if i.settle.0 > MAX_INDEX_SETTLE {
+                return Err((
+                    "table.index.settle",
+                    "must be at most 10m: a cell whose index entry stays wrong waits the whole window".into(),
+                ));
             }
         }
         if let BillingSpec::Provisioned { read, write } = t.billing {
