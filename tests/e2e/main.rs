@@ -11,6 +11,7 @@ mod docker;
 mod dynamodb;
 mod failures;
 mod faults;
+mod host_drift;
 mod interrupts;
 mod judged_nothing;
 mod leftovers;

@@ -54,52 +54,88 @@ pub fn ratio_of_means(baseline: &[f64], candidate: &[f64]) -> Option<f64> {
     (b > 0.0).then(|| c / b)
 }
 
-/// The 95% percentile-bootstrap interval of the ratio of means. None with
-/// fewer than two repeats on a side: one repeat says nothing of the noise.
-/// The same samples and seed give the same interval.
-pub fn interval(samples: &Samples, seed: u64) -> Option<Interval> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut stats: Vec<f64> = Vec::with_capacity(RESAMPLES);
+/// Whether each side has the two repeats a resample needs to say anything
+/// of the noise.
+fn enough(samples: &Samples) -> bool {
     match samples {
+        Samples::Paired(pairs) => pairs.len() >= 2,
+        Samples::Independent { baseline, candidate } => baseline.len() >= 2 && candidate.len() >= 2,
+    }
+}
+
+fn resampled_mean(values: &[f64], rng: &mut Xoshiro256PlusPlus) -> f64 {
+    (0..values.len()).map(|_| values[rng.random_range(0..values.len())]).sum::<f64>() / values.len() as f64
+}
+
+/// One resample's ratio of means; none when its baseline is 0.
+fn resampled_ratio(samples: &Samples, rng: &mut Xoshiro256PlusPlus) -> Option<f64> {
+    let (b, c) = match samples {
         Samples::Paired(pairs) => {
-            if pairs.len() < 2 {
-                return None;
+            let (mut b, mut c) = (0.0, 0.0);
+            for _ in 0..pairs.len() {
+                let (pb, pc) = pairs[rng.random_range(0..pairs.len())];
+                b += pb;
+                c += pc;
             }
-            for _ in 0..RESAMPLES {
-                let (mut b, mut c) = (0.0, 0.0);
-                for _ in 0..pairs.len() {
-                    let (pb, pc) = pairs[rng.random_range(0..pairs.len())];
-                    b += pb;
-                    c += pc;
-                }
-                if b > 0.0 {
-                    stats.push(c / b);
-                }
-            }
+            (b, c)
         }
         Samples::Independent { baseline, candidate } => {
-            if baseline.len() < 2 || candidate.len() < 2 {
-                return None;
-            }
-            let resampled_mean = |values: &[f64], rng: &mut Xoshiro256PlusPlus| {
-                (0..values.len()).map(|_| values[rng.random_range(0..values.len())]).sum::<f64>() / values.len() as f64
-            };
-            for _ in 0..RESAMPLES {
-                let b = resampled_mean(baseline, &mut rng);
-                let c = resampled_mean(candidate, &mut rng);
-                if b > 0.0 {
-                    stats.push(c / b);
-                }
-            }
+            let b = resampled_mean(baseline, rng);
+            (b, resampled_mean(candidate, rng))
         }
-    }
-    // A baseline of zeros in most resamples: no ratio to speak of.
+    };
+    (b > 0.0).then(|| c / b)
+}
+
+/// The central 95% of the resampled statistics; none when most resamples
+/// had nothing to divide by.
+fn central(mut stats: Vec<f64>) -> Option<Interval> {
     if stats.len() < RESAMPLES / 2 {
         return None;
     }
     stats.sort_by(f64::total_cmp);
     let tail = (1.0 - CONFIDENCE) / 2.0;
     Some(Interval { low: percentile(&stats, tail), high: percentile(&stats, 1.0 - tail) })
+}
+
+/// The 95% percentile-bootstrap interval of the ratio of means. None with
+/// fewer than two repeats on a side: one repeat says nothing of the noise.
+/// The same samples and seed give the same interval.
+pub fn interval(samples: &Samples, seed: u64) -> Option<Interval> {
+    if !enough(samples) {
+        return None;
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    central((0..RESAMPLES).filter_map(|_| resampled_ratio(samples, &mut rng)).collect())
+}
+
+/// The interval of a ratio of ratios: run B's candidate/control over run
+/// A's, each run's repeats resampled on their own (paired within a run
+/// where its repeats ran side by side), so the interval carries the noise
+/// of both runs.
+pub fn interval_of_change(a: &Samples, b: &Samples, seed: u64) -> Option<Interval> {
+    if !enough(a) || !enough(b) {
+        return None;
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let stats = (0..RESAMPLES)
+        .filter_map(|_| {
+            let ra = resampled_ratio(a, &mut rng)?;
+            let rb = resampled_ratio(b, &mut rng)?;
+            (ra > 0.0).then(|| rb / ra)
+        })
+        .collect();
+    central(stats)
+}
+
+/// The 95% interval of one run's mean from its own repeats: that run's noise.
+pub fn mean_interval(values: &[f64], seed: u64) -> Option<Interval> {
+    if values.len() < 2 {
+        return None;
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let stats: Vec<f64> = (0..RESAMPLES).map(|_| resampled_mean(values, &mut rng)).collect();
+    central(stats)
 }
 
 /// Linear interpolation between the closest ranks of sorted values.
@@ -192,6 +228,27 @@ mod tests {
         assert_eq!(place(i, 0.05), Placement::Below, "{i:?}");
         let i = interval(&Samples::Independent { baseline: &before, candidate: &before }, 3).unwrap();
         assert_eq!(place(i, 0.05), Placement::Inside, "{i:?}");
+    }
+
+    #[test]
+    fn a_ratio_of_ratios_cancels_what_moved_both_variants() {
+        // Run B ran on a busier host: both variants at a third of run A's speed.
+        let a = [(100.0, 90.0), (102.0, 92.0), (98.0, 88.0)];
+        let b = [(34.0, 30.5), (33.0, 30.0), (35.0, 31.4)];
+        let i = interval_of_change(&Samples::Paired(&a), &Samples::Paired(&b), 5).unwrap();
+        assert_eq!(place(i, 0.05), Placement::Inside, "{i:?}");
+        // The candidate alone at half speed in B: the change shows through.
+        let slower = [(100.0, 45.0), (102.0, 46.0), (98.0, 44.0)];
+        let i = interval_of_change(&Samples::Paired(&a), &Samples::Paired(&slower), 5).unwrap();
+        assert_eq!(place(i, 0.05), Placement::Below, "{i:?}");
+        assert_eq!(interval_of_change(&Samples::Paired(&a[..1]), &Samples::Paired(&b), 5), None);
+    }
+
+    #[test]
+    fn a_runs_own_interval_holds_its_mean() {
+        let i = mean_interval(&[100.0, 110.0, 90.0], 2).unwrap();
+        assert!(i.low >= 90.0 && i.high <= 110.0 && i.low < 100.0 && i.high > 100.0, "{i:?}");
+        assert_eq!(mean_interval(&[100.0], 2), None);
     }
 
     #[test]

@@ -4,9 +4,11 @@
 //! baseline's, the median of the per-repeat paired ratios, a bootstrap
 //! interval, and a word only where the interval says something.
 //!
-//! `runs` compares two runs of one spec the same way (before → after).
+//! `runs` compares two runs of one spec the same way (before → after),
+//! normalised by a `control` variant that did not change between them.
 
 pub mod bootstrap;
+pub mod control;
 pub mod runs;
 
 use indexmap::IndexMap;
@@ -128,9 +130,48 @@ pub enum Pairing {
     None,
 }
 
-/// A ratio of `measure`, candidate over baseline. When every repeat has its
-/// pair the bootstrap resamples pairs, which cancels drift between repeats;
-/// otherwise it resamples each side on its own.
+/// One run's values of `measure` for a baseline and a candidate, paired by
+/// repeat number where the repeats ran side by side.
+pub struct Sides {
+    pub baseline: Vec<f64>,
+    pub candidate: Vec<f64>,
+    pairs: Vec<(f64, f64)>,
+    all_paired: bool,
+}
+
+impl Sides {
+    /// None when a repeat did not measure `measure`.
+    pub fn of(
+        measure: Measure,
+        baseline: &[RepeatValues],
+        candidate: &[RepeatValues],
+        pairing: Pairing,
+    ) -> Option<Sides> {
+        let side = |rs: &[RepeatValues]| rs.iter().map(|r| measure.of(r)).collect::<Option<Vec<f64>>>();
+        let (b, c) = (side(baseline)?, side(candidate)?);
+        let pairs: Vec<(f64, f64)> = baseline
+            .iter()
+            .filter(|_| pairing == Pairing::ByRepeat)
+            .filter_map(|rb| {
+                let rc = candidate.iter().find(|rc| rc.repeat == rb.repeat)?;
+                Some((measure.of(rb)?, measure.of(rc)?))
+            })
+            .collect();
+        let all_paired = pairs.len() == baseline.len() && pairs.len() == candidate.len();
+        Some(Sides { baseline: b, candidate: c, pairs, all_paired })
+    }
+
+    /// What the bootstrap resamples: the pairs when every repeat has its
+    /// pair (which cancels drift between repeats), else each side on its own.
+    pub fn samples(&self) -> Samples<'_> {
+        match self.all_paired {
+            true => Samples::Paired(&self.pairs),
+            false => Samples::Independent { baseline: &self.baseline, candidate: &self.candidate },
+        }
+    }
+}
+
+/// A ratio of `measure`, candidate over baseline, with its interval.
 pub fn ratio(
     measure: Measure,
     baseline: &[RepeatValues],
@@ -138,29 +179,12 @@ pub fn ratio(
     pairing: Pairing,
     seed: u64,
 ) -> Ratio {
-    let side = |rs: &[RepeatValues]| rs.iter().filter_map(|r| measure.of(r)).collect::<Vec<f64>>();
-    let (b, c) = (side(baseline), side(candidate));
-    if b.len() != baseline.len() || c.len() != candidate.len() {
-        return Ratio::default();
-    }
-    let pairs: Vec<(f64, f64)> = baseline
-        .iter()
-        .filter(|_| pairing == Pairing::ByRepeat)
-        .filter_map(|rb| {
-            let rc = candidate.iter().find(|rc| rc.repeat == rb.repeat)?;
-            Some((measure.of(rb)?, measure.of(rc)?))
-        })
-        .collect();
-    let all_paired = pairs.len() == baseline.len() && pairs.len() == candidate.len();
-    let samples = match all_paired {
-        true => Samples::Paired(&pairs),
-        false => Samples::Independent { baseline: &b, candidate: &c },
-    };
-    let per_pair: Vec<f64> = pairs.iter().filter(|(b, _)| *b > 0.0).map(|(b, c)| c / b).collect();
+    let Some(sides) = Sides::of(measure, baseline, candidate, pairing) else { return Ratio::default() };
+    let per_pair: Vec<f64> = sides.pairs.iter().filter(|(b, _)| *b > 0.0).map(|(b, c)| c / b).collect();
     Ratio {
-        value: bootstrap::ratio_of_means(&b, &c),
+        value: bootstrap::ratio_of_means(&sides.baseline, &sides.candidate),
         paired_median: bootstrap::median(&per_pair),
-        interval: bootstrap::interval(&samples, seed),
+        interval: bootstrap::interval(&sides.samples(), seed),
     }
 }
 

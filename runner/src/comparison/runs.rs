@@ -1,16 +1,20 @@
 //! `faultline compare RUN_A RUN_B`: two runs of one spec (the parent commit
 //! and the candidate, say) side by side. Per cell (group and variant): each
 //! run's numbers, B / A with a bootstrap interval over the repeats, and a
-//! verdict — regression or improvement only when the interval lies wholly
-//! beyond the threshold, within_noise otherwise — so CI can block a change
-//! on a regression the repeats are sure of.
+//! verdict CI can block a change on. A variant that did not change between
+//! the runs (see `control`) is the control: how far it moved is host drift,
+//! and the others are judged on their ratio to it within each run, so a
+//! busier disk in one run is not called a regression. The decision table is
+//! in docs/cli.md (faultline compare).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 use serde::Serialize;
 
-use super::{bootstrap, ratio, variant_stats, Group, Measure, Pairing, RepeatValues};
+use super::bootstrap::{self, Interval, Placement};
+use super::control::{self, ScenarioControl};
+use super::{ratio, variant_stats, Group, Measure, Pairing, RepeatValues, Sides};
 use crate::report::{format_interval, format_ratio, thousands};
 use crate::results::{Ratio, Results, VariantStats};
 
@@ -20,6 +24,11 @@ pub enum Change {
     Regression,
     WithinNoise,
     Improvement,
+    /// Moved beyond the threshold with the host: the variant did not change,
+    /// or its ratio to the control held.
+    Drift,
+    /// Fewer than two repeats in a run: no noise estimate to judge by.
+    Unjudged,
 }
 
 impl Change {
@@ -28,6 +37,8 @@ impl Change {
             Change::Regression => "**regression**",
             Change::WithinNoise => "within_noise",
             Change::Improvement => "improvement",
+            Change::Drift => "drift",
+            Change::Unjudged => "unjudged",
         }
     }
 }
@@ -49,10 +60,26 @@ pub struct CellChange {
     pub b: VariantStats,
     /// B / A.
     pub throughput: Ratio,
+    /// Each run's own 95% interval of this cell's mean throughput: its noise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub a_noise: Option<Interval>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b_noise: Option<Interval>,
+    /// The unchanged variant this cell was judged against (itself when it
+    /// did not change); none without a control.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control: Option<String>,
+    /// The control's B / A: how far the host moved it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_drift: Option<Ratio>,
+    /// (this / control in B) / (this / control in A), with an interval from
+    /// both runs' repeats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub normalised: Option<Ratio>,
     pub p50: Ratio,
     pub p99: Ratio,
     pub verdict: Change,
-    /// Why the verdict rests on less than an interval.
+    /// Why the verdict is what it is when the table alone does not say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -64,12 +91,126 @@ pub struct RunsComparison {
     pub b: RunSide,
     /// Throughput changes within ± this share are noise, e.g. 0.05.
     pub threshold: f64,
+    /// Per scenario: the variants that did not change, and the control.
+    pub controls: Vec<ScenarioControl>,
     pub cells: Vec<CellChange>,
     /// Cells that completed in one run only.
     pub only_in_a: Vec<String>,
     pub only_in_b: Vec<String>,
+    /// Cells in both runs that are not comparable, with why.
+    pub not_compared: Vec<String>,
     pub regressions: usize,
     pub improvements: usize,
+    pub drifts: usize,
+    pub unjudged: usize,
+}
+
+/// What a cell is judged against.
+#[derive(Debug, Clone, Copy)]
+pub enum Basis<'a> {
+    /// The variant did not change between the runs: any move is host drift.
+    Unchanged,
+    /// The scenario's control, with its repeats of this group in A and B.
+    Control { name: &'a str, a: &'a [RepeatValues], b: &'a [RepeatValues] },
+    /// No variant could be shown unchanged: only both runs' own noise.
+    NoControl,
+}
+
+/// A cell's verdict and the numbers behind it.
+#[derive(Debug)]
+pub struct Judgement {
+    pub throughput: Ratio,
+    pub a_noise: Option<Interval>,
+    pub b_noise: Option<Interval>,
+    pub host_drift: Option<Ratio>,
+    pub normalised: Option<Ratio>,
+    pub verdict: Change,
+    pub note: Option<String>,
+}
+
+fn clears(r: &Ratio, threshold: f64) -> Option<Placement> {
+    r.interval.map(|i| bootstrap::place(i, threshold)).filter(|p| matches!(p, Placement::Above | Placement::Below))
+}
+
+/// The decision table of docs/cli.md: one cell's repeats in A and B
+/// (throughput), judged on `basis`.
+pub fn judge(a: &[RepeatValues], b: &[RepeatValues], basis: Basis, threshold: f64, seed: u64) -> Judgement {
+    let throughputs = |rs: &[RepeatValues]| rs.iter().map(|r| r.throughput).collect::<Vec<f64>>();
+    let mut j = Judgement {
+        throughput: ratio(Measure::Throughput, a, b, Pairing::None, seed),
+        a_noise: bootstrap::mean_interval(&throughputs(a), seed.rotate_left(1)),
+        b_noise: bootstrap::mean_interval(&throughputs(b), seed.rotate_left(2)),
+        host_drift: None,
+        normalised: None,
+        verdict: Change::WithinNoise,
+        note: None,
+    };
+    let single = |a: &[RepeatValues], b: &[RepeatValues]| match (a.len() < 2, b.len() < 2) {
+        (true, true) => Some("runs A and B"),
+        (true, false) => Some("run A"),
+        (false, true) => Some("run B"),
+        (false, false) => None,
+    };
+    if let Some(runs) = single(a, b) {
+        j.verdict = Change::Unjudged;
+        j.note = Some(format!(
+            "one repeat in {runs}: a single repeat says nothing of the noise, so a move cannot be told from it; set timing.repeats >= 2 to judge"
+        ));
+        return j;
+    }
+    match basis {
+        Basis::Unchanged => {
+            j.host_drift = Some(j.throughput);
+            j.verdict = match clears(&j.throughput, threshold) {
+                Some(_) => Change::Drift,
+                None => Change::WithinNoise,
+            };
+        }
+        Basis::Control { name, a: ca, b: cb } => {
+            if let Some(runs) = single(ca, cb) {
+                j.verdict = Change::Unjudged;
+                j.note = Some(format!(
+                    "the control `{name}` has one repeat in {runs}: no noise estimate for host drift; set timing.repeats >= 2 to judge"
+                ));
+                return j;
+            }
+            let drift = ratio(Measure::Throughput, ca, cb, Pairing::None, seed);
+            let sides =
+                |c: &[RepeatValues], v: &[RepeatValues]| Sides::of(Measure::Throughput, c, v, Pairing::ByRepeat);
+            // Every completed repeat measured its throughput.
+            let (Some(sa), Some(sb)) = (sides(ca, a), sides(cb, b)) else { return j };
+            let of_run = |s: &Sides| bootstrap::ratio_of_means(&s.baseline, &s.candidate);
+            let normalised = Ratio {
+                value: of_run(&sa).zip(of_run(&sb)).filter(|(ra, _)| *ra > 0.0).map(|(ra, rb)| rb / ra),
+                paired_median: None,
+                interval: bootstrap::interval_of_change(&sa.samples(), &sb.samples(), seed),
+            };
+            j.verdict =
+                match (clears(&normalised, threshold), clears(&drift, threshold), clears(&j.throughput, threshold)) {
+                    (Some(Placement::Below), _, _) => Change::Regression,
+                    (Some(_), _, _) => Change::Improvement,
+                    (None, Some(_), Some(_)) => Change::Drift,
+                    _ => Change::WithinNoise,
+                };
+            j.host_drift = Some(drift);
+            j.normalised = Some(normalised);
+        }
+        Basis::NoControl => {
+            let (na, nb) = (j.a_noise, j.b_noise);
+            let apart_below = na.zip(nb).is_some_and(|(na, nb)| nb.high < na.low);
+            let apart_above = na.zip(nb).is_some_and(|(na, nb)| nb.low > na.high);
+            j.verdict = match clears(&j.throughput, threshold) {
+                Some(Placement::Below) if apart_below => Change::Regression,
+                Some(Placement::Above) if apart_above => Change::Improvement,
+                Some(_) => {
+                    j.note = Some("B / A clears the threshold, but the runs' own intervals overlap".into());
+                    Change::WithinNoise
+                }
+                None => Change::WithinNoise,
+            };
+        }
+    }
+    j
 }
 
 fn read(dir: &Path) -> anyhow::Result<Results> {
@@ -80,15 +221,32 @@ fn read(dir: &Path) -> anyhow::Result<Results> {
     Results::read(&path)
 }
 
+/// The spec as the run ran it (params filled in), or None when the run
+/// directory has no readable one: then no variant can be shown unchanged.
+fn read_spec(dir: &Path) -> Option<serde_yaml_ng::Value> {
+    let path = dir.join("spec.yaml");
+    // A regular file of a spec's size: never a FIFO or a device to wait on.
+    let meta = std::fs::metadata(&path).ok().filter(|m| m.is_file() && m.len() <= 16 << 20)?;
+    let text = std::fs::read_to_string(&path).ok().filter(|t| t.len() as u64 == meta.len())?;
+    serde_yaml_ng::from_str(&text).ok()
+}
+
+/// One cell of a run: its shape (the profile as run) and completed repeats.
+struct RunCell {
+    key: (Group, String),
+    shape: String,
+    repeats: Vec<RepeatValues>,
+}
+
 /// (group, variant) → its completed repeats, in the run's order.
-fn cells(results: &Results) -> Vec<((Group, String), Vec<RepeatValues>)> {
-    let mut out: Vec<((Group, String), Vec<RepeatValues>)> = Vec::new();
+fn cells(results: &Results) -> Vec<RunCell> {
+    let mut out: Vec<RunCell> = Vec::new();
     for c in &results.cells {
         let Some(values) = RepeatValues::of(c) else { continue };
         let key = (Group::of(c), c.variant().to_string());
-        match out.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.push(values),
-            None => out.push((key, vec![values])),
+        match out.iter_mut().find(|k| k.key == key) {
+            Some(cell) => cell.repeats.push(values),
+            None => out.push(RunCell { key, shape: c.shape.clone(), repeats: vec![values] }),
         }
     }
     out
@@ -98,8 +256,15 @@ fn label((group, variant): &(Group, String)) -> String {
     format!("{} {variant}", group.label())
 }
 
-pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64) -> anyhow::Result<RunsComparison> {
-    let (a, b) = (read(dir_a)?, read(dir_b)?);
+/// Runs whose numbers cannot be set side by side at all: another spec, or
+/// other windows and repeats.
+fn refuse_incomparable<'a>(
+    dir_a: &Path,
+    a: &Results,
+    dir_b: &Path,
+    b: &Results,
+    specs: [Option<&'a serde_yaml_ng::Value>; 2],
+) -> anyhow::Result<()> {
     if a.run.name != b.run.name {
         bail!(
             "{} ran spec `{}` and {} ran spec `{}`: compare two runs of the same spec",
@@ -109,57 +274,120 @@ pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64) -> anyhow::Result<Run
             b.run.name
         );
     }
+    let how = |quick: bool| if quick { "with --quick" } else { "without --quick" };
+    if a.run.quick != b.run.quick {
+        bail!(
+            "{} ran {} and {} ran {}: their windows and repeats differ, so their throughputs are not comparable; compare two runs made the same way",
+            dir_a.display(),
+            how(a.run.quick),
+            dir_b.display(),
+            how(b.run.quick)
+        );
+    }
+    let (Some(spec_a), Some(spec_b)) = (specs[0], specs[1]) else { return Ok(()) };
+    // The spec's timing, then each scenario's own, where both runs have it.
+    let mut timings = vec![("timing".to_string(), spec_a.get("timing"), spec_b.get("timing"))];
+    let scenarios =
+        |s: &'a serde_yaml_ng::Value| s.get("scenarios").and_then(|s| s.as_sequence()).into_iter().flatten();
+    for sa in scenarios(spec_a) {
+        let name = sa.get("name").and_then(|n| n.as_str()).unwrap_or_default();
+        if let Some(sb) = scenarios(spec_b).find(|sb| sb.get("name").and_then(|n| n.as_str()) == Some(name)) {
+            timings.push((format!("scenario `{name}`'s timing"), sa.get("timing"), sb.get("timing")));
+        }
+    }
+    for (what, ta, tb) in timings {
+        if ta != tb {
+            let show = |t: Option<&serde_yaml_ng::Value>| serde_json::to_string(&t).unwrap_or_default();
+            bail!(
+                "{} and {} ran with different {what} (A: {}, B: {}): windows of other lengths give other throughputs; compare two runs with the same timing",
+                dir_a.display(),
+                dir_b.display(),
+                show(ta),
+                show(tb)
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64) -> anyhow::Result<RunsComparison> {
+    let (a, b) = (read(dir_a)?, read(dir_b)?);
+    let (spec_a, spec_b) = (read_spec(dir_a), read_spec(dir_b));
+    refuse_incomparable(dir_a, &a, dir_b, &b, [spec_a.as_ref(), spec_b.as_ref()])?;
+    let controls = control::controls(
+        &control::Run { results: &a, spec: spec_a.as_ref() },
+        &control::Run { results: &b, spec: spec_b.as_ref() },
+    );
     let (cells_a, cells_b) = (cells(&a), cells(&b));
-    let only = |x: &[((Group, String), Vec<RepeatValues>)], y: &[((Group, String), Vec<RepeatValues>)]| {
-        x.iter().filter(|(k, _)| !y.iter().any(|(o, _)| o == k)).map(|(k, _)| label(k)).collect::<Vec<_>>()
+    let only = |x: &[RunCell], y: &[RunCell]| {
+        x.iter().filter(|c| !y.iter().any(|o| o.key == c.key)).map(|c| label(&c.key)).collect::<Vec<_>>()
     };
     let (only_in_a, only_in_b) = (only(&cells_a, &cells_b), only(&cells_b, &cells_a));
+    // The same cell in B, run with the same profile shape.
+    let twin = |ca: &RunCell| cells_b.iter().find(|c| c.key == ca.key && c.shape == ca.shape);
+    let not_compared: Vec<String> = cells_a
+        .iter()
+        .filter_map(|ca| {
+            let cb = cells_b.iter().find(|c| c.key == ca.key && c.shape != ca.shape)?;
+            Some(format!("{}: its profile ran as `{}` in A and `{}` in B", label(&ca.key), ca.shape, cb.shape))
+        })
+        .collect();
     let seed = a.run.seed ^ b.run.seed.rotate_left(17);
     let mut changes = Vec::new();
-    for (key, ra) in &cells_a {
-        let Some((_, rb)) = cells_b.iter().find(|(k, _)| k == key) else { continue };
-        let s = bootstrap::seed_for(seed, &label(key));
-        let throughput = ratio(Measure::Throughput, ra, rb, Pairing::None, s);
-        let (verdict, note) = match (throughput.interval, throughput.value) {
-            (Some(i), _) => (
-                match bootstrap::place(i, threshold) {
-                    bootstrap::Placement::Below => Change::Regression,
-                    bootstrap::Placement::Above => Change::Improvement,
-                    _ => Change::WithinNoise,
-                },
-                None,
-            ),
-            (None, Some(v)) => (
-                if v < 1.0 - threshold {
-                    Change::Regression
-                } else if v > 1.0 + threshold {
-                    Change::Improvement
-                } else {
-                    Change::WithinNoise
-                },
-                Some("fewer than two repeats in a run: judged on the ratio alone, without an interval".to_string()),
-            ),
-            (None, None) => (Change::WithinNoise, Some("run A measured no throughput to divide by".to_string())),
+    for ca in &cells_a {
+        let Some(cb) = twin(ca) else { continue };
+        let (group, variant) = &ca.key;
+        let scenario = controls.iter().find(|c| c.scenario == group.scenario);
+        let control_cells = |name: &str| {
+            let key = (group.clone(), name.to_string());
+            let control_a = cells_a.iter().find(|c| c.key == key)?;
+            Some((control_a, twin(control_a)?))
+        };
+        let (basis, missing) = match scenario {
+            Some(s) if s.unchanged.contains(variant) => (Basis::Unchanged, None),
+            Some(ScenarioControl { control: Some(name), .. }) => match control_cells(name) {
+                Some((x, y)) => (Basis::Control { name, a: &x.repeats, b: &y.repeats }, None),
+                None => {
+                    (Basis::NoControl, Some(format!("the control `{name}` did not complete this cell in both runs")))
+                }
+            },
+            _ => (Basis::NoControl, None),
+        };
+        let s = bootstrap::seed_for(seed, &label(&ca.key));
+        let j = judge(&ca.repeats, &cb.repeats, basis, threshold, s);
+        let note = match (missing, j.note) {
+            (Some(m), Some(n)) => Some(format!("{m}; {n}")),
+            (m, n) => m.or(n),
         };
         changes.push(CellChange {
-            cell: key.0.label(),
-            variant: key.1.clone(),
-            a: variant_stats(ra),
-            b: variant_stats(rb),
-            p50: ratio(Measure::P50, ra, rb, Pairing::None, s),
-            p99: ratio(Measure::P99, ra, rb, Pairing::None, s),
-            throughput,
-            verdict,
+            cell: group.label(),
+            variant: variant.clone(),
+            a: variant_stats(&ca.repeats),
+            b: variant_stats(&cb.repeats),
+            throughput: j.throughput,
+            a_noise: j.a_noise,
+            b_noise: j.b_noise,
+            control: match basis {
+                Basis::Unchanged => Some(variant.clone()),
+                Basis::Control { name, .. } => Some(name.to_string()),
+                Basis::NoControl => None,
+            },
+            host_drift: j.host_drift,
+            normalised: j.normalised,
+            p50: ratio(Measure::P50, &ca.repeats, &cb.repeats, Pairing::None, s),
+            p99: ratio(Measure::P99, &ca.repeats, &cb.repeats, Pairing::None, s),
+            verdict: j.verdict,
             note,
         });
     }
     if changes.is_empty() {
+        let names = |cells: &[RunCell]| list(&cells.iter().map(|c| label(&c.key)).collect::<Vec<_>>());
         bail!(
-            "no cell completed in both runs ({} has: {}; {} has: {})",
+            "no cell completed in both runs with the same profile ({} has: {}; {} has: {})",
             dir_a.display(),
-            list(&cells_a.iter().map(|(k, _)| label(k)).collect::<Vec<_>>()),
+            names(&cells_a),
             dir_b.display(),
-            list(&cells_b.iter().map(|(k, _)| label(k)).collect::<Vec<_>>())
+            names(&cells_b)
         );
     }
     let side = |dir: &Path, r: &Results| RunSide {
@@ -168,16 +396,21 @@ pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64) -> anyhow::Result<Run
         started: r.run.started.clone(),
         params: r.run.params.clone(),
     };
+    let count = |v: Change| changes.iter().filter(|c| c.verdict == v).count();
     Ok(RunsComparison {
         spec: a.run.name.clone(),
         a: side(dir_a, &a),
         b: side(dir_b, &b),
         threshold,
-        regressions: changes.iter().filter(|c| c.verdict == Change::Regression).count(),
-        improvements: changes.iter().filter(|c| c.verdict == Change::Improvement).count(),
+        controls,
+        regressions: count(Change::Regression),
+        improvements: count(Change::Improvement),
+        drifts: count(Change::Drift),
+        unjudged: count(Change::Unjudged),
         cells: changes,
         only_in_a,
         only_in_b,
+        not_compared,
     })
 }
 
@@ -188,6 +421,39 @@ fn list(items: &[String]) -> String {
     }
 }
 
+/// `0.34x (0.30–0.38)`, or `–`.
+fn with_interval(r: Option<&Ratio>) -> String {
+    match r {
+        Some(r) if r.value.is_some() => {
+            format!("{} ({})", format_ratio(r.value), format_interval(r.interval))
+        }
+        _ => "–".into(),
+    }
+}
+
+/// Per scenario: its control, or why it has none.
+fn controls_markdown(controls: &[ScenarioControl]) -> String {
+    let mut md = String::from(
+        "Controls: a variant that did not change between the runs (same binary SHA-256, arguments and server, same target, workload and scenario in spec.yaml). How far it moved is host drift; a variant that changed is judged on its ratio to the control within each run (normalised).\n\n",
+    );
+    for s in controls {
+        let why = s.changed.iter().map(|(v, why)| format!("`{v}`: {why}")).collect::<Vec<_>>().join("; ");
+        match &s.control {
+            Some(control) => md.push_str(&format!(
+                "- `{}`: control `{control}` (unchanged: {}){}\n",
+                s.scenario,
+                s.unchanged.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", "),
+                if why.is_empty() { String::new() } else { format!("; changed: {why}") }
+            )),
+            None => md.push_str(&format!(
+                "- `{}`: **no control**, so host drift cannot be told from a change: a regression or improvement only when B / A clears the threshold and each run's own interval lies clear of the other's ({why})\n",
+                s.scenario
+            )),
+        }
+    }
+    md
+}
+
 pub fn markdown(c: &RunsComparison) -> String {
     let pct = |v: f64| format!("{}%", (v * 1000.0).round() / 10.0);
     let mut md = format!(
@@ -195,15 +461,16 @@ pub fn markdown(c: &RunsComparison) -> String {
         c.spec, c.a.dir, c.a.started, c.b.dir, c.b.started
     );
     md.push_str(&format!(
-        "Throughput of B over A per cell (mean of each run's completed repeats) with a 95% bootstrap interval over the repeats: a regression or an improvement only when the interval lies wholly beyond ±{}.\n\n",
+        "Throughput of B over A per cell (mean of each run's completed repeats) with a 95% bootstrap interval over the repeats: a regression or an improvement only when the interval that decides lies wholly beyond ±{}.\n\n",
         pct(c.threshold)
     ));
-    md.push_str("| Cell | Variant | A ops/s (repeats) | B ops/s (repeats) | B / A | 95% interval | p50 A → B ms | p99 A → B ms | Verdict |\n");
-    md.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    md.push_str(&controls_markdown(&c.controls));
+    md.push_str("\n| Cell | Variant | A ops/s (repeats) | B ops/s (repeats) | B / A | 95% interval | Host drift (control B / A) | Normalised B / A | p50 A → B ms | p99 A → B ms | Verdict |\n");
+    md.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
     let ms = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format!("{v:.2}"));
     for cell in &c.cells {
         md.push_str(&format!(
-            "| {} | {} | {} ({}) | {} ({}) | {} | {} | {} → {} | {} → {} | {}{} |\n",
+            "| {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} | {} → {} | {} → {} | {} |\n",
             cell.cell.replace('|', "\\|"),
             cell.variant.replace('|', "\\|"),
             thousands(cell.a.mean_throughput.round() as u64),
@@ -212,27 +479,44 @@ pub fn markdown(c: &RunsComparison) -> String {
             cell.b.repeats,
             format_ratio(cell.throughput.value),
             format_interval(cell.throughput.interval),
+            with_interval(cell.host_drift.as_ref()),
+            with_interval(cell.normalised.as_ref()),
             ms(cell.a.p50_ms),
             ms(cell.b.p50_ms),
             ms(cell.a.p99_ms),
             ms(cell.b.p99_ms),
             cell.verdict.as_str(),
-            if cell.note.is_some() { " (1 repeat)" } else { "" }
         ));
     }
-    let noise = c.cells.len() - c.regressions - c.improvements;
+    let within = c.cells.iter().filter(|x| x.verdict == Change::WithinNoise).count();
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
     md.push_str(&format!(
-        "\n{} regression{}, {} improvement{}, {noise} within noise.\n",
+        "\n{} regression{}, {} improvement{}, {within} within noise.",
         c.regressions,
-        if c.regressions == 1 { "" } else { "s" },
+        plural(c.regressions),
         c.improvements,
-        if c.improvements == 1 { "" } else { "s" }
+        plural(c.improvements),
     ));
+    if c.drifts > 0 {
+        md.push_str(&format!(" {} drift: moved with the host, not by a change (see the control).", c.drifts));
+    }
+    if c.unjudged > 0 {
+        md.push_str(&format!(" {} unjudged: one repeat in a run gives no noise estimate.", c.unjudged));
+    }
+    md.push('\n');
+    let notes: Vec<String> =
+        c.cells.iter().filter_map(|x| Some(format!("- {} {}: {}", x.cell, x.variant, x.note.as_ref()?))).collect();
+    if !notes.is_empty() {
+        md.push_str(&format!("\nNotes:\n{}\n", notes.join("\n")));
+    }
     if !c.only_in_a.is_empty() {
         md.push_str(&format!("\nCompleted only in A (not compared): {}.\n", c.only_in_a.join(", ")));
     }
     if !c.only_in_b.is_empty() {
         md.push_str(&format!("\nCompleted only in B (not compared): {}.\n", c.only_in_b.join(", ")));
+    }
+    if !c.not_compared.is_empty() {
+        md.push_str(&format!("\nNot compared: {}.\n", c.not_compared.join("; ")));
     }
     md
 }
@@ -260,4 +544,215 @@ pub fn command(a: &Path, b: &Path, threshold: f64, json: Option<PathBuf>) -> u8 
         }
     }
     u8::from(compared.regressions > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repeats(values: &[f64]) -> Vec<RepeatValues> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| RepeatValues { repeat: i as u32 + 1, throughput: t, p50_ms: None, p99_ms: None })
+            .collect()
+    }
+
+    fn verdict(a: &[f64], b: &[f64], basis: Basis) -> Change {
+        judge(&repeats(a), &repeats(b), basis, 0.05, 9).verdict
+    }
+
+    const A: [f64; 3] = [100_000.0, 102_000.0, 98_000.0];
+    /// The same server at a third of its speed: a busier disk in run B.
+    const BUSY: [f64; 3] = [34_000.0, 33_000.0, 35_500.0];
+
+    #[test]
+    fn an_unchanged_variant_that_moved_is_drift_never_a_regression() {
+        assert_eq!(verdict(&A, &BUSY, Basis::Unchanged), Change::Drift);
+        assert_eq!(verdict(&BUSY, &A, Basis::Unchanged), Change::Drift);
+        assert_eq!(verdict(&A, &[101_000.0, 99_000.0, 100_500.0], Basis::Unchanged), Change::WithinNoise);
+    }
+
+    #[test]
+    fn with_a_control_the_normalised_ratio_decides() {
+        let (ca, cb) = (repeats(&A), repeats(&BUSY));
+        let control = Basis::Control { name: "redis", a: &ca, b: &cb };
+        // The candidate moved with the control: drift, though B / A is 0.34x.
+        let j = judge(
+            &repeats(&[90_000.0, 92_000.0, 88_000.0]),
+            &repeats(&[30_600.0, 29_700.0, 32_000.0]),
+            control,
+            0.05,
+            9,
+        );
+        assert_eq!(j.verdict, Change::Drift, "{j:?}");
+        assert!(
+            j.host_drift.unwrap().value.unwrap() < 0.4 && (j.normalised.unwrap().value.unwrap() - 1.0).abs() < 0.05,
+            "{j:?}"
+        );
+        // Half the control's speed in B on top of the drift: a regression.
+        let j = judge(
+            &repeats(&[90_000.0, 92_000.0, 88_000.0]),
+            &repeats(&[15_300.0, 14_800.0, 16_000.0]),
+            control,
+            0.05,
+            9,
+        );
+        assert_eq!(j.verdict, Change::Regression, "{j:?}");
+        // Slower in B while the control held: a regression too.
+        let steady = repeats(&[101_000.0, 99_000.0, 100_500.0]);
+        let held = Basis::Control { name: "redis", a: &ca, b: &steady };
+        assert_eq!(verdict(&A, &[60_000.0, 61_000.0, 59_000.0], held), Change::Regression);
+        assert_eq!(verdict(&A, &[150_000.0, 151_000.0, 149_000.0], held), Change::Improvement);
+        assert_eq!(verdict(&A, &[101_000.0, 100_000.0, 99_500.0], held), Change::WithinNoise);
+    }
+
+    #[test]
+    fn without_a_control_a_change_must_clear_both_runs_noise() {
+        assert_eq!(verdict(&A, &[60_000.0, 61_000.0, 59_000.0], Basis::NoControl), Change::Regression);
+        assert_eq!(verdict(&[60_000.0, 61_000.0, 59_000.0], &A, Basis::NoControl), Change::Improvement);
+        // B / A is clearly below 0.95, but run B's repeats reach into run A's.
+        let j = judge(
+            &repeats(&[100_000.0, 140_000.0, 60_000.0]),
+            &repeats(&[62_000.0, 70_000.0, 66_000.0]),
+            Basis::NoControl,
+            0.05,
+            9,
+        );
+        assert_ne!(j.verdict, Change::Regression, "{j:?}");
+        assert_eq!(verdict(&A, &A, Basis::NoControl), Change::WithinNoise);
+    }
+
+    #[test]
+    fn one_repeat_per_side_is_never_a_regression() {
+        let (ca, cb) = (repeats(&A), repeats(&A));
+        let control = Basis::Control { name: "redis", a: &ca, b: &cb };
+        for basis in [Basis::Unchanged, Basis::NoControl, control] {
+            let j = judge(&repeats(&[100_000.0]), &repeats(&[10_000.0]), basis, 0.05, 9);
+            assert_eq!(j.verdict, Change::Unjudged, "{basis:?}");
+            assert!(j.note.unwrap().contains("one repeat in runs A and B"));
+            assert_eq!(j.throughput.value, Some(0.1), "the ratio is still reported");
+        }
+        assert_eq!(verdict(&A, &[10_000.0], Basis::NoControl), Change::Unjudged);
+        // A control with one repeat cannot say how far the host moved.
+        let (one_a, one_b) = (repeats(&[100_000.0]), repeats(&[40_000.0]));
+        let thin = Basis::Control { name: "redis", a: &one_a, b: &one_b };
+        let j = judge(&repeats(&A), &repeats(&BUSY), thin, 0.05, 9);
+        assert_eq!(j.verdict, Change::Unjudged);
+        assert!(j.note.unwrap().contains("control `redis` has one repeat"));
+    }
+
+    /// A run directory with results.json and spec.yaml: `targets` as
+    /// (name, provider, binary SHA-256, args), `cells` as (variant,
+    /// throughputs), every variant its own target of that name.
+    fn run_dir(
+        into: &Path,
+        quick: bool,
+        timing: &str,
+        targets: &[(&str, &str, Option<&str>, &[&str])],
+        cells: &[(&str, &[f64])],
+    ) -> PathBuf {
+        let dir = into.join(format!("run-{}", std::fs::read_dir(into).unwrap().count()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let targets: Vec<serde_json::Value> = targets
+            .iter()
+            .map(|(name, provider, sha, args)| {
+                let mut t = serde_json::json!({"name": name, "kind": "redis", "provider": provider, "uri": "redis://127.0.0.1:1", "server": "redis 7.0.15", "args": args});
+                if let Some(sha) = sha {
+                    t["binary"] = serde_json::json!({"path": "/usr/bin/redis-server", "sha256": sha});
+                }
+                t
+            })
+            .collect();
+        let mut results_cells = Vec::new();
+        for (variant, throughputs) in cells {
+            for (i, t) in throughputs.iter().enumerate() {
+                let op = serde_json::json!({"ok": 1, "failed": 0, "errors": {"deadline": 0, "connection": 0, "server": 0, "hang": 0}, "over_deadline": 0, "throughput": t, "max_any_ms": 1.0});
+                results_cells.push(serde_json::json!({
+                    "scenario": "s", "profile": "p", "shape": "closed 2x8", "target": variant, "workload": "w",
+                    "variant": variant, "repeat": i + 1, "status": "completed", "measured_s": 1.0,
+                    "stats": {"ok": 1, "failed": 0, "throughput": t, "errors": {"deadline": 0, "connection": 0, "server": 0, "hang": 0},
+                              "over_deadline": 0, "per_op": {"set": op}, "timeline": []}
+                }));
+            }
+        }
+        let results = serde_json::json!({
+            "schema_version": crate::results::SCHEMA_VERSION,
+            "run": {"id": "r", "name": "n", "description": "", "spec_path": "s.yaml", "started": "t", "finished": "t",
+                    "seed": 1, "params": {}, "quick": quick, "only": [], "interrupted": false, "faultline_version": "0",
+                    "host": {"hostname": "h", "os": "o", "kernel": "k", "cpus": 2, "cpu_model": "c", "memory_gib": 1.0}},
+            "verdict": "PASS", "verdict_reasons": [], "gates": [], "targets": targets, "cells": results_cells,
+            "comparisons": [], "errors": []
+        });
+        std::fs::write(dir.join("results.json"), results.to_string()).unwrap();
+        let spec = format!("name: n\ntargets:\n  base: {{kind: redis}}\n  cand: {{kind: redis}}\nworkloads:\n  w: {{ops: {{set: 1}}}}\ntiming: {timing}\nscenarios:\n  - {{name: s, target: [base, cand], workload: w, profiles: [p]}}\n");
+        std::fs::write(dir.join("spec.yaml"), spec).unwrap();
+        dir
+    }
+
+    const FULL: &str = "{duration: 5s, repeats: 3}";
+    const ARGS: &[&str] = &["--appendfsync", "everysec"];
+
+    #[test]
+    fn an_unchanged_process_target_is_the_control_and_its_move_is_drift() {
+        let tmp = tempfile::tempdir().unwrap();
+        let same = [("base", "process", Some("aa"), ARGS), ("cand", "process", Some("bb"), ARGS)];
+        let a = run_dir(tmp.path(), false, FULL, &same, &[("base", &A), ("cand", &A)]);
+        let b = run_dir(tmp.path(), false, FULL, &same, &[("base", &BUSY), ("cand", &BUSY)]);
+        let c = compare(&a, &b, 0.05).unwrap();
+        assert_eq!((c.regressions, c.drifts), (0, 2), "{}", markdown(&c));
+        assert_eq!(c.controls[0].control.as_deref(), Some("base"));
+        assert!(markdown(&c).contains("2 drift"), "{}", markdown(&c));
+
+        // The candidate ran with other arguments and at a fifth of the speed
+        // while the host made everything a third as fast: a regression.
+        let fsync_always: &[&str] = &["--appendfsync", "always"];
+        let changed = [("base", "process", Some("aa"), ARGS), ("cand", "process", Some("bb"), fsync_always)];
+        let slow = [6_800.0, 6_600.0, 7_100.0];
+        let b = run_dir(tmp.path(), false, FULL, &changed, &[("base", &BUSY), ("cand", &slow)]);
+        let c = compare(&a, &b, 0.05).unwrap();
+        assert_eq!(c.controls[0].unchanged, ["base"]);
+        assert!(c.controls[0].changed["cand"].contains("other arguments"), "{:?}", c.controls);
+        let cand = c.cells.iter().find(|x| x.variant == "cand").unwrap();
+        assert_eq!((cand.verdict, cand.control.as_deref()), (Change::Regression, Some("base")), "{cand:?}");
+        assert_eq!(c.cells.iter().find(|x| x.variant == "base").unwrap().verdict, Change::Drift);
+    }
+
+    #[test]
+    fn servers_without_a_digest_give_no_control_and_the_output_says_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        let docker = [("base", "docker", None, ARGS), ("cand", "docker", None, ARGS)];
+        let a = run_dir(tmp.path(), false, FULL, &docker, &[("base", &A), ("cand", &A)]);
+        let b = run_dir(tmp.path(), false, FULL, &docker, &[("base", &BUSY), ("cand", &BUSY)]);
+        let c = compare(&a, &b, 0.05).unwrap();
+        assert!(c.controls[0].control.is_none());
+        assert!(c.controls[0].changed["base"].contains("no binary digest"), "{:?}", c.controls);
+        let md = markdown(&c);
+        assert!(md.contains("**no control**, so host drift cannot be told from a change"), "{md}");
+        // Without a control a move this clear of both runs' noise stands.
+        assert_eq!(c.regressions, 2, "{md}");
+    }
+
+    #[test]
+    fn runs_made_differently_are_refused_and_other_profiles_left_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let same = [("base", "process", Some("aa"), ARGS)];
+        let full = run_dir(tmp.path(), false, FULL, &same, &[("base", &A)]);
+        let quick = run_dir(tmp.path(), true, FULL, &same, &[("base", &A)]);
+        let e = compare(&full, &quick, 0.05).unwrap_err().to_string();
+        assert!(e.contains("without --quick") && e.contains("with --quick"), "{e}");
+        let shorter = run_dir(tmp.path(), false, "{duration: 1s, repeats: 3}", &same, &[("base", &A)]);
+        let e = compare(&full, &shorter, 0.05).unwrap_err().to_string();
+        assert!(e.contains("different timing") && e.contains("1s"), "{e}");
+
+        let other_shape = run_dir(tmp.path(), false, FULL, &same, &[("base", &A), ("cand", &A)]);
+        let text = std::fs::read_to_string(other_shape.join("results.json")).unwrap();
+        let text = text.replacen("closed 2x8", "closed 4x8", 3);
+        std::fs::write(other_shape.join("results.json"), text).unwrap();
+        let both = run_dir(tmp.path(), false, FULL, &same, &[("base", &A), ("cand", &A)]);
+        let c = compare(&both, &other_shape, 0.05).unwrap();
+        assert_eq!(c.not_compared, ["s/p base: its profile ran as `closed 2x8` in A and `closed 4x8` in B"]);
+        assert_eq!(c.cells.iter().map(|x| x.variant.as_str()).collect::<Vec<_>>(), ["cand"]);
+        assert!(markdown(&c).contains("Not compared: s/p base: its profile ran as `closed 2x8`"));
+    }
 }
