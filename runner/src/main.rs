@@ -19,6 +19,7 @@ mod plugin;
 mod probe;
 mod provenance;
 mod provider;
+mod redact;
 mod report;
 mod results;
 mod run;
@@ -252,7 +253,7 @@ fn main() -> ExitCode {
                     0
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    crate::stdout::say_err!("error: {e}");
                     EXIT_USAGE
                 }
             }
@@ -265,7 +266,7 @@ fn main() -> ExitCode {
                     0
                 }
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    crate::stdout::say_err!("error: {e:#}");
                     EXIT_USAGE
                 }
             }
@@ -274,7 +275,7 @@ fn main() -> ExitCode {
         {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                crate::stdout::say_err!("error: {e:#}");
                 EXIT_USAGE
             }
         },
@@ -287,7 +288,7 @@ fn main() -> ExitCode {
             {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    crate::stdout::say_err!("error: {e}");
                     3
                 }
             }
@@ -296,7 +297,7 @@ fn main() -> ExitCode {
         {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                crate::stdout::say_err!("error: {e:#}");
                 1
             }
         },
@@ -312,7 +313,7 @@ fn main() -> ExitCode {
             match plugin::bench::run(&file, ops.max(1), &config) {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    crate::stdout::say_err!("error: {e:#}");
                     1
                 }
             }

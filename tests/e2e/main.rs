@@ -20,5 +20,6 @@ mod readiness;
 mod reports;
 mod runs;
 mod safety;
+mod secrets;
 mod sentinel;
 mod verdict_truth;
