@@ -19,6 +19,7 @@ mod plugin;
 mod probe;
 mod provenance;
 mod provider;
+mod redact;
 mod report;
 mod results;
 mod run;
@@ -255,7 +256,7 @@ fn main() -> ExitCode {
                     0
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    crate::stdout::say_err!("error: {e}");
                     EXIT_USAGE
                 }
             }
@@ -268,7 +269,7 @@ fn main() -> ExitCode {
                     0
                 }
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    crate::stdout::say_err!("error: {e:#}");
                     EXIT_USAGE
                 }
             }
@@ -277,7 +278,7 @@ fn main() -> ExitCode {
         {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                crate::stdout::say_err!("error: {e:#}");
                 EXIT_USAGE
             }
         },
@@ -290,7 +291,7 @@ fn main() -> ExitCode {
             {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    crate::stdout::say_err!("error: {e}");
                     3
                 }
             }
@@ -299,7 +300,7 @@ fn main() -> ExitCode {
         {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                crate::stdout::say_err!("error: {e:#}");
                 1
             }
         },
@@ -315,7 +316,7 @@ fn main() -> ExitCode {
             match plugin::bench::run(&file, ops.max(1), &config) {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    crate::stdout::say_err!("error: {e:#}");
                     1
                 }
             }

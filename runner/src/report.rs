@@ -250,7 +250,8 @@ pub fn write_run_report(
     let template = template.map_or(Template::Default, Template::File);
     let markdown = render(results, template, title, ChartLinks { charts: &drawn, dir: "charts" })?;
     let path = run_dir.join("report.md");
-    std::fs::write(&path, markdown).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(&path, crate::redact::text(&markdown).as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
 }
 
@@ -276,6 +277,7 @@ pub fn write_section(
     let planned = charts::plan(results);
     let template = template.map_or(Template::Section, Template::File);
     let markdown = render(results, template, title, ChartLinks { charts: &planned, dir: &relative })?;
+    let markdown = crate::redact::text(&markdown);
     let text = section::splice(&destination.text, name, &markdown)
         .map_err(|e| anyhow::anyhow!("{}: {e}; the file was not changed", destination.path.display()))?;
     let drawn = charts::draw_all(results, &folder)?;

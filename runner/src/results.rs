@@ -307,7 +307,8 @@ impl Results {
     pub fn write_atomically(&self, path: &Path) -> anyhow::Result<()> {
         let tmp = path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(self)?;
-        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+        let text = crate::redact::text(&text);
+        std::fs::write(&tmp, text.as_bytes()).with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", tmp.display()))?;
         Ok(())
     }

@@ -30,7 +30,7 @@ pub fn run(args: RunArgs) -> u8 {
     let loaded = match spec::load(&args.spec, &args.set) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::stdout::say_err!("error: {e}");
             return EXIT_USAGE;
         }
     };
@@ -41,14 +41,14 @@ pub fn run(args: RunArgs) -> u8 {
     let plan = match plan::build(&loaded, &options) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::stdout::say_err!("error: {e}");
             return EXIT_USAGE;
         }
     };
     let template = loaded.spec.report.template.as_ref().map(|t| args.spec.parent().unwrap_or(Path::new(".")).join(t));
     if let Some(t) = &template {
         if let Err(e) = report::check_template(t) {
-            eprintln!("error: {}: field `report.template`: {e:#}", args.spec.display());
+            crate::stdout::say_err!("error: {}: field `report.template`: {e:#}", args.spec.display());
             return EXIT_USAGE;
         }
     }
@@ -57,20 +57,20 @@ pub fn run(args: RunArgs) -> u8 {
         return 0;
     }
     if let Err(e) = images_present(&loaded.spec, &plan) {
-        eprintln!("error: {}: {e}", args.spec.display());
+        crate::stdout::say_err!("error: {}: {e}", args.spec.display());
         return EXIT_USAGE;
     }
     let plugins = match SpecPlugins::load(&args.spec, &loaded) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::stdout::say_err!("error: {e}");
             return EXIT_USAGE;
         }
     };
     match execute(&args, &loaded, &plan, template.as_deref(), &plugins) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            crate::stdout::say_err!("error: {e:#}");
             verdict_code(results::Verdict::Incomplete)
         }
     }
@@ -119,7 +119,7 @@ fn execute(
     let log_dir = run_dir.join("logs");
     std::fs::create_dir_all(&log_dir)?;
     let history_dir = run_dir.join("history");
-    std::fs::write(run_dir.join("spec.yaml"), &loaded.resolved_text)?;
+    std::fs::write(run_dir.join("spec.yaml"), crate::redact::text(&loaded.resolved_text).as_bytes())?;
     let progress = Progress::new(Some(run_dir.join("run.log")))?;
     progress.println(&format!(
         "faultline {}: {} cells, about {} of load; run directory {}",
@@ -136,7 +136,7 @@ fn execute(
     let cancel = CancellationToken::new();
     let outcome = runtime.block_on(async {
         for warning in crate::leftovers::warnings().await {
-            eprintln!("{warning}");
+            crate::stdout::say_err!("{warning}");
         }
         let signals = tokio::spawn(cancel_on_signal(cancel.clone(), progress.clone()));
         let engine = Engine {
@@ -210,17 +210,19 @@ fn execute(
     let report_path = run_dir.join("report.md");
     match report::write_run_report(&results, &run_dir, template, spec.report.title.as_deref()) {
         Ok(path) => crate::stdout::say!("report:  {}", path.display()),
-        Err(e) => eprintln!("error: no report: {e:#}"),
+        Err(e) => crate::stdout::say_err!("error: no report: {e:#}"),
     }
     if let Some(path) = &args.junit {
-        match std::fs::write(path, report::junit::render(&results)) {
+        match std::fs::write(path, crate::redact::text(&report::junit::render(&results)).as_bytes()) {
             Ok(()) => crate::stdout::say!("junit:   {}", path.display()),
-            Err(e) => eprintln!("error: cannot write the JUnit file {}: {e}", path.display()),
+            Err(e) => crate::stdout::say_err!("error: cannot write the JUnit file {}: {e}", path.display()),
         }
     }
     if let Err(e) = report::step_summary::append_if_asked(&results, &report_path) {
-        eprintln!("error: {e:#}");
+        crate::stdout::say_err!("error: {e:#}");
     }
+    // What the servers wrote (their logs) may quote a credential too.
+    crate::redact::sweep(&run_dir);
     Ok(verdict_code(results.verdict))
 }
 

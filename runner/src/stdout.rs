@@ -7,6 +7,7 @@ use std::io::{self, Write};
 
 /// Writes `text` to stdout and flushes it.
 pub fn print(text: &str) {
+    let text = crate::redact::text(text);
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => eprintln!("error: cannot write to stdout: {e}"),
@@ -21,3 +22,14 @@ macro_rules! say {
     };
 }
 pub(crate) use say;
+
+/// `eprintln!` with credentials redacted: for errors and warnings that may
+/// quote a URI or a server's answer.
+macro_rules! say_err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let line = format!("{}\n", format_args!($($arg)*));
+        let _ = std::io::stderr().write_all($crate::redact::text(&line).as_bytes());
+    }};
+}
+pub(crate) use say_err;

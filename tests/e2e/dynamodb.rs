@@ -520,6 +520,14 @@ gates:
     let (_d, path) = spec_file(&spec("region: us-east-1"));
     let run = run(&path, &[]);
     assert_eq!(run.code(), 2, "{}\n{}", run.stdout(), run.stderr());
-    let errors = run.results()["errors"].to_string().to_lowercase();
-    assert!(errors.contains("certificate"), "{errors}");
+    // One sentence with the cause and the fix, not the SDK's dump.
+    let errors = run.results()["errors"].to_string();
+    assert!(errors.contains("certificate not trusted") && errors.contains("options.ca_file"), "{errors}");
+    assert!(errors.contains("options.insecure") && !errors.contains("DispatchFailure"), "{errors}");
+    // Plain HTTP to the TLS endpoint: the error says to use https://.
+    let (_d, path) = spec_file(&spec("region: us-east-1").replace("https://", "http://").replace("20s", "3s"));
+    let plain = crate::support::run(&path, &[]);
+    assert_eq!(plain.code(), 2, "{}\n{}", plain.stdout(), plain.stderr());
+    let errors = plain.results()["errors"].to_string();
+    assert!(errors.contains("use https://") && !errors.contains("DispatchFailure"), "{errors}");
 }

@@ -32,13 +32,19 @@ fn a_target_that_never_answers_is_stopped_and_reported() {
     assert!(processes_matching("sleep 987654").is_empty(), "the process was left running");
 }
 
+/// A program that is not there is known before anything starts: a spec
+/// error at the field, from `validate` and from `run` before any target.
 #[test]
-fn a_missing_binary_says_how_to_install_it() {
+fn a_missing_binary_is_a_spec_error_before_anything_starts() {
     let (_d, spec) = spec_file(&never_ready_spec("redis-server-that-does-not-exist", "[]"));
     let run = run(&spec, &[]);
-    assert_eq!(run.code(), 2);
-    let error = run.results()["errors"][0].as_str().unwrap().to_string();
-    assert!(error.contains("not installed or not on PATH"), "{error}");
+    assert_eq!(run.code(), 3, "{}", run.stderr());
+    assert!(run.dir.is_none(), "no run directory for a spec error");
+    let error = run.stderr();
+    assert!(error.contains("not installed or not on PATH") && error.contains("field `targets.t.command`"), "{error}");
+    let validated = faultline().arg("validate").arg(&spec).output().unwrap();
+    assert_eq!(validated.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&validated.stderr).contains("spec.yaml:3:"), "{validated:?}");
 }
 
 fn interrupt_with(signal: i32) {

@@ -22,5 +22,6 @@ mod readiness;
 mod reports;
 mod runs;
 mod safety;
+mod secrets;
 mod sentinel;
 mod verdict_truth;

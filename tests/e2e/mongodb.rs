@@ -181,10 +181,15 @@ fn a_mongodb_uri_that_cannot_be_parsed_is_a_clear_error() {
     let spec = mongo_spec("read_concern: local", "{ops: {get: 1}, keys: {count: 10}}", "profiles:\n  p: {closed: 1x1}\ntiming: {duration: 1s}\nscenarios:\n  - {name: s, target: db, workload: w, profiles: [p]}\ngates:\n  ok: errors == 0\n")
         .replace("provider: process", "provider: external\n    uri: \"mongodb://no host here:/x\"");
     let (_d, path) = spec_file(&spec);
+    // Known before anything starts: a spec error at the field, no run directory.
     let run = run(&path, &[]);
-    assert_eq!(run.code(), 2, "{}", run.stderr());
-    let error = run.results()["errors"][0].as_str().unwrap().to_string();
-    assert!(error.contains("invalid MongoDB URI `mongodb://no host here:/x`"), "{error}");
+    assert_eq!(run.code(), 3, "{}", run.stderr());
+    assert!(run.dir.is_none());
+    let error = run.stderr();
+    assert!(
+        error.contains("field `targets.db.uri`: `mongodb://no host here:/x` is not a valid MongoDB URI"),
+        "{error}"
+    );
 }
 
 /// A secantusd-rs the test starts itself, for faults it makes through a
@@ -295,4 +300,26 @@ gates:
         assert!(check["checked"].as_u64().unwrap() > 1000, "{check}");
     }
     assert_eq!(r["crash_recovery"][0]["restarts"], 1, "{}", r["crash_recovery"]);
+}
+
+/// A fault the server refuses says why on the console, in the server's
+/// decoded words: a step-down shorter than its catch-up period is answered
+/// `BadValue` by the server.
+#[test]
+fn a_fault_the_server_refuses_shows_the_servers_reason_on_the_console() {
+    let _load = exclusive();
+    let spec = mongo_spec(
+        "read_concern: local",
+        "{ops: {get: 1, set: 1}, keys: {count: 10}}",
+        "profiles:\n  p: {closed: 1x1}\ntiming: {warmup: 0s, duration: 2s}\nscenarios:\n  - {name: s, target: db, workload: w, profiles: [p], faults: [{name: down, at: 500ms, action: stepdown, target: db, seconds: 5s, catch_up: 10s}]}\ngates:\n  stepped: denied_window(down) < 10s\n",
+    );
+    let (_d, path) = spec_file(&spec);
+    let run = run(&path, &[]);
+    let reason = "stepdown period must be longer than secondaryCatchUpPeriodSecs";
+    let line = format!("fault `down` (stepdown on db) failed: replSetStepDown: BadValue (2): {reason}");
+    assert!(run.stderr().contains(&line), "{}", run.stderr());
+    let error = run.results()["cells"][0]["faults"][0]["error"].as_str().unwrap().to_string();
+    assert_eq!(error, format!("replSetStepDown: BadValue (2): {reason}"));
+    // The gate on it is unmeasured, with the reason already said above it.
+    assert_eq!(run.code(), 2, "{}", run.stderr());
 }

@@ -517,6 +517,12 @@ impl Engine<'_> {
             .collect();
         stats.window_latency = metrics.window_latency(&spans, window);
         result.stats = Some(stats);
+        // A fault that failed changes what the cell measured: say why on the
+        // console, in the server's words, not only in results.json.
+        for f in fault_records.iter().filter(|f| f.error.is_some()) {
+            let error = f.error.as_deref().unwrap_or_default();
+            self.progress.println(&format!("fault `{}` ({} on {}) failed: {error}", f.name, f.action, f.target));
+        }
         result.faults = fault_records;
         result.roles = role_changes;
         let checker_names = self.checkers(cell);

@@ -41,6 +41,7 @@ impl Progress {
 
     /// A line above the live display (or a plain line).
     pub fn println(&self, line: &str) {
+        let line = &crate::redact::text(line);
         if let Some(log) = &self.log {
             let mut file = log.lock().unwrap_or_else(|e| e.into_inner());
             let _ = writeln!(file, "{line}");
@@ -119,5 +120,5 @@ impl Progress {
 /// Like `eprintln!`, but a closed stderr (the reader went away) is not a panic:
 /// the run goes on and cleans up.
 fn stderr_line(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
+    let _ = writeln!(std::io::stderr(), "{}", crate::redact::text(line));
 }

@@ -40,7 +40,7 @@ impl DockerTarget {
         save_all_logs(&self.topology.docker, self.topology.all(), &self.logs).await;
         let removed = self.topology.docker.remove_labeled(&self.labels).await;
         for e in &removed.errors {
-            eprintln!("error: removing target `{}`: {e}", self.topology.target);
+            crate::stdout::say_err!("error: removing target `{}`: {e}", self.topology.target);
         }
         // What is left (if anything) the guard cannot remove either.
         self.guard.disarm();
@@ -137,7 +137,7 @@ async fn save_all_logs<'a>(docker: &Docker, members: impl Iterator<Item = &'a Me
         let path = dir.join(format!("{}.log", m.name));
         async move {
             if let Err(e) = docker.save_logs(&m.container, &path).await {
-                eprintln!("warning: cannot save the logs of `{}`: {e:#}", m.name);
+                crate::stdout::say_err!("warning: cannot save the logs of `{}`: {e:#}", m.name);
             }
         }
     });

@@ -38,8 +38,8 @@ impl RunningTarget {
     pub async fn stop(mut self) {
         match tokio::time::timeout(Duration::from_secs(20), self.driver.clean_up(&self.uri)).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => eprintln!("warning: target `{}`: {e:#}", self.name),
-            Err(_) => eprintln!("warning: target `{}`: cleaning up took longer than 20s", self.name),
+            Ok(Err(e)) => crate::stdout::say_err!("warning: target `{}`: {e:#}", self.name),
+            Err(_) => crate::stdout::say_err!("warning: target `{}`: cleaning up took longer than 20s", self.name),
         }
         if let Some(p) = self.process.take() {
             p.stop().await;

@@ -64,6 +64,6 @@ pub fn append_if_asked(results: &Results, report: &Path) -> anyhow::Result<()> {
         .append(true)
         .open(path)
         .with_context(|| format!("cannot append to $GITHUB_STEP_SUMMARY ({})", path.display()))?;
-    file.write_all(markdown(results, report).as_bytes())
+    file.write_all(crate::redact::text(&markdown(results, report)).as_bytes())
         .with_context(|| format!("cannot append to $GITHUB_STEP_SUMMARY ({})", path.display()))
 }

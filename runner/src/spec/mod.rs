@@ -204,6 +204,7 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
     // against the scenarios that use its field.
     // Text the typed parse would refuse has no matrix to read: it reports it.
     let tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&resolved_text).unwrap_or(serde_yaml_ng::Value::Null);
+    crate::redact::remember_spec(&tree);
     let located = |(field, message): (String, String)| {
         let (line, column) = locate::locate(&resolved_text, &locate::parse_path(&field)).unzip();
         err_at(line, column, Some(field), message)

@@ -215,11 +215,26 @@ fn validate_target(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> 
                     "applies only to provider: external (process targets get a free port)".into(),
                 ));
             }
+            // The program must exist before anything starts: a missing one
+            // would cost the ready_timeout after earlier cells ran.
+            match &t.command {
+                Some(command) => {
+                    crate::provider::process::check_program(command).map_err(|e| (format!("{at}.command"), e))?
+                }
+                None => {
+                    let default = kind_driver(t)?.default_command();
+                    crate::provider::process::check_program(default)
+                        .map_err(|e| (at.to_string(), format!("the default server of this kind: {e}")))?
+                }
+            }
         }
         ProviderKind::External => {
-            if t.uri.is_none() {
+            let Some(uri) = &t.uri else {
                 return Err((at.into(), "provider: external needs `uri`, e.g. redis://127.0.0.1:6379".into()));
-            }
+            };
+            kind_driver(t)?
+                .check_uri(uri)
+                .map_err(|e| (format!("{at}.uri"), format!("`{}` {e}", crate::redact::text(uri))))?;
             if t.command.is_some() {
                 return Err((format!("{at}.command"), "applies only to provider: process".into()));
             }
@@ -232,6 +247,12 @@ fn validate_target(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> 
         return Err((format!("{at}.ready_timeout"), "must be longer than 0s".into()));
     }
     validate_options(&format!("{at}.options"), t, t.options.as_ref())
+}
+
+/// The kind's driver with its default options (what a URI or a program
+/// check needs); options are checked on their own.
+fn kind_driver(t: &TargetSpec) -> Result<std::sync::Arc<dyn crate::target::TargetDriver>, Problem> {
+    crate::target::driver(t.kind, None)
 }
 
 /// A kind's options, parsed by the kind itself: the error names the field.

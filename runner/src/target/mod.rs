@@ -2,6 +2,7 @@
 //! kind is one folder implementing [`TargetDriver`] (and, for members in
 //! containers, [`topology::TopologyKind`]) plus its line in [`kinds`].
 
+mod cause;
 pub mod dynamodb;
 pub mod kinds;
 pub mod mongodb;
@@ -88,6 +89,10 @@ pub trait TargetDriver: Send + Sync {
     /// keep its files in `data_dir` (the target's own, under the run's).
     fn listen_args(&self, port: u16, data_dir: &Path) -> Vec<String>;
     fn uri(&self, host: &str, port: u16) -> String;
+    /// Whether an external target's `uri` is one this kind can reach (its
+    /// scheme, host and port parse), checked before anything starts: the
+    /// problem and the fix otherwise.
+    fn check_uri(&self, uri: &str) -> Result<(), String>;
     fn supports(&self, op: OpKind) -> bool;
     /// One round trip that succeeds only when the server can serve requests.
     async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo>;

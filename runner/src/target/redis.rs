@@ -40,6 +40,19 @@ impl TargetDriver for RedisDriver {
         format!("redis://{host}:{port}")
     }
 
+    fn check_uri(&self, uri: &str) -> Result<(), String> {
+        if let Some(sentinel) = SentinelUri::parse(uri) {
+            return sentinel.map(|_| ()).map_err(|e| format!("{e:#}"));
+        }
+        let info = redis::Client::open(uri).map_err(|e| {
+            format!("is not a redis URI ({e}): write redis://[:PASSWORD@]HOST:PORT[/DB] or redis+sentinel://HOST:PORT[,…]/MASTER")
+        })?;
+        match info.get_connection_info().addr() {
+            redis::ConnectionAddr::Tcp(..) => Ok(()),
+            _ => Err("only plain TCP redis URIs are supported: write redis://HOST:PORT".into()),
+        }
+    }
+
     fn supports(&self, op: OpKind) -> bool {
         matches!(op, OpKind::Get | OpKind::Set | OpKind::Incr | OpKind::Del)
     }

@@ -10,7 +10,55 @@ use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
 use crate::metrics::ErrorClass;
-use crate::target::{Applied, DriverError};
+use crate::target::{cause, Applied, DriverError};
+
+/// The error types a DynamoDB API answers with 400 when it does not accept
+/// the caller (an unknown key, a bad signature, a missing or expired token,
+/// a policy that denies it): waiting will not change the answer.
+const CREDENTIALS_REFUSED: &[&str] = &[
+    "UnrecognizedClientException",
+    "InvalidSignatureException",
+    "IncompleteSignatureException",
+    "MissingAuthenticationToken",
+    "MissingAuthenticationTokenException",
+    "InvalidClientTokenId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "AccessDeniedException",
+    "AuthFailure",
+];
+
+/// Whether an answer says the caller's credentials are refused: any 401 or
+/// 403, and a 400 of one of [`CREDENTIALS_REFUSED`] (the service and servers
+/// speaking its API answer those with 400).
+pub fn refuses_credentials(status: u16, code: Option<&str>) -> bool {
+    // `com.amazon.coral.service#UnrecognizedClientException` names its type last.
+    let code = code.map(|c| c.rsplit('#').next().unwrap_or(c));
+    matches!(status, 401 | 403) || status == 400 && code.is_some_and(|c| CREDENTIALS_REFUSED.contains(&c))
+}
+
+/// One sentence for a failed call: the server's status, type and words; a
+/// redirect and where to; or why the server was not reached, with the fix.
+pub fn explain<E>(error: &SdkError<E, HttpResponse>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    if let Some(raw) = error.raw_response() {
+        let status = raw.status().as_u16();
+        if (300..400).contains(&status) {
+            return match raw.headers().get("location") {
+                Some(to) => format!("the endpoint redirects ({status}) to {to}: use that URI"),
+                None => format!("the endpoint answers {status} (a redirect) without saying where to"),
+            };
+        }
+        if matches!(error, SdkError::ServiceError(_)) {
+            let said = classify(error, false);
+            return format!("{}: {}", said.code.unwrap_or_default(), said.message);
+        }
+    }
+    cause::sentence(&cause::chain(error))
+}
 
 /// `write`: the call changes data, so "may have been applied" matters.
 pub fn classify<E>(error: &SdkError<E, HttpResponse>, write: bool) -> DriverError
@@ -40,7 +88,7 @@ where
                 class: ErrorClass::Server,
                 applied: maybe,
                 code: Some("UnreadableResponse".into()),
-                message: first_line(&format!("HTTP {status}: {}", aws_sdk_dynamodb::error::DisplayErrorContext(error))),
+                message: format!("HTTP {status}: {}", explain(error)),
             }
         }
         SdkError::TimeoutError(_) => DriverError {
@@ -54,19 +102,14 @@ where
                 Some(c) if c.is_timeout() => (ErrorClass::Deadline, "timeout"),
                 _ => (ErrorClass::Connection, "network"),
             };
-            DriverError {
-                class,
-                applied: maybe,
-                code: Some(code.into()),
-                message: first_line(&format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(error))),
-            }
+            DriverError { class, applied: maybe, code: Some(code.into()), message: explain(error) }
         }
         // Never sent (a request the SDK could not build or sign).
         _ => DriverError {
             class: ErrorClass::Server,
             applied: Applied::No,
             code: Some("client".into()),
-            message: first_line(&format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(error))),
+            message: explain(error),
         },
     }
 }

@@ -26,7 +26,6 @@ use anyhow::Context;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use aws_sdk_dynamodb::Client;
 use aws_smithy_http_client::tls;
@@ -162,7 +161,7 @@ impl DynamoDriver {
                     .request_items(&t.name, ask)
                     .send()
                     .await
-                    .map_err(|e| anyhow::anyhow!("BatchGetItem: {}", DisplayErrorContext(&e)))?;
+                    .map_err(|e| anyhow::anyhow!("BatchGetItem: {}", errors::explain(&e)))?;
                 for item in out.responses().and_then(|r| r.get(&t.name)).into_iter().flatten() {
                     if let Some(AttributeValue::S(name)) = item.get(&t.hash_key) {
                         found.insert(name.clone(), item.clone());
@@ -247,7 +246,7 @@ impl DynamoDriver {
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(|e| anyhow::anyhow!("Query `{index}`: {}", DisplayErrorContext(&e)))?;
+                .map_err(|e| anyhow::anyhow!("Query `{index}`: {}", errors::explain(&e)))?;
             entries.extend(out.items().iter().cloned());
             match out.last_evaluated_key() {
                 Some(k) => start = Some(k.clone()),
@@ -300,6 +299,26 @@ impl TargetDriver for DynamoDriver {
         format!("http://{host}:{port}")
     }
 
+    fn check_uri(&self, uri: &str) -> Result<(), String> {
+        let usage = "write http://HOST:PORT or https://HOST[:PORT] (the endpoint, e.g. https://dynamodb.us-east-1.amazonaws.com)";
+        let Some(rest) = uri.strip_prefix("http://").or_else(|| uri.strip_prefix("https://")) else {
+            return Err(format!("is not an http:// or https:// endpoint: {usage}"));
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let host_port = authority.rsplit('@').next().unwrap_or_default();
+        let (host, port) = match host_port.rsplit_once(':') {
+            Some((h, p)) if !p.contains(']') => (h, Some(p)),
+            _ => (host_port, None),
+        };
+        let host_ok = !host.is_empty() && !host.contains(char::is_whitespace);
+        let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0));
+        match (host_ok, port_ok) {
+            (true, true) => Ok(()),
+            (false, _) => Err(format!("has no host: {usage}")),
+            (true, false) => Err(format!("has a port that is not a number from 1 to 65535: {usage}")),
+        }
+    }
+
     fn supports(&self, op: OpKind) -> bool {
         match op {
             OpKind::Incr => false,
@@ -318,9 +337,11 @@ impl TargetDriver for DynamoDriver {
             .await
             .context("no answer to ListTables within 10s")?;
         if let Err(e) = listed {
-            let refused = e.raw_response().is_some_and(|r| matches!(r.status().as_u16(), 401 | 403));
-            if refused {
-                let why = errors::classify(&e, false);
+            let why = errors::classify(&e, false);
+            // `why.code` is "STATUS TYPE" for an answer from the server.
+            let (status, code) = why.code.as_deref().and_then(|c| c.split_once(' ')).unzip();
+            let status = e.raw_response().map(|r| r.status().as_u16()).or(status.and_then(|s| s.parse().ok()));
+            if status.is_some_and(|s| errors::refuses_credentials(s, code)) {
                 return Err(super::Refused(format!(
                     "ListTables answered {}: {}; the credentials (options.credentials, else AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) are not accepted",
                     why.code.unwrap_or_default(),
@@ -328,7 +349,7 @@ impl TargetDriver for DynamoDriver {
                 ))
                 .into());
             }
-            anyhow::bail!("ListTables: {}", DisplayErrorContext(&e));
+            anyhow::bail!("ListTables: {}", errors::explain(&e));
         }
         Ok(ServerInfo { version: "DynamoDB API (ListTables answered)".into() })
     }
@@ -468,5 +489,66 @@ impl super::topology::TopologyKind for DynamoTopology {
     async fn role(&self, uri: &str) -> anyhow::Result<super::topology::Role> {
         DynamoDriver::new(DynamoOptions::default()).probe(uri).await?;
         Ok(super::topology::Role::Primary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An HTTP server that answers every request with `status` and `body`,
+    /// as DynamoDB does (moto answers a refused signature with 403 only, so
+    /// the service's 400s are played from its documented answers).
+    async fn answering(status: &'static str, body: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = vec![0u8; 64 * 1024];
+                let _ = socket.read(&mut request).await;
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            }
+        });
+        uri
+    }
+
+    #[tokio::test]
+    async fn a_400_that_refuses_the_credentials_ends_the_probe_with_the_servers_words() {
+        for (kind, words) in [
+            ("UnrecognizedClientException", "The security token included in the request is invalid."),
+            (
+                "InvalidSignatureException",
+                "The request signature we calculated does not match the signature you provided.",
+            ),
+        ] {
+            let body: &'static str = Box::leak(
+                format!(r#"{{"__type":"com.amazon.coral.service#{kind}","message":"{words}"}}"#).into_boxed_str(),
+            );
+            let uri = answering("400 Bad Request", body).await;
+            let error = DynamoDriver::new(DynamoOptions::default()).probe(&uri).await.unwrap_err();
+            assert!(error.downcast_ref::<crate::target::Refused>().is_some(), "{kind}: not a refusal: {error:#}");
+            let said = format!("{error:#}");
+            assert!(said.contains(&format!("400 {kind}")) && said.contains(words), "{said}");
+        }
+        // A 400 about the request itself is no refusal of the caller.
+        let uri = answering(
+            "400 Bad Request",
+            r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"bad"}"#,
+        )
+        .await;
+        let error = DynamoDriver::new(DynamoOptions::default()).probe(&uri).await.unwrap_err();
+        assert!(error.downcast_ref::<crate::target::Refused>().is_none(), "{error:#}");
+    }
+
+    #[tokio::test]
+    async fn a_redirect_says_where_to_in_one_sentence() {
+        let uri = answering("301 Moved Permanently\r\nlocation: https://127.0.0.1:18000/", "").await;
+        let said = format!("{:#}", DynamoDriver::new(DynamoOptions::default()).probe(&uri).await.unwrap_err());
+        assert_eq!(said, "ListTables: the endpoint redirects (301) to https://127.0.0.1:18000/: use that URI");
     }
 }

@@ -14,7 +14,6 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Shard, ShardIteratorType};
 use aws_sdk_dynamodbstreams::Client;
 
@@ -62,7 +61,7 @@ impl StreamCursor {
             let out = ask
                 .send()
                 .await
-                .map_err(|e| anyhow::anyhow!("GetShardIterator of shard {id}: {}", DisplayErrorContext(&e)))?;
+                .map_err(|e| anyhow::anyhow!("GetShardIterator of shard {id}: {}", super::errors::explain(&e)))?;
             let mut iterator = out.shard_iterator().map(str::to_string);
             for _ in 0..MOST_PAGES {
                 let Some(it) = iterator.take() else { break };
@@ -72,7 +71,7 @@ impl StreamCursor {
                     .limit(PAGE)
                     .send()
                     .await
-                    .map_err(|e| anyhow::anyhow!("GetRecords of shard {id}: {}", DisplayErrorContext(&e)))?;
+                    .map_err(|e| anyhow::anyhow!("GetRecords of shard {id}: {}", super::errors::explain(&e)))?;
                 for record in page.records() {
                     let Some(change) = record.dynamodb() else { continue };
                     read += 1;
@@ -136,7 +135,7 @@ async fn shards(client: &Client, arn: &str) -> anyhow::Result<Vec<Shard>> {
             .set_exclusive_start_shard_id(start.take())
             .send()
             .await
-            .map_err(|e| anyhow::anyhow!("DescribeStream {arn}: {}", DisplayErrorContext(&e)))?;
+            .map_err(|e| anyhow::anyhow!("DescribeStream {arn}: {}", super::errors::explain(&e)))?;
         let Some(description) = out.stream_description() else { return Ok(shards) };
         shards.extend(description.shards().iter().cloned());
         match description.last_evaluated_shard_id() {

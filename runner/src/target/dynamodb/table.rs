@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, IndexStatus, KeySchemaElement, KeyType,
     Projection as SdkProjection, ProjectionType, ProvisionedThroughput, ScalarAttributeType, StreamSpecification,
@@ -87,7 +86,7 @@ pub async fn create(client: &Client, spec: &TableSpec) -> anyhow::Result<String>
         );
     }
     request.set_attribute_definitions(Some(attributes)).send().await.map_err(|e| {
-        anyhow::anyhow!("the server refused to create table `{}`: {}", spec.name, DisplayErrorContext(&e))
+        anyhow::anyhow!("the server refused to create table `{}`: {}", spec.name, super::errors::explain(&e))
     })?;
     wait_active(client, spec).await?;
     let index = spec.index.as_ref().map(|i| format!(" with index `{}`", i.name)).unwrap_or_default();
@@ -99,7 +98,7 @@ async fn status(client: &Client, name: &str) -> anyhow::Result<Option<String>> {
     match client.describe_table().table_name(name).send().await {
         Ok(out) => Ok(Some(out.table().and_then(|t| t.table_status()).map_or("unknown".into(), |s| s.as_str().into()))),
         Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => Ok(None),
-        Err(e) => Err(anyhow::anyhow!("DescribeTable `{name}`: {}", DisplayErrorContext(&e))),
+        Err(e) => Err(anyhow::anyhow!("DescribeTable `{name}`: {}", super::errors::explain(&e))),
     }
 }
 
@@ -111,7 +110,7 @@ async fn wait_active(client: &Client, spec: &TableSpec) -> anyhow::Result<()> {
             .table_name(&spec.name)
             .send()
             .await
-            .map_err(|e| anyhow::anyhow!("DescribeTable `{}`: {}", spec.name, DisplayErrorContext(&e)))?;
+            .map_err(|e| anyhow::anyhow!("DescribeTable `{}`: {}", spec.name, super::errors::explain(&e)))?;
         let table = out.table().context("DescribeTable answered without the table")?;
         let active = table.table_status() == Some(&TableStatus::Active)
             && table.global_secondary_indexes().iter().all(|i| i.index_status() == Some(&IndexStatus::Active));
@@ -145,7 +144,7 @@ pub async fn stream_arn(client: &Client, name: &str) -> anyhow::Result<String> {
         .table_name(name)
         .send()
         .await
-        .map_err(|e| anyhow::anyhow!("DescribeTable `{name}`: {}", DisplayErrorContext(&e)))?;
+        .map_err(|e| anyhow::anyhow!("DescribeTable `{name}`: {}", super::errors::explain(&e)))?;
     let table = out.table().context("DescribeTable answered without the table")?;
     let view = table.stream_specification().filter(|s| s.stream_enabled()).and_then(|s| s.stream_view_type());
     match (table.latest_stream_arn(), view) {
@@ -166,6 +165,6 @@ pub async fn delete(client: &Client, name: &str) -> anyhow::Result<String> {
         Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {
             Ok(format!("table `{name}` was already gone"))
         }
-        Err(e) => Err(anyhow::anyhow!("DeleteTable `{name}`: {}", DisplayErrorContext(&e))),
+        Err(e) => Err(anyhow::anyhow!("DeleteTable `{name}`: {}", super::errors::explain(&e))),
     }
 }

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
 use mongodb::bson::{doc, Document};
 use mongodb::error::ErrorKind;
 use mongodb::Client;
 
+use super::errors::explain;
 use crate::spec::{FaultAction, FaultSpec};
 
 /// How long a role change may take to show after the command.
@@ -31,21 +31,27 @@ pub async fn apply(client: &Client, fault: &FaultSpec) -> anyhow::Result<String>
                 // The member closes its connections as it steps down: the
                 // role check below says whether it did.
                 Err(e) if matches!(e.kind.as_ref(), ErrorKind::Io(_) | ErrorKind::ConnectionPoolCleared { .. }) => {}
-                Err(e) => return Err(e).context("replSetStepDown"),
+                Err(e) => anyhow::bail!("replSetStepDown: {}", explain(&e)),
             }
             let hello = wait_for_role(client, false).await?;
             Ok(format!("replSetStepDown {seconds}s (catch-up {catch_up}s): no longer primary ({})", describe(&hello)))
         }
         FaultAction::Freeze => {
             let seconds = secs(fault.seconds, 60);
-            admin.run_command(doc! {"replSetFreeze": seconds as i64}).await.context("replSetFreeze")?;
+            admin
+                .run_command(doc! {"replSetFreeze": seconds as i64})
+                .await
+                .map_err(|e| anyhow::anyhow!("replSetFreeze: {}", explain(&e)))?;
             Ok(match seconds {
                 0 => "replSetFreeze 0: may stand for election again".into(),
                 s => format!("replSetFreeze {s}s: will not stand for election"),
             })
         }
         FaultAction::Stepup => {
-            admin.run_command(doc! {"replSetStepUp": 1}).await.context("replSetStepUp")?;
+            admin
+                .run_command(doc! {"replSetStepUp": 1})
+                .await
+                .map_err(|e| anyhow::anyhow!("replSetStepUp: {}", explain(&e)))?;
             let hello = wait_for_role(client, true).await?;
             Ok(format!("replSetStepUp: primary now ({})", describe(&hello)))
         }
@@ -61,7 +67,7 @@ async fn wait_for_role(client: &Client, primary: bool) -> anyhow::Result<Documen
         match client.database("admin").run_command(doc! {"hello": 1}).await {
             Ok(hello) if hello.get_bool("isWritablePrimary").unwrap_or(false) == primary => return Ok(hello),
             Ok(hello) => last = describe(&hello),
-            Err(e) => last = e.to_string(),
+            Err(e) => last = explain(&e),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -8,7 +8,7 @@
 use mongodb::error::{Error, ErrorKind, WriteFailure};
 
 use crate::metrics::ErrorClass;
-use crate::target::{Applied, DriverError};
+use crate::target::{cause, Applied, DriverError};
 
 /// Server errors that mean the write was refused before it was acted on:
 /// the member was not (or no longer) primary, or the document exists.
@@ -54,7 +54,7 @@ pub fn classify(error: &Error, write: bool) -> DriverError {
         class,
         applied,
         code: Some(code.into()),
-        message: first_line(&error.to_string()),
+        message: explain(error),
     };
     match error.kind.as_ref() {
         ErrorKind::Command(c) => {
@@ -83,9 +83,35 @@ pub fn classify(error: &Error, write: bool) -> DriverError {
     }
 }
 
-/// Driver messages can run over many lines; the first says what happened.
-fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or_default().chars().take(300).collect()
+/// One sentence for a driver error: a server's refusal as its code name and
+/// message (decoded, never the reply's bytes), else the cause of not reaching
+/// it, with the fix, instead of the driver's `Kind: …, labels: {…}` dump
+/// with the whole topology in it.
+pub fn explain(error: &Error) -> String {
+    match error.kind.as_ref() {
+        ErrorKind::Command(c) => format!("{} ({}): {}", code_name(c.code, Some(&c.code_name)), c.code, c.message),
+        ErrorKind::Write(WriteFailure::WriteError(w)) => {
+            format!("{} ({}): {}", code_name(w.code, w.code_name.as_deref()), w.code, w.message)
+        }
+        ErrorKind::Write(WriteFailure::WriteConcernError(w)) => {
+            format!("{} ({}): {}", code_name(w.code, Some(&w.code_name)), w.code, w.message)
+        }
+        ErrorKind::ServerSelection { message, .. } => selection_failed(message),
+        _ => cause::sentence(&cause::chain(error).iter().map(|c| strip_driver_wrapping(c)).collect::<Vec<_>>()),
+    }
+}
+
+/// The driver's topology dump names each server's last error: that is the cause.
+fn selection_failed(dump: &str) -> String {
+    let last = dump.rsplit("Error: ").next().unwrap_or(dump);
+    format!("no server could be selected: {}", cause::sentence(&[strip_driver_wrapping(last)]))
+}
+
+/// `Kind: I/O error: refused, labels: {}` → `I/O error: refused`.
+fn strip_driver_wrapping(text: &str) -> String {
+    let text = text.trim().trim_start_matches("Kind: ");
+    let text = text.split(", labels: ").next().unwrap_or(text);
+    text.trim_end_matches([' ', '}', ']', ',']).to_string()
 }
 
 #[cfg(test)]
@@ -98,5 +124,12 @@ mod tests {
         assert_eq!(code_name(10107, Some("")), "NotWritablePrimary");
         assert_eq!(code_name(10107, Some("NotMaster")), "NotMaster");
         assert_eq!(code_name(4242, None), "code 4242");
+    }
+
+    #[test]
+    fn a_server_selection_failure_says_the_servers_own_error() {
+        let dump = "Server selection timeout: No available servers. Topology: { Type: Unknown, Servers: [ { Address: 127.0.0.1:1, Type: Unknown, Error: Kind: I/O error: Connection refused (os error 111), labels: {} } ] }";
+        let said = selection_failed(dump);
+        assert!(said.starts_with("no server could be selected: connection refused"), "{said}");
     }
 }

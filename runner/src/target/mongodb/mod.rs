@@ -75,6 +75,16 @@ impl TargetDriver for MongoDriver {
         format!("mongodb://{host}:{port}/?directConnection=true")
     }
 
+    fn check_uri(&self, uri: &str) -> Result<(), String> {
+        // No DNS SRV resolver is built in, so a `mongodb+srv://` URI would fail later.
+        if !uri.starts_with("mongodb://") {
+            return Err("is not a MongoDB URI: write mongodb://[USER:PASSWORD@]HOST:PORT[,…]/[?OPTIONS] (mongodb+srv:// is not supported)".into());
+        }
+        mongodb::options::ConnectionString::parse(uri)
+            .map(|_| ())
+            .map_err(|e| format!("is not a valid MongoDB URI: {}", errors::explain(&e)))
+    }
+
     fn supports(&self, op: OpKind) -> bool {
         matches!(op, OpKind::Get | OpKind::Set | OpKind::Incr | OpKind::Del | OpKind::Insert)
     }
@@ -91,7 +101,10 @@ impl TargetDriver for MongoDriver {
         let client = self.admin_client(uri).await?;
         let probe = async {
             let admin = client.database("admin");
-            let hello = admin.run_command(doc! {"hello": 1}).await.context("hello")?;
+            let hello = admin
+                .run_command(doc! {"hello": 1})
+                .await
+                .map_err(|e| anyhow::anyhow!("hello: {}", errors::explain(&e)))?;
             // A replica set serves the load through its primary: one that has
             // none yet (an election, a set still being initiated) is not up.
             let primary = hello.get_bool("isWritablePrimary").unwrap_or(false);
@@ -103,7 +116,10 @@ impl TargetDriver for MongoDriver {
                 let seen = hello.get_str("primary").map(|p| format!(" (it names {p} as primary)")).unwrap_or_default();
                 anyhow::bail!("the server is not a writable primary{seen}");
             }
-            let build = admin.run_command(doc! {"buildInfo": 1}).await.context("buildInfo")?;
+            let build = admin
+                .run_command(doc! {"buildInfo": 1})
+                .await
+                .map_err(|e| anyhow::anyhow!("buildInfo: {}", errors::explain(&e)))?;
             let version = build.get_str("version").unwrap_or("unknown");
             let set = set.map(|s| format!(", replica set `{s}`")).unwrap_or_default();
             anyhow::Ok(ServerInfo { version: format!("mongodb {version}{set}") })
@@ -129,7 +145,11 @@ impl TargetDriver for MongoDriver {
         self.options.apply(&mut options, ops::DEFAULT_POOL);
         let client = Client::with_options(options).context("cannot create a MongoDB client")?;
         // Fails here, before the clock starts, when the server is not there.
-        client.database("admin").run_command(doc! {"ping": 1}).await.with_context(|| format!("ping {uri}"))?;
+        client
+            .database("admin")
+            .run_command(doc! {"ping": 1})
+            .await
+            .map_err(|e| anyhow::anyhow!("ping {uri}: {}", errors::explain(&e)))?;
         let collection = self.collection(&client);
         Ok(Connection::Requests(Arc::new(ops::MongoClient::new(client, collection, workload, &self.options))))
     }

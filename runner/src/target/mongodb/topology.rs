@@ -29,7 +29,11 @@ async fn direct_client(uri: &str) -> anyhow::Result<Client> {
 
 async fn hello(uri: &str) -> anyhow::Result<Document> {
     let client = direct_client(uri).await?;
-    let hello = client.database("admin").run_command(doc! {"hello": 1}).await.with_context(|| format!("hello {uri}"));
+    let hello = client
+        .database("admin")
+        .run_command(doc! {"hello": 1})
+        .await
+        .map_err(|e| anyhow::anyhow!("hello {uri}: {}", super::errors::explain(&e)));
     client.shutdown().immediate(true).await;
     hello
 }
