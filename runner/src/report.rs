@@ -235,6 +235,7 @@ pub fn render(
             manifest => Value::from_serialize(&results.manifest),
             crash_recovery => crate::durability::markdown(&results.crash_recovery),
             probes => crate::probe::markdown(&results.cells, &results.targets),
+            provenance => crate::provenance::markdown(results),
         })
         .with_context(|| format!("report template {name} failed to render"))
 }
@@ -362,6 +363,22 @@ mod tests {
             if let Err(e) = markdown::check(&section, &[]) {
                 panic!("{} as a section: {e}\n\n{section}", path.display());
             }
+            // The spec's own template, and every template shows the provenance.
+            let mut rendered = vec![("default", text), ("section", section)];
+            if let Some(own) = &spec.report.template {
+                let file = path.parent().unwrap().join(own);
+                let links = ChartLinks { charts: &planned, dir: "charts" };
+                let text = render(&results, Template::File(&file), None, links).unwrap();
+                if let Err(e) = markdown::check(&text, &[]) {
+                    panic!("{} with {own}: {e}\n\n{text}", path.display());
+                }
+                rendered.push(("its own", text));
+            }
+            for (which, text) in rendered {
+                let row = "| Target `kv` | redis 7.0.15 (redis via process, redis://127.0.0.1:1); `/usr/bin/redis-server` sha256 0123456789abcdef; args `--save a\\|b` |";
+                assert!(text.contains(row), "{} {which}: no target row\n{text}", path.display());
+                assert!(text.contains("| Host | "), "{} {which}: no host row", path.display());
+            }
         }
     }
 
@@ -421,7 +438,22 @@ mod tests {
                 verdict: Verdict::Fail,
                 verdict_reasons: vec!["gate `g` failed".into()],
                 gates,
-                targets: vec![],
+                targets: vec![TargetInfo {
+                    name: "kv".into(),
+                    kind: "redis".into(),
+                    provider: "process".into(),
+                    uri: "redis://127.0.0.1:1".into(),
+                    server: "redis 7.0.15".into(),
+                    instance: None,
+                    args: vec!["--save".into(), "a|b".into()],
+                    work_dir: None,
+                    binary: Some(crate::provenance::Binary {
+                        path: "/usr/bin/redis-server".into(),
+                        sha256: "0123456789abcdef0123".into(),
+                    }),
+                    image: None,
+                    probes: vec![],
+                }],
                 comparisons: crate::comparison::compare(spec, &cells),
                 errors: vec!["a target did not come up".into()],
                 manifest: Default::default(),
@@ -462,6 +494,7 @@ mod tests {
                     ..FaultRecord::requested(&f.name, "kill", "kv.primary", 1.0)
                 })
                 .collect();
+            let faults_empty = faults.is_empty();
             let stats = CellStats {
                 ok: 1000,
                 failed: 3,
@@ -501,6 +534,25 @@ mod tests {
                         first_success_s: (k % 2 == 1).then_some(0.6),
                         throughput_before: 500.0,
                         recovered_s: None,
+                        per_op: ["get", "set"]
+                            .into_iter()
+                            .map(|op| {
+                                let own = FaultImpact {
+                                    fault: f.name.clone(),
+                                    ops: 5,
+                                    failed: if op == "set" { 3 } else { 0 },
+                                    max_latency_ms: 5.0,
+                                    denied_window_s: (op == "set").then_some(0.5),
+                                    denied_at_least_s: None,
+                                    not_recovered: false,
+                                    first_success_s: Some(0.6),
+                                    throughput_before: 250.0,
+                                    recovered_s: Some(1.0),
+                                    per_op: Default::default(),
+                                };
+                                (op.to_string(), own)
+                            })
+                            .collect(),
                     })
                     .collect(),
                 window_latency: vec![],
@@ -541,6 +593,18 @@ mod tests {
                     .collect(),
                 faults,
                 roles,
+                non_primary_reads: (!faults_empty).then(|| crate::metrics::roles::NonPrimaryReads {
+                    read_concern: "linearizable".into(),
+                    requires_primary: true,
+                    judged: 900,
+                    count: 2,
+                    spans: vec![crate::metrics::roles::NoPrimarySpan {
+                        from_s: 1.25,
+                        to_s: 2.5,
+                        roles: "kv-0: replica | x".into(),
+                    }],
+                    examples: vec!["get answered 1.300 s into the window | pipe\nline".into()],
+                }),
                 matrix: c.matrix().clone(),
                 probes: vec![
                     crate::probe::ProbeOutput {
@@ -580,6 +644,8 @@ mod tests {
             let not_run = results.cells.len() - measured;
             let witnesses = results.cells.iter().flat_map(|c| &c.checks).map(|k| k.witnesses.len()).sum();
             let members = results.cells.iter().filter(|c| !c.roles.is_empty() && c.stats.is_some()).count() * 2;
+            let judged_reads =
+                results.cells.iter().filter(|c| c.non_primary_reads.is_some() && c.stats.is_some()).count();
             let fault_errors = results.cells.iter().filter(|c| c.stats.is_some()).map(|c| c.faults.len()).sum();
             vec![
                 ("ops/s per second", measured),
@@ -588,6 +654,7 @@ mod tests {
                 (" role: ", members),
                 ("fault error (", fault_errors),
                 ("5 lost writes, acknowledged between", fault_errors),
+                ("reads answered while no member was primary", judged_reads),
             ]
         }
     }

@@ -162,10 +162,15 @@ pub struct CellResult {
     /// The scenario's faults as they were applied and healed in this cell.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub faults: Vec<crate::fault::FaultRecord>,
-    /// Cells with faults on a target with members: each member's role
-    /// changes over the measured window.
+    /// Cells with faults on a target with members (or one MongoDB server):
+    /// each member's role changes over the measured window.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub roles: Vec<crate::metrics::roles::RoleChange>,
+    /// Cells whose roles were sampled, on a kind with a read concern: reads
+    /// answered while no member was primary, judged when the read concern
+    /// requires the primary.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub non_primary_reads: Option<crate::metrics::roles::NonPrimaryReads>,
     /// The scenario's probes run before, after and over this cell.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub probes: Vec<crate::probe::ProbeOutput>,

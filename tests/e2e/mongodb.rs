@@ -33,7 +33,9 @@ fn the_local_campaign_runs_every_scenario_and_its_checks_hold() {
     assert_eq!(run.code(), 2, "{}\n{}", run.stdout(), run.stderr());
     let r = run.results();
     assert_eq!(r["targets"][0]["kind"], "mongodb");
-    assert!(r["targets"][0]["server"].as_str().unwrap().starts_with("mongodb "), "{}", r["targets"][0]);
+    // The server as it names itself, never the product it is compatible with.
+    let server = r["targets"][0]["server"].as_str().unwrap();
+    assert!(server.starts_with("secantus ") && server.contains("(buildInfo version "), "{server}");
     let cells = r["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 8, "linearizable and majority at 3 profiles, step-down, pause");
     for c in cells {
@@ -174,6 +176,92 @@ gates:
     let duplicate = labels.iter().find(|l| l["label"] == "server DuplicateKey").unwrap_or_else(|| panic!("{labels:?}"));
     assert!(duplicate["examples"][0].as_str().unwrap().contains("duplicate key"), "{duplicate}");
     assert_eq!(run.code(), 1, "the errors gate fails on the duplicate inserts");
+}
+
+/// A step-down on secantusd-rs refuses writes while reads go on: the
+/// failures, the denied window and the first success are each op kind's
+/// own, and the linearizable reads the node answers while it reports
+/// SECONDARY (which MongoDB serves on the primary only) are counted against
+/// the role timeline; majority reads are not judged.
+#[test]
+fn a_step_down_is_measured_per_op_kind_and_linearizable_reads_from_a_secondary_are_reported() {
+    let _load = exclusive();
+    let spec = mongo_spec(
+        "read_concern: linearizable, write_concern: {w: majority}, max_time: 5s, seed_documents: 200",
+        "{ops: {get: 90, set: 10}, keys: {count: 200}}",
+        r#"profiles:
+  p: {closed: 2x4}
+timing: {warmup: 1s, duration: 8s, deadline: 5s}
+scenarios:
+  - name: linearizable
+    target: db
+    workload: w
+    profiles: [p]
+    faults: [{name: stepped-down, at: 2s, action: stepdown, target: db, seconds: 3s, force: true}]
+  - name: majority
+    target: db
+    workload: w
+    profiles: [p]
+    options: {read_concern: majority}
+    faults: [{name: stepped-down, at: 2s, action: stepdown, target: db, seconds: 3s, force: true}]
+gates:
+  writes-back: denied_window(stepped-down, set) <= 6s
+  reads-from-primary: {expr: non_primary_reads == 0, scenario: linearizable}
+  majority-reads-judged: {expr: non_primary_reads == 0, scenario: majority}
+"#,
+    );
+    let (_d, path) = spec_file(&spec);
+    let run = run(&path, &[]);
+    let r = run.results();
+    let cell =
+        |scenario: &str| r["cells"].as_array().unwrap().iter().find(|c| c["scenario"] == scenario).unwrap().clone();
+    let lin = cell("linearizable");
+    assert_eq!(lin["status"], "completed", "{}", lin["error"]);
+    let impact = &lin["stats"]["fault_impact"][0];
+    let (set, get) = (&impact["per_op"]["set"], &impact["per_op"]["get"]);
+    // Every failure is counted under the kind that failed, and writes failed.
+    let failed = |v: &serde_json::Value| v["failed"].as_u64().unwrap();
+    assert_eq!(failed(set) + failed(get), failed(impact), "{impact}");
+    assert!(failed(set) > 0, "writes are refused while stepped down: {impact}");
+    assert!(set["denied_window_s"].as_f64().unwrap() > 0.0, "{set}");
+    assert!(set["first_success_s"].as_f64().unwrap() >= set["denied_window_s"].as_f64().unwrap(), "{set}");
+    assert!(failed(get) < failed(set), "reads go on on this server: {impact}");
+    // The node said SECONDARY, with no primary, for about 3 s.
+    let reads = &lin["non_primary_reads"];
+    assert_eq!(
+        (reads["read_concern"].as_str(), reads["requires_primary"].as_bool()),
+        (Some("linearizable"), Some(true))
+    );
+    assert!(!reads["spans"].as_array().unwrap().is_empty(), "{reads}");
+    assert!(lin["roles"].as_array().unwrap().iter().any(|c| c["role"] != "primary"), "{}", lin["roles"]);
+    let count = reads["count"].as_u64().unwrap();
+    assert!(count > 0 && count <= reads["judged"].as_u64().unwrap(), "{reads}");
+    assert!(reads["examples"][0].as_str().unwrap().contains("while no member was primary"), "{reads}");
+    let majority = cell("majority");
+    assert_eq!(majority["non_primary_reads"]["requires_primary"], false, "{}", majority["non_primary_reads"]);
+    let gate = |name: &str| r["gates"].as_array().unwrap().iter().find(|g| g["name"] == name).unwrap().clone();
+    let lin_gate = gate("reads-from-primary");
+    assert_eq!(lin_gate["result"], "fail", "{lin_gate}");
+    assert!(lin_gate["evidence"].as_str().unwrap().contains(&format!("non_primary_reads = {count}")), "{lin_gate}");
+    let majority_gate = gate("majority-reads-judged");
+    assert_eq!(majority_gate["result"], "incomplete", "{majority_gate}");
+    assert!(majority_gate["evidence"].as_str().unwrap().contains("`majority`"), "{majority_gate}");
+    let writes = gate("writes-back");
+    assert!(writes["evidence"].as_str().unwrap().contains("denied_window(stepped-down, set)"), "{writes}");
+    assert_eq!(writes["result"], "pass", "{writes}");
+    assert_eq!(run.code(), 1);
+    // The report has one row per op kind and the reads from a secondary.
+    let report = run.report();
+    assert!(report.contains("| stepped-down (stepdown) |") && report.contains("| set | "), "{report}");
+    let shown = count
+        .to_string()
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect::<Vec<_>>()
+        .join(",");
+    assert!(report.contains(&format!("reads answered while no member was primary: **{shown}**")), "{report}");
 }
 
 #[test]

@@ -231,3 +231,102 @@ fn report_into_rewrites_only_its_section_and_is_idempotent() {
     let leftovers: Vec<_> = std::fs::read_dir(docs.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(leftovers.len(), 2, "no temporary files left: {leftovers:?}");
 }
+
+/// Every shipped template, rendered on real runs of the kinds it is for,
+/// shows the provenance table (the server as it named itself, the binary
+/// with its digest, the arguments, the host) and names no product the run
+/// did not drive: secantusd-rs is never called "mongodb 8.2.11".
+#[test]
+fn every_shipped_template_shows_the_provenance_and_names_only_the_server_that_ran() {
+    let _load = exclusive();
+    let spec = |kind: &str, options: &str, args: &str| {
+        format!(
+            r#"name: provenance-{kind}
+targets:
+  db: {{kind: {kind}, provider: process, ready_timeout: 30s{options}{args}}}
+workloads:
+  w: {{ops: {{get: 1, set: 1}}, keys: {{count: 50}}}}
+profiles:
+  p: {{closed: 1x1}}
+timing: {{warmup: 0s, duration: 500ms}}
+scenarios:
+  - {{name: s, target: db, workload: w, profiles: [p]}}
+"#
+        )
+    };
+    let kinds = [
+        // (kind, options, args, the server's own name, the binary, foreign names)
+        ("redis", "", ", args: [\"--save\", \"\"]", "redis ", "redis-server", &["mongodb", "valkey", "DynamoDB"][..]),
+        (
+            "mongodb",
+            ", options: {database: fl_prov}",
+            "",
+            "secantus ",
+            "secantusd-rs",
+            &["mongodb 8", "mongod ", "redis"][..],
+        ),
+        (
+            "dynamodb",
+            ", options: {table: {name: fl-prov}}",
+            "",
+            "DynamoDB API",
+            "moto_server",
+            &["mongodb", "redis"][..],
+        ),
+    ];
+    let templates = |kind: &str| {
+        let mut t = vec![None, Some(repo().join("reports/templates/section.md.j2"))];
+        match kind {
+            "mongodb" => t.push(Some(repo().join("specs/templates/mongodb.md.j2"))),
+            "dynamodb" => t.push(Some(repo().join("specs/templates/dynamodb.md.j2"))),
+            _ => {}
+        }
+        t
+    };
+    for (kind, options, args, server, binary, foreign) in kinds {
+        let (_d, path) = spec_file(&spec(kind, options, args));
+        let r = run(&path, &[]);
+        let dir = r.dir.clone().expect("a run directory");
+        assert!(r.results()["targets"][0]["server"].as_str().unwrap().starts_with(server), "{kind}: {}", r.stderr());
+        for template in templates(kind) {
+            let out = tempfile::tempdir().unwrap();
+            let doc = out.path().join("DOC.md");
+            let mut cmd = faultline();
+            cmd.arg("report").arg(&dir);
+            match &template {
+                Some(t) if t.ends_with("section.md.j2") => {
+                    std::fs::write(&doc, "# Doc\n").unwrap();
+                    cmd.arg("--into").arg(&doc).arg("--section").arg("prov");
+                }
+                Some(t) => {
+                    cmd.arg("--template").arg(t);
+                }
+                None => {}
+            }
+            let o = cmd.output().unwrap();
+            let name = format!(
+                "{kind} with {}",
+                template.as_ref().map_or("default.md.j2".into(), |t| t.display().to_string())
+            );
+            assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o.stderr));
+            let rendered = match &template {
+                Some(t) if t.ends_with("section.md.j2") => std::fs::read_to_string(&doc).unwrap(),
+                _ => std::fs::read_to_string(dir.join("report.md")).unwrap(),
+            };
+            let target_row = rendered
+                .lines()
+                .find(|l| l.starts_with("| Target `db` |"))
+                .unwrap_or_else(|| panic!("{name}: no target row\n{rendered}"));
+            assert!(target_row.contains(&format!("| {server}")), "{name}: {target_row}");
+            assert!(target_row.contains(&format!("/{binary}` sha256 ")), "{name}: {target_row}");
+            assert!(
+                target_row.contains("; args `") || target_row.contains("; no args beyond faultline's own"),
+                "{name}: {target_row}"
+            );
+            assert!(rendered.lines().any(|l| l.starts_with("| Host | ")), "{name}: no host row\n{rendered}");
+            for f in foreign {
+                assert!(!rendered.contains(f), "{name} names `{f}`:\n{rendered}");
+            }
+        }
+    }
+}

@@ -238,6 +238,7 @@ impl Engine<'_> {
             checks: Vec::new(),
             faults: Vec::new(),
             roles: Vec::new(),
+            non_primary_reads: None,
             probes: Vec::new(),
             frozen: Vec::new(),
         }
@@ -300,7 +301,11 @@ impl Engine<'_> {
         let mut live = Vec::new();
         let mut tasks = Vec::new();
         let with_faults = !self.scenario(cell).faults.is_empty();
-        let keep_windows = with_faults && self.gates_use_windows(cell);
+        // Reads that only the primary may answer are placed against the role
+        // timeline afterwards, from the same per-op samples.
+        let read_rule = driver.read_rule();
+        let reads_need_primary = read_rule.as_ref().is_some_and(|r| r.requires_primary);
+        let keep_windows = with_faults && (self.gates_use_windows(cell) || reads_need_primary);
         let timelines = Arc::new(SharedTimelines::default());
         // Several clients in contention rounds: one gate holds them together.
         let mut round_seats = match workload.is_rounds() && connections > 1 {
@@ -384,13 +389,23 @@ impl Engine<'_> {
                 false => fault::run_schedule(spec, running, faults, measure_from, stop_at, load_ended.clone()).await,
             }
         };
-        // Who is primary, sampled through the window, for targets with members.
+        // Who is primary, sampled through the window, for targets with
+        // members, and for one server whose role its kind can ask.
+        let watched = match (faults.is_empty(), running.topology()) {
+            (true, _) => None,
+            (false, Some(t)) if t.members.len() > 1 => Some(roles::Watched::Members(Arc::clone(t))),
+            (false, _) if driver.has_roles() => Some(roles::Watched::Server {
+                name: running.name.clone(),
+                uri: uri.to_string(),
+                kind: target::topology::topology_kind(target_spec.kind),
+            }),
+            (false, _) => None,
+        };
+        let watching = watched.is_some();
         let roles = async {
-            match (faults.is_empty(), running.topology()) {
-                (false, Some(t)) if t.members.len() > 1 => {
-                    roles::watch(Arc::clone(t), measure_from, stop_at, load_ended.clone()).await
-                }
-                _ => Vec::new(),
+            match watched {
+                Some(w) => roles::watch(w, measure_from, stop_at, load_ended.clone()).await,
+                None => roles::Sampled::default(),
             }
         };
         let load_tasks = async {
@@ -524,7 +539,11 @@ impl Engine<'_> {
             self.progress.println(&format!("fault `{}` ({} on {}) failed: {error}", f.name, f.action, f.target));
         }
         result.faults = fault_records;
-        result.roles = role_changes;
+        if let (true, Some(rule)) = (watching, &read_rule) {
+            let spans = roles::no_primary_spans(&role_changes.changes, role_changes.last_sample_s);
+            result.non_primary_reads = metrics.non_primary_reads(&rule.read_concern, rule.requires_primary, spans);
+        }
+        result.roles = role_changes.changes;
         let checker_names = self.checkers(cell);
         if !checker_names.is_empty() && self.cancel.is_cancelled() {
             let why = "not checked: the run was interrupted".to_string();

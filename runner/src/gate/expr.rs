@@ -242,6 +242,9 @@ pub enum Metric {
     FirstSuccess,
     Recovered,
     FailedAfter,
+    /// Reads under a read concern that needs the primary, answered while the
+    /// role timeline shows no member primary.
+    NonPrimaryReads,
 }
 
 impl Metric {
@@ -276,6 +279,7 @@ impl Metric {
                 | Metric::IndexLagged
                 | Metric::Count
                 | Metric::Outside
+                | Metric::NonPrimaryReads
         )
     }
 
@@ -320,6 +324,7 @@ impl Metric {
             "first_success" => Metric::FirstSuccess,
             "recovered" => Metric::Recovered,
             "failed_after" => Metric::FailedAfter,
+            "non_primary_reads" => Metric::NonPrimaryReads,
             _ => return None,
         })
     }
@@ -328,7 +333,7 @@ impl Metric {
 /// Status classes other than an HTTP status (see [`crate::metrics::status_class`]).
 const STATUS_WORDS: [&str; 3] = ["timeout", "network", "error"];
 
-pub const METRIC_NAMES: &str = "ratio(throughput|p50|p99, TARGET/BASELINE), ratio_low(…), ratio_high(…), p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, unsent, achieved_rate, stale_reads, lost_acked_writes, torn_values, linearizability_violations, hot_key_violations, stale_reads_judged, lost_acked_writes_judged, torn_values_judged, linearizability_judged, hot_key_judged, index_lag, index_lagged, count(STATUS), only(STATUS, …), denied_window(FAULT), first_success(FAULT), recovered(FAULT), failed_after(FAULT); latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";
+pub const METRIC_NAMES: &str = "ratio(throughput|p50|p99, TARGET/BASELINE), ratio_low(…), ratio_high(…), p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, unsent, achieved_rate, stale_reads, lost_acked_writes, torn_values, linearizability_violations, hot_key_violations, stale_reads_judged, lost_acked_writes_judged, torn_values_judged, linearizability_judged, hot_key_judged, index_lag, index_lagged, count(STATUS), only(STATUS, …), denied_window(FAULT[, OP]), first_success(FAULT[, OP]), recovered(FAULT[, OP]), failed_after(FAULT[, OP]), non_primary_reads; latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
@@ -573,6 +578,21 @@ impl Parser {
                     };
                     if metric.takes_fault() {
                         fault = Some(arg.clone());
+                        // `denied_window(FAULT, OP)`: one op kind's own.
+                        if self.peek() == Some(&Token::Comma) {
+                            self.pos += 1;
+                            op = match self.next() {
+                                Some(Token::Ident(o)) => Some(OpKind::from_name(&o).ok_or_else(|| {
+                                    format!("`{o}` is not an op kind (known: get, set, incr, del, …): write {name}({arg}, get)")
+                                })?),
+                                other => {
+                                    return Err(format!(
+                                        "expected an op kind after `{name}({arg},`, found {}",
+                                        describe_token(other.as_ref())
+                                    ))
+                                }
+                            };
+                        }
                     } else if !metric.takes_op() {
                         return Err(format!("`{name}` takes no op kind"));
                     } else if self.peek() != Some(&Token::Colon) {
@@ -735,6 +755,8 @@ mod tests {
     fn parses_the_documented_forms() {
         for ok in [
             "denied_window(primary-killed) <= 15s",
+            "denied_window(stepped-down, set) <= 5s and first_success(stepped-down, get) < 1s",
+            "non_primary_reads == 0",
             "failed_after(kill) < 500",
             "errors == 0",
             "p99(get) < 30ms",

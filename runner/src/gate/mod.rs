@@ -343,7 +343,8 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
     if let (Some(side), Some(fault)) = (m.window, &m.fault) {
         return window_value(m, side, fault, stats);
     }
-    let ops: Vec<&crate::metrics::OpStats> = match m.op {
+    // A fault metric's op kind picks that kind's impact, below.
+    let ops: Vec<&crate::metrics::OpStats> = match m.op.filter(|_| !m.metric.takes_fault()) {
         Some(kind) => vec![stats
             .per_op
             .get(kind.as_str())
@@ -377,11 +378,19 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
         }
         Metric::DeniedWindow | Metric::FirstSuccess | Metric::Recovered | Metric::FailedAfter => {
             let name = m.fault.as_deref().unwrap_or_default();
-            let impact = stats
+            let whole = stats
                 .fault_impact
                 .iter()
                 .find(|f| f.fault == name)
                 .ok_or_else(|| format!("no fault named `{name}` was applied and confirmed in this cell"))?;
+            // `denied_window(FAULT, OP)`: that kind's own; without one, every op together.
+            let impact = match m.op {
+                None => whole,
+                Some(kind) => whole
+                    .per_op
+                    .get(kind.as_str())
+                    .ok_or_else(|| format!("the workload `{}` has no {} ops", cell.workload, kind.as_str()))?,
+            };
             // Not recovered by the end of the cell: every bound on these fails.
             let unbounded = |v: Option<f64>| match impact.not_recovered {
                 true => Some(f64::INFINITY),
@@ -394,6 +403,19 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
                 Metric::Recovered => unbounded(impact.recovered_s),
                 _ => Some(impact.failed as f64),
             }
+        }
+        Metric::NonPrimaryReads => {
+            let reads = cell.non_primary_reads.as_ref().ok_or(
+                "no role timeline judged this cell's reads (roles are sampled in cells with faults on targets whose roles faultline can ask)",
+            )?;
+            if !reads.requires_primary {
+                return Err(format!(
+                    "the reads were under read concern `{}`, which does not require the primary",
+                    reads.read_concern
+                ));
+            }
+            // No read to judge: unmeasured, not a pass.
+            (reads.judged > 0).then_some(reads.count as f64)
         }
         Metric::Count | Metric::Outside => {
             // Successes are class 200; a failure matches a name that is its
@@ -501,6 +523,7 @@ fn describe(m: &MetricRef) -> String {
         Metric::FirstSuccess => "first_success".into(),
         Metric::Recovered => "recovered".into(),
         Metric::FailedAfter => "failed_after".into(),
+        Metric::NonPrimaryReads => "non_primary_reads".into(),
         Metric::Count => format!("count({})", m.statuses.join(", ")),
         Metric::Outside => format!("calls outside {}", m.statuses.join(", ")),
         Metric::Violations(c) => match c {
@@ -523,6 +546,7 @@ fn describe(m: &MetricRef) -> String {
     match (m.op, &m.fault, m.window) {
         (Some(op), Some(fault), Some(side)) => format!("{name}({}, {}: {fault})", op.as_str(), side.as_str()),
         (None, Some(fault), Some(side)) => format!("{name}({}: {fault})", side.as_str()),
+        (Some(op), Some(fault), None) => format!("{name}({fault}, {})", op.as_str()),
         (Some(op), _, _) => format!("{name}({})", op.as_str()),
         (None, Some(fault), None) => format!("{name}({fault})"),
         (None, None, _) => name,
@@ -646,6 +670,7 @@ mod tests {
             checks: vec![],
             faults: vec![],
             roles: vec![],
+            non_primary_reads: None,
             probes: vec![],
             frozen: vec![],
         }
@@ -816,6 +841,7 @@ mod tests {
             first_success_s: (!not_recovered).then_some(0.6),
             throughput_before: 500.0,
             recovered_s: None,
+            per_op: Default::default(),
         };
         let mut calm = cell("p", Some(1.0), 0);
         calm.scenario = "calm".into();
@@ -835,8 +861,26 @@ mod tests {
         assert_eq!(r.result, GateOutcome::Fail, "{}", r.evidence);
         assert!(r.evidence.contains("not recovered"), "{}", r.evidence);
         // No cell of a scenario with the fault measured: incomplete.
-        let r = &eval(&[calm])[0];
+        let r = &eval(&[calm.clone()])[0];
         assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
+        // Per op kind: writes never came back while reads went on; the form
+        // without a kind is all ops together, which a read after the last
+        // failed write calls recovered.
+        let mut by_kind = cell("p", Some(1.0), 0);
+        let mut whole = impact(false);
+        whole.per_op.insert("get".into(), FaultImpact { failed: 0, denied_window_s: None, ..impact(false) });
+        whole.per_op.insert("set".into(), impact(true));
+        by_kind.stats.as_mut().unwrap().fault_impact = vec![whole];
+        let judge = |expr: &str| super::evaluate(&gate(expr), &[calm.clone(), by_kind.clone()], &run).remove(0);
+        let reads = judge("denied_window(crash, get) <= 1ms");
+        assert_eq!(reads.result, GateOutcome::Pass, "{}", reads.evidence);
+        assert!(reads.evidence.contains("denied_window(crash, get) = 0"), "{}", reads.evidence);
+        let writes = judge("denied_window(crash, set) <= 3500ms");
+        assert_eq!(writes.result, GateOutcome::Fail, "{}", writes.evidence);
+        assert_eq!(judge("denied_window(crash) <= 3500ms").result, GateOutcome::Pass);
+        let absent = judge("denied_window(crash, incr) <= 1s");
+        assert_eq!(absent.result, GateOutcome::Incomplete, "{}", absent.evidence);
+        assert!(absent.evidence.contains("no incr ops"), "{}", absent.evidence);
     }
     #[test]
     fn a_ratio_gate_is_judged_per_group_on_the_ratio_or_its_interval() {

@@ -9,10 +9,15 @@
 //! served no op successfully after its last failure has *not recovered*: its
 //! denied window is unbounded (a gate bounding it fails), never the window's
 //! length passed off as a measurement.
+//!
+//! Each op kind gets its own impact beside the one over every op (`per_op`):
+//! a step-down that refuses writes while reads go on is a denied window for
+//! `set` and none for `get`, never one column's failures under another's name.
 
 use serde::{Deserialize, Serialize};
 
 use super::recent::Absorb;
+use crate::spec::OpKind;
 
 /// Resolution of the fine timeline, in microseconds.
 const BUCKET_US: u64 = 10_000;
@@ -67,6 +72,46 @@ impl Absorb for Bucket {
 #[derive(Debug, Clone, Default)]
 pub struct FineTimeline {
     pub buckets: Vec<Bucket>,
+}
+
+/// A cell's 10 ms timelines, one per op kind (`kinds[k.index()]`).
+#[derive(Debug, Clone, Default)]
+pub struct FineTimelines {
+    pub kinds: Vec<Option<FineTimeline>>,
+}
+
+impl FineTimelines {
+    /// The kind's timeline, created on first use.
+    pub fn of(&mut self, kind: OpKind) -> &mut Vec<Bucket> {
+        if self.kinds.len() <= kind.index() {
+            self.kinds.resize(kind.index() + 1, None);
+        }
+        &mut self.kinds[kind.index()].get_or_insert_with(FineTimeline::default).buckets
+    }
+
+    #[cfg(test)]
+    fn record(&mut self, kind: OpKind, end_us: u64, latency_us: u64, ok: bool) {
+        super::recent::entry_at(self.of(kind), bucket_of(end_us)).record(end_us, latency_us, ok);
+    }
+
+    /// Each fault's impact over every op, with each op kind's own in `per_op`
+    /// (see [`FineTimeline::impacts`]).
+    pub fn impacts(&self, faults: &[(String, f64)], window_s: f64) -> Vec<FaultImpact> {
+        let mut all = FineTimeline::default();
+        let mut per_kind = Vec::new();
+        for kind in OpKind::ALL {
+            let Some(Some(timeline)) = self.kinds.get(kind.index()) else { continue };
+            super::recent::absorb_at(&mut all.buckets, 0, &timeline.buckets);
+            per_kind.push((kind, timeline.impacts(faults, window_s)));
+        }
+        let mut impacts = all.impacts(faults, window_s);
+        for (i, impact) in impacts.iter_mut().enumerate() {
+            for (kind, of_kind) in &per_kind {
+                impact.per_op.insert(kind.as_str().to_string(), of_kind[i].clone());
+            }
+        }
+        impacts
+    }
 }
 
 impl FineTimeline {
@@ -143,6 +188,7 @@ impl FineTimeline {
                     first_success_s: first_success.map(rel),
                     throughput_before: baseline,
                     recovered_s: recovered.map(|j| rel(j as u64 * BUCKET_US)),
+                    per_op: indexmap::IndexMap::new(),
                 }
             })
             .collect()
@@ -175,6 +221,10 @@ pub struct FaultImpact {
     pub throughput_before: f64,
     /// When a 1 s stretch first reached 90% of that again, after the denied window.
     pub recovered_s: Option<f64>,
+    /// The same, per op kind (`get`, `set`, …): each kind's own failures,
+    /// denied window and first success. Empty inside a kind's own entry.
+    #[serde(default, skip_serializing_if = "indexmap::IndexMap::is_empty")]
+    pub per_op: indexmap::IndexMap<String, FaultImpact>,
 }
 
 #[cfg(test)]
@@ -197,6 +247,32 @@ mod tests {
         assert!((impact.throughput_before - 1000.0).abs() < 1.0, "{impact:?}");
         assert!((impact.recovered_s.unwrap() - 2.2).abs() < 0.11, "{impact:?}");
         assert_eq!(impact.max_latency_ms, 5000.0);
+    }
+
+    #[test]
+    fn each_op_kind_has_its_own_denied_window_and_first_success() {
+        let mut t = FineTimelines::default();
+        // Reads succeed throughout; writes fail from 2 s to 3.5 s (a step-down).
+        for ms in 0..6000u64 {
+            let us = ms * 1000 + 500;
+            t.record(OpKind::Get, us, 300, true);
+            if ms % 10 == 0 {
+                let refused = (2_000..3_500).contains(&ms);
+                t.record(OpKind::Set, us + 100, 400, !refused);
+            }
+        }
+        let impact = &t.impacts(&[("stepped-down".into(), 2.0)], 6.0)[0];
+        assert_eq!(impact.failed, 150, "every failure counts in the whole: {impact:?}");
+        let set = &impact.per_op["set"];
+        let get = &impact.per_op["get"];
+        assert_eq!((set.failed, get.failed), (150, 0));
+        assert!((set.denied_window_s.unwrap() - 1.49).abs() < 0.02, "{set:?}");
+        assert!((set.first_success_s.unwrap() - 1.5).abs() < 0.02, "{set:?}");
+        assert_eq!(get.denied_window_s, None, "reads were never denied: {get:?}");
+        assert!(get.first_success_s.unwrap() < 0.01, "{get:?}");
+        // The whole is the old form: until the last failure of any kind.
+        assert_eq!(impact.denied_window_s, set.denied_window_s);
+        assert!(set.per_op.is_empty() && get.per_op.is_empty());
     }
 
     #[test]

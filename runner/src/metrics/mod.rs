@@ -18,7 +18,7 @@ pub mod fault_impact;
 mod recent;
 pub mod roles;
 pub mod windows;
-use fault_impact::{bucket_of, Bucket, FaultImpact, FineTimeline};
+use fault_impact::{bucket_of, Bucket, FaultImpact, FineTimelines};
 use recent::{absorb_at, entry_at, Absorb, Recent};
 use windows::{FaultSpan, WindowLatency, WindowSamples};
 
@@ -307,7 +307,7 @@ pub struct SharedTimelines(Mutex<Timelines>);
 #[derive(Default)]
 struct Timelines {
     seconds: Vec<Second>,
-    fine: Vec<Bucket>,
+    fine: FineTimelines,
 }
 
 impl SharedTimelines {
@@ -403,9 +403,9 @@ pub struct Recorder {
     /// The last seconds of the per-second timeline; the earlier ones are in `shared`.
     timeline: Recent<Second>,
     schedule_lag: Option<Histogram<u64>>,
-    /// Cells with faults: the 10 ms timeline their impact is measured on
-    /// (its last seconds; the earlier ones are in `shared`).
-    fine: Option<Recent<Bucket>>,
+    /// Cells with faults: the 10 ms timeline of each op kind their impact is
+    /// measured on (its last seconds; the earlier ones are in `shared`).
+    fine: Option<Vec<Option<Recent<Bucket>>>>,
     shared: Arc<SharedTimelines>,
     /// Cells with faults, when a gate asks for latency before/during/after
     /// one: every success (12 bytes an op).
@@ -431,11 +431,12 @@ impl Recorder {
         for k in kinds {
             slots[k.index()] = Some(KindRecorder::new());
         }
+        let fine = with_faults.then(|| slots.iter().map(|k| k.as_ref().map(|_| Recent::default())).collect());
         Recorder {
             kinds: slots,
             timeline: Recent::default(),
             schedule_lag: open_loop.then(new_histogram),
-            fine: with_faults.then(Recent::default),
+            fine,
             shared,
             windows: keep_windows.then(WindowSamples::default),
             labels: Vec::new(),
@@ -488,9 +489,10 @@ impl Recorder {
         }
         if let Some(fine) = &mut self.fine {
             let i = bucket_of(end_us);
-            match fine.entry(i) {
+            let recent = fine[c.kind.index()].as_mut().expect("op kind declared by the workload");
+            match recent.entry(i) {
                 Some(b) => b.record(end_us, us, ok),
-                None => entry_at(&mut self.shared.lock().fine, i).record(end_us, us, ok),
+                None => entry_at(self.shared.lock().fine.of(c.kind), i).record(end_us, us, ok),
             }
         }
     }
@@ -501,7 +503,11 @@ impl Recorder {
         let shared = &mut *shared;
         self.timeline.hand_over(&mut shared.seconds, keep_from);
         if let Some(fine) = &mut self.fine {
-            fine.hand_over(&mut shared.fine, bucket_of(keep_from as u64 * 1_000_000));
+            for (kind, recent) in OpKind::ALL.into_iter().zip(fine.iter_mut()) {
+                if let Some(recent) = recent {
+                    recent.hand_over(shared.fine.of(kind), bucket_of(keep_from as u64 * 1_000_000));
+                }
+            }
         }
     }
 
@@ -527,7 +533,7 @@ pub struct CellMetrics {
     kinds: Vec<Option<KindRecorder>>,
     timeline: Vec<Second>,
     schedule_lag: Option<Histogram<u64>>,
-    fine: Option<FineTimeline>,
+    fine: Option<FineTimelines>,
     windows: Option<WindowSamples>,
     labels: Vec<ErrorLabel>,
     unsent: u64,
@@ -558,7 +564,12 @@ impl CellMetrics {
         }
         r.timeline.absorb_into(&mut self.timeline);
         if let Some(fine) = &r.fine {
-            fine.absorb_into(&mut self.fine.get_or_insert_with(FineTimeline::default).buckets);
+            let mine = self.fine.get_or_insert_with(FineTimelines::default);
+            for (kind, recent) in OpKind::ALL.into_iter().zip(fine) {
+                if let Some(recent) = recent {
+                    recent.absorb_into(mine.of(kind));
+                }
+            }
         }
         if let Some(w) = r.windows {
             self.windows.get_or_insert_with(WindowSamples::default).merge(w);
@@ -574,8 +585,10 @@ impl CellMetrics {
     pub fn absorb_timelines(&mut self, shared: &SharedTimelines) {
         let shared = shared.lock();
         absorb_at(&mut self.timeline, 0, &shared.seconds);
-        if !shared.fine.is_empty() {
-            absorb_at(&mut self.fine.get_or_insert_with(FineTimeline::default).buckets, 0, &shared.fine);
+        for (kind, timeline) in OpKind::ALL.into_iter().zip(&shared.fine.kinds) {
+            if let Some(t) = timeline.as_ref().filter(|t| !t.buckets.is_empty()) {
+                absorb_at(self.fine.get_or_insert_with(FineTimelines::default).of(kind), 0, &t.buckets);
+            }
         }
     }
 
@@ -588,6 +601,45 @@ impl CellMetrics {
     pub fn window_latency(&self, faults: &[FaultSpan], window: Duration) -> Vec<WindowLatency> {
         let kinds: Vec<OpKind> = OpKind::ALL.into_iter().filter(|k| self.kinds[k.index()].is_some()).collect();
         self.windows.as_ref().map(|w| w.latencies(faults, &kinds, window.as_secs_f64())).unwrap_or_default()
+    }
+
+    /// The cell's reads (`get`) against the spans with no primary, under a
+    /// read concern that does (or does not) require the primary; None when
+    /// the cell kept no per-op samples to judge.
+    pub fn non_primary_reads(
+        &self,
+        read_concern: &str,
+        requires_primary: bool,
+        spans: Vec<roles::NoPrimarySpan>,
+    ) -> Option<roles::NonPrimaryReads> {
+        const EXAMPLES: usize = 3;
+        let mut reads = roles::NonPrimaryReads {
+            read_concern: read_concern.to_string(),
+            requires_primary,
+            judged: 0,
+            count: 0,
+            spans: Vec::new(),
+            examples: Vec::new(),
+        };
+        if requires_primary {
+            let windows = self.windows.as_ref()?;
+            let edges: Vec<(f64, f64)> = spans.iter().map(|s| (s.from_s, s.to_s)).collect();
+            let (judged, inside) = windows.reads_inside(OpKind::Get, &edges);
+            reads.judged = judged;
+            reads.count = inside.len() as u64;
+            reads.examples = inside
+                .iter()
+                .take(EXAMPLES)
+                .map(|(end_s, ms, i)| {
+                    format!(
+                        "get answered {end_s:.3} s into the window (took {ms:.2} ms) while no member was primary ({}, sampled {:.2}–{:.2} s)",
+                        spans[*i].roles, spans[*i].from_s, spans[*i].to_s
+                    )
+                })
+                .collect();
+        }
+        reads.spans = spans;
+        Some(reads)
     }
 
     /// Summarizes over the measured window; an open loop's sent ops are

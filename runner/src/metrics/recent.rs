@@ -2,7 +2,8 @@
 //! without a lock, into its own recorder; its timelines are handed over to
 //! the cell's shared ones every few seconds and dropped, so a long run
 //! keeps one timeline per cell instead of one per client (a client-second
-//! costs 416 bytes of latency buckets, and 4 KB more in a cell with faults).
+//! costs 416 bytes of latency buckets, and 4 KB more per op kind in a cell
+//! with faults).
 //! Timeline entries are sums, maxima and counts, so a partly filled entry
 //! can be handed over and the rest added later: the merged result is the
 //! same whenever the hand-overs happen.

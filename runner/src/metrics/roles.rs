@@ -4,6 +4,11 @@
 //! MongoDB seed's), and they tell e.g. whether a demoted primary went on
 //! taking writes while another member was already primary: [`demoted_primaries`]
 //! finds those spans, with edges as wide as the sampling leaves them.
+//! A target of one server (a process or external MongoDB) has its one
+//! server sampled the same way, and [`no_primary_spans`] says when no
+//! member was primary: a read that the read concern sends to the primary
+//! (MongoDB's linearizable) answered wholly inside such a span was answered
+//! by a member that was not primary ([`NonPrimaryReads`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::target::topology::Role;
+use crate::target::topology::{Role, TopologyKind};
 use crate::topology::Topology;
 
 /// How often every member is asked.
@@ -33,14 +38,44 @@ pub struct RoleChange {
     pub role: String,
 }
 
-pub async fn watch(
-    topology: Arc<Topology>,
-    measure_from: Instant,
-    stop_at: Instant,
-    cancel: CancellationToken,
-) -> Vec<RoleChange> {
+/// Whose roles are sampled.
+pub enum Watched {
+    /// A docker target's members.
+    Members(Arc<Topology>),
+    /// The one server of a target, asked through its kind.
+    Server { name: String, uri: String, kind: Arc<dyn TopologyKind> },
+}
+
+impl Watched {
+    fn len(&self) -> usize {
+        match self {
+            Watched::Members(t) => t.members.len(),
+            Watched::Server { .. } => 1,
+        }
+    }
+
+    async fn roles_within(&self, limit: Duration) -> Vec<(String, anyhow::Result<Role>)> {
+        match self {
+            Watched::Members(t) => t.roles_within(limit).await.into_iter().map(|(m, r)| (m.name, r)).collect(),
+            Watched::Server { name, uri, kind } => {
+                let role = kind.roles(std::slice::from_ref(uri), limit).await.pop();
+                vec![(name.clone(), role.unwrap_or_else(|| Err(anyhow::anyhow!("not asked"))))]
+            }
+        }
+    }
+}
+
+/// What the sampling saw: the role changes, and when the last sample was
+/// taken (seconds into the window; the roles held from the last change until then).
+#[derive(Debug, Default)]
+pub struct Sampled {
+    pub changes: Vec<RoleChange>,
+    pub last_sample_s: f64,
+}
+
+pub async fn watch(watched: Watched, measure_from: Instant, stop_at: Instant, cancel: CancellationToken) -> Sampled {
     let mut changes: Vec<RoleChange> = Vec::new();
-    let mut current: Vec<Option<String>> = vec![None; topology.members.len()];
+    let mut current: Vec<Option<String>> = vec![None; watched.len()];
     let mut previous_sample_s: Option<f64> = None;
     let mut tick = tokio::time::interval_at(measure_from, EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -57,7 +92,7 @@ pub async fn watch(
         // cut off, stalled) reads as unreachable for this sample; the outer
         // bound covers the docker lookups around the asks. Ctrl-C and the end
         // of the window do not wait for an ask in progress.
-        let ask = tokio::time::timeout(EVERY * 10, topology.roles_within(EVERY * 2));
+        let ask = tokio::time::timeout(EVERY * 10, watched.roles_within(EVERY * 2));
         let roles = tokio::select! {
             r = ask => match r {
                 Ok(r) => r,
@@ -74,17 +109,12 @@ pub async fn watch(
                 Err(_) => "unreachable".to_string(),
             };
             if current[i].as_ref() != Some(&role) {
-                changes.push(RoleChange {
-                    at_s,
-                    previous_sample_s: previous_s,
-                    member: member.name.clone(),
-                    role: role.clone(),
-                });
+                changes.push(RoleChange { at_s, previous_sample_s: previous_s, member, role: role.clone() });
                 current[i] = Some(role);
             }
         }
     }
-    changes
+    Sampled { changes, last_sample_s: previous_sample_s.unwrap_or(0.0) }
 }
 
 fn name(role: &Role) -> String {
@@ -208,6 +238,75 @@ fn span(
     DemotedPrimary { member: members[m].into(), successor: members[n].into(), from_s, seen_s, to_s, open_at_end }
 }
 
+/// A stretch in which every member answered and none said it was primary,
+/// seconds into the window, from the first sample that saw it to the last
+/// sample that still did: a conservative span (no primary was seen at any
+/// sample inside it; a primacy shorter than the sampling could hide between two).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoPrimarySpan {
+    pub from_s: f64,
+    pub to_s: f64,
+    /// Each member's role in it, e.g. `db: replica (link down)`.
+    pub roles: String,
+}
+
+/// The spans in which every member's last answer was a role other than
+/// primary (an unreachable member may still be primary: it ends a span).
+/// `last_sample_s`: when the sampling last looked, which ends a span still open.
+pub fn no_primary_spans(changes: &[RoleChange], last_sample_s: f64) -> Vec<NoPrimarySpan> {
+    let mut members: Vec<(&str, &str)> = Vec::new();
+    let mut spans = Vec::new();
+    let mut open: Option<(f64, String)> = None;
+    let mut i = 0;
+    while i < changes.len() {
+        let (at_s, previous_s) = (changes[i].at_s, changes[i].previous_sample_s);
+        while i < changes.len() && changes[i].at_s == at_s {
+            let c = &changes[i];
+            match members.iter_mut().find(|(m, _)| *m == c.member) {
+                Some(m) => m.1 = &c.role,
+                None => members.push((&c.member, &c.role)),
+            }
+            i += 1;
+        }
+        let none_primary = members.iter().all(|(_, r)| *r != "primary" && *r != "unreachable");
+        let roles = members.iter().map(|(m, r)| format!("{m}: {r}")).collect::<Vec<_>>().join(", ");
+        match (&open, none_primary) {
+            (None, true) => open = Some((at_s, roles)),
+            (Some(_), false) => {
+                let (from_s, roles) = open.take().expect("open");
+                spans.push(NoPrimarySpan { from_s, to_s: previous_s, roles });
+            }
+            // Still no primary, each member perhaps in another such role.
+            (Some(_), true) | (None, false) => {}
+        }
+    }
+    if let Some((from_s, roles)) = open {
+        spans.push(NoPrimarySpan { from_s, to_s: last_sample_s.max(from_s), roles });
+    }
+    spans
+}
+
+/// Reads under a read concern that needs the primary, judged against the
+/// role timeline: those answered (sent and answered) wholly inside a span
+/// with no primary.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NonPrimaryReads {
+    /// The read concern the cell's reads were under, e.g. `linearizable`.
+    pub read_concern: String,
+    /// Whether it requires the primary to answer; when not, nothing is judged.
+    pub requires_primary: bool,
+    /// Successful reads judged (every one the cell recorded).
+    pub judged: u64,
+    /// Of those, answered while no member was primary.
+    pub count: u64,
+    /// When no member was primary.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans: Vec<NoPrimarySpan>,
+    /// A few of them, e.g. `get answered 3.412 s into the window (took 1.20 ms) while db: replica`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
+}
+
 /// One line per member, one letter per second of the window: the role it
 /// had for most of that second (P primary, R replica, r replica with its
 /// link down, x unreachable, ? anything else), e.g. `PPPxxxRRRR`.
@@ -296,6 +395,29 @@ mod tests {
         let frozen =
             [change(0.0, "kv-0", "primary"), change(3.5, "kv-0", "unreachable"), change(4.5, "kv-0", "primary")];
         assert!(demoted_primaries(&frozen, 10.0).is_empty());
+    }
+
+    #[test]
+    fn no_primary_spans_run_between_the_samples_that_saw_none() {
+        // A one-member set steps down at ~2 s and is primary again at ~5.25 s.
+        let changes =
+            [change(0.0, "db", "primary"), change(2.25, "db", "replica (link down)"), change(5.25, "db", "primary")];
+        let spans = no_primary_spans(&changes, 9.75);
+        assert_eq!(spans, [NoPrimarySpan { from_s: 2.25, to_s: 5.0, roles: "db: replica (link down)".into() }]);
+        // Never primary again: open until the last sample.
+        assert_eq!(no_primary_spans(&changes[..2], 9.75)[0].to_s, 9.75);
+        // An unreachable member may still be primary: no span while it is.
+        let set = [
+            change(0.0, "m0", "primary"),
+            change(0.0, "m1", "replica"),
+            change(3.0, "m0", "unreachable"),
+            change(3.0, "m1", "replica (link down)"),
+            change(4.0, "m0", "replica"),
+            change(6.0, "m1", "primary"),
+        ];
+        let spans = no_primary_spans(&set, 8.0);
+        assert_eq!(spans.len(), 1, "{spans:?}");
+        assert_eq!((spans[0].from_s, spans[0].to_s), (4.0, 5.75));
     }
 
     #[test]

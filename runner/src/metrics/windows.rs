@@ -1,7 +1,8 @@
 //! Latency before, during and after each fault: gates such as
 //! `p99(get, after: primary-killed) < 50ms`. Cells with faults keep every
 //! successful op's end time, latency and kind (12 bytes an op), since when
-//! the faults happen is known only once the cell has run.
+//! the faults happen is known only once the cell has run. The same samples
+//! place reads against the role timeline (see [`WindowSamples::reads_inside`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -107,11 +108,43 @@ impl WindowSamples {
         }
         out
     }
+
+    /// Successful ops of `kind` answered wholly inside one of `spans`
+    /// (seconds into the window, inclusive): their start (end less latency)
+    /// at or after its start, their end, rounded up to the millisecond, at or
+    /// before its end. Returns how many ops of the kind were judged, and each
+    /// one inside as (end s, latency ms, index of its span).
+    pub fn reads_inside(&self, kind: OpKind, spans: &[(f64, f64)]) -> (u64, Vec<(f64, f64, usize)>) {
+        let mut judged = 0;
+        let mut inside = Vec::new();
+        for s in self.samples.iter().filter(|s| s.kind as usize == kind.index()) {
+            judged += 1;
+            let end_s = (s.end_ms as f64 + 1.0) / 1e3;
+            let start_s = s.end_ms as f64 / 1e3 - s.latency_us as f64 / 1e6;
+            if let Some(i) = spans.iter().position(|(from, to)| start_s >= *from && end_s <= *to) {
+                inside.push((s.end_ms as f64 / 1e3, s.latency_us as f64 / 1e3, i));
+            }
+        }
+        (judged, inside)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_count_inside_a_span_only_when_sent_and_answered_in_it() {
+        let mut w = WindowSamples::default();
+        w.record(2_100_000, 50_000, OpKind::Get); // 2.05–2.1 s: before the span began
+        w.record(2_400_000, 100_000, OpKind::Get); // 2.3–2.4 s: inside
+        w.record(2_400_000, 100_000, OpKind::Set); // not a read
+        w.record(4_999_500, 1_000, OpKind::Get); // ends at 4.9995 s, rounded up to 5.0 s: inside
+        w.record(5_000_500, 1_000, OpKind::Get); // ends after the span
+        let (judged, inside) = w.reads_inside(OpKind::Get, &[(2.25, 5.0)]);
+        assert_eq!(judged, 4);
+        assert_eq!(inside.iter().map(|r| r.0).collect::<Vec<_>>(), [2.4, 4.999]);
+    }
 
     #[test]
     fn ops_fall_in_the_window_their_end_is_in() {

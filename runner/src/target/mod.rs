@@ -81,8 +81,26 @@ pub struct ServerInfo {
     pub version: String,
 }
 
+/// The read concern a cell's reads go out under, where the kind has one.
+#[derive(Debug, Clone)]
+pub struct ReadRule {
+    /// As the kind names it, e.g. `linearizable`.
+    pub read_concern: String,
+    /// Only the primary may answer (MongoDB's linearizable reads).
+    pub requires_primary: bool,
+}
+
 #[async_trait::async_trait]
 pub trait TargetDriver: Send + Sync {
+    /// The read concern reads are sent under; None for kinds without one.
+    fn read_rule(&self) -> Option<ReadRule> {
+        None
+    }
+    /// Whether the role of a single server (no docker members) can be asked
+    /// (MongoDB's `hello`), so cells with faults sample it.
+    fn has_roles(&self) -> bool {
+        false
+    }
     /// The binary a `process` provider starts when the spec names none.
     fn default_command(&self) -> &'static str;
     /// Arguments that make the server listen on `port` on loopback only and

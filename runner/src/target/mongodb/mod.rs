@@ -64,6 +64,25 @@ impl TargetDriver for MongoDriver {
         "secantusd-rs"
     }
 
+    fn read_rule(&self) -> Option<super::ReadRule> {
+        use options::ReadConcernLevel as Level;
+        // Without a read concern the server's default (local) applies.
+        let level = self.options.read_concern.unwrap_or(Level::Local);
+        let read_concern = match level {
+            Level::Local => "local",
+            Level::Available => "available",
+            Level::Majority => "majority",
+            Level::Linearizable => "linearizable",
+            Level::Snapshot => "snapshot",
+        };
+        // MongoDB documents linearizable reads as served by the primary only.
+        Some(super::ReadRule { read_concern: read_concern.into(), requires_primary: level == Level::Linearizable })
+    }
+
+    fn has_roles(&self) -> bool {
+        true
+    }
+
     fn listen_args(&self, port: u16, data_dir: &Path) -> Vec<String> {
         // secantusd-rs (the MongoDB-wire server that runs here); a real
         // mongod takes `--port P --dbpath DIR --bind_ip 127.0.0.1` through
@@ -120,9 +139,8 @@ impl TargetDriver for MongoDriver {
                 .run_command(doc! {"buildInfo": 1})
                 .await
                 .map_err(|e| anyhow::anyhow!("buildInfo: {}", errors::explain(&e)))?;
-            let version = build.get_str("version").unwrap_or("unknown");
             let set = set.map(|s| format!(", replica set `{s}`")).unwrap_or_default();
-            anyhow::Ok(ServerInfo { version: format!("mongodb {version}{set}") })
+            anyhow::Ok(ServerInfo { version: format!("{}{set}", server_name(&build)) })
         };
         let info = tokio::time::timeout(ADMIN_TIMEOUT, probe).await;
         // Closed on every path, a probe that timed out included.
@@ -179,11 +197,43 @@ impl TargetDriver for MongoDriver {
     }
 }
 
+/// The server as its `buildInfo` describes it, never a product name it did
+/// not give: `version` is the MongoDB release a wire-compatible server
+/// answers as, so a server that names its own build in a `<name>Version`
+/// field (secantusd-rs: `secantusVersion`) is that build, with the
+/// compatibility version beside it; otherwise the fields as given.
+fn server_name(build: &Document) -> String {
+    let version = build.get_str("version").unwrap_or("unknown");
+    let own = build.iter().find_map(|(k, v)| {
+        let name = k.strip_suffix("Version").filter(|n| !n.is_empty() && *n != "git")?;
+        Some((name, v.as_str()?))
+    });
+    let git = build.get_str("gitVersion").ok().filter(|g| g.chars().any(|c| c != '0'));
+    match (own, git) {
+        (Some((name, own)), _) => format!("{name} {own} (buildInfo version {version})"),
+        (None, Some(git)) => format!("buildInfo version {version}, gitVersion {}", git.get(..12).unwrap_or(git)),
+        (None, None) => format!("buildInfo version {version}"),
+    }
+}
+
 /// A document's `v` field as bytes, whatever type the server kept it as.
 fn value_bytes(v: Option<&Bson>) -> Option<Vec<u8>> {
     match v? {
         Bson::Binary(b) => Some(b.bytes.clone()),
         Bson::String(s) => Some(s.clone().into_bytes()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_is_named_as_its_build_info_names_it() {
+        let secantus = doc! {"version": "8.2.11", "secantusVersion": "0.5.3", "gitVersion": "0".repeat(40)};
+        assert_eq!(server_name(&secantus), "secantus 0.5.3 (buildInfo version 8.2.11)");
+        let mongod = doc! {"version": "8.0.4", "gitVersion": "bc35ab4305d9920d9d0491c1c9ef9b72383d31f9"};
+        assert_eq!(server_name(&mongod), "buildInfo version 8.0.4, gitVersion bc35ab4305d9");
     }
 }
