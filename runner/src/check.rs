@@ -3,7 +3,6 @@
 //! campaigns use. The budget and the memory cap bound the whole command,
 //! reading the file included.
 
-use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -19,7 +18,7 @@ pub const EXIT_UNREADABLE: u8 = 3;
 pub fn run(model: Model, file: &Path, budget: Duration, max_bytes: usize) -> u8 {
     let started = Instant::now();
     let shown = file.display();
-    let input = match File::open(file) {
+    let input = match crate::input_file::open(file) {
         Ok(f) => BufReader::with_capacity(1 << 16, f),
         Err(e) => {
             eprintln!("error: cannot read {shown}: {e}");

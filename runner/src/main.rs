@@ -12,6 +12,8 @@ mod engine;
 mod fault;
 mod gate;
 mod history;
+mod input_file;
+mod ledger;
 mod leftovers;
 mod metrics;
 mod plan;
@@ -118,12 +120,14 @@ enum Command {
         #[command(subcommand)]
         command: HistoryCommand,
     },
-    /// Remove the containers and networks that runs left behind (found by
-    /// faultline's labels); runs whose faultline is still alive are skipped.
+    /// Remove what killed runs left behind: containers and networks (found by
+    /// faultline's labels), DynamoDB tables and data directories (found in
+    /// the run ledgers); runs whose faultline is still alive are skipped.
     /// Exit 0 done (or nothing to do), 1 something could not be removed, 3
-    /// Docker unreachable.
+    /// Docker unreachable (what the ledgers list is removed all the same).
     Teardown {
-        /// Only this run's (the `faultline.run` label; see --dry-run).
+        /// Only this run's: its run directory's name or path, or its full
+        /// `faultline.run` label (see --dry-run).
         #[arg(long, value_name = "RUN_ID")]
         run: Option<String>,
         /// Also remove what a live faultline process is still using.
@@ -244,7 +248,15 @@ fn main() -> ExitCode {
                     for warning in loaded.warnings(&spec) {
                         eprintln!("warning: {warning}");
                     }
-                    let cells = plan::build(&loaded, &plan::PlanOptions::default()).map(|p| p.cells.len()).unwrap_or(0);
+                    // The plan `run` builds, with its errors: a spec that passes
+                    // here is not refused by `run` for its plan.
+                    let cells = match plan::build(&loaded, &plan::PlanOptions::default()) {
+                        Ok(plan) => plan.cells.len(),
+                        Err(e) => {
+                            crate::stdout::say_err!("error: {}: {e}", spec.display());
+                            return ExitCode::from(EXIT_USAGE);
+                        }
+                    };
                     let scenarios = loaded.spec.scenarios.len();
                     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
                     crate::stdout::say!(

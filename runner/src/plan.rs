@@ -158,6 +158,11 @@ pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String>
                     let shift = (repeat as usize - 1) % order.len();
                     order.rotate_left(shift);
                     for (target, workload) in order {
+                        // Refused as soon as it is too many, so a huge matrix
+                        // is never built in memory first.
+                        if cells.len() as u64 >= crate::spec::validate::MAX_CELLS {
+                            return Err(too_many_cells(&campaign_scenario.name));
+                        }
                         let instance = instance_name(loaded, &scenario.name, &target, point.as_deref());
                         cells.push(Cell {
                             scenario: scenario.name.clone(),
@@ -174,14 +179,16 @@ pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String>
                 }
             }
         }
-        if cells.len() as u64 > crate::spec::validate::MAX_CELLS {
-            return Err(format!(
-                "the plan would hold more than {} cells (scenarios x matrix points x repeats x profiles x variants)",
-                crate::spec::validate::MAX_CELLS
-            ));
-        }
     }
     Ok(Plan { cells, subset_reasons })
+}
+
+fn too_many_cells(scenario: &str) -> String {
+    format!(
+        "the plan would hold more than {} cells (scenarios x matrix points x repeats x profiles x variants; \
+         it passed the limit in scenario `{scenario}`): fewer matrix values, repeats or profiles, or --only",
+        crate::spec::validate::MAX_CELLS
+    )
 }
 
 /// The target, with the values of the matrix dimensions its own fields use

@@ -58,8 +58,10 @@ pub fn binary(command: &str) -> Binary {
 }
 
 pub fn sha256_of(path: &Path) -> String {
-    match std::fs::read(path) {
-        Ok(bytes) => Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect(),
+    // Streamed: a binary may be large; only a regular file is read.
+    let mut hasher = Sha256::new();
+    match crate::input_file::open(path).and_then(|mut f| std::io::copy(&mut f, &mut hasher)) {
+        Ok(_) => hasher.finalize().iter().map(|b| format!("{b:02x}")).collect(),
         Err(e) => format!("unavailable: {e}"),
     }
 }

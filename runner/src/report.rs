@@ -160,7 +160,8 @@ fn environment(template: Template) -> anyhow::Result<(Environment<'static>, Stri
     let (name, source) = match template {
         Template::File(p) => (
             p.display().to_string(),
-            std::fs::read_to_string(p).with_context(|| format!("cannot read report template {}", p.display()))?,
+            crate::input_file::read_to_string(p, crate::input_file::MAX_TEXT_BYTES)
+                .with_context(|| format!("cannot read report template {}", p.display()))?,
         ),
         Template::Default => ("default.md.j2".to_string(), DEFAULT_TEMPLATE.to_string()),
         Template::Section => ("section.md.j2".to_string(), SECTION_TEMPLATE.to_string()),

@@ -319,7 +319,8 @@ impl Results {
     }
 
     pub fn read(path: &Path) -> anyhow::Result<Results> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = crate::input_file::read_to_string(path, crate::input_file::MAX_RESULTS_BYTES)
+            .with_context(|| format!("cannot read {}", path.display()))?;
         let results: Results = serde_json::from_str(&text)
             .with_context(|| format!("{} is not a faultline results file", path.display()))?;
         if results.schema_version != SCHEMA_VERSION {

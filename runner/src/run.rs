@@ -41,7 +41,7 @@ pub fn run(args: RunArgs) -> u8 {
     let plan = match plan::build(&loaded, &options) {
         Ok(p) => p,
         Err(e) => {
-            crate::stdout::say_err!("error: {e}");
+            crate::stdout::say_err!("error: {}: {e}", args.spec.display());
             return EXIT_USAGE;
         }
     };
@@ -56,6 +56,22 @@ pub fn run(args: RunArgs) -> u8 {
         crate::stdout::print(&plan.describe(&loaded.spec));
         return 0;
     }
+    // The handlers come before anything is created: a signal from here on
+    // stops the run the orderly way, with a results.json, however early.
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start a runtime: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let signals = match StopSignals::install(&runtime) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot handle SIGINT and SIGTERM: {e}");
+            return EXIT_USAGE;
+        }
+    };
     if let Err(e) = images_present(&loaded.spec, &plan) {
         crate::stdout::say_err!("error: {}: {e}", args.spec.display());
         return EXIT_USAGE;
@@ -67,7 +83,7 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    match execute(&args, &loaded, &plan, template.as_deref(), &plugins) {
+    match execute(&args, &loaded, &plan, template.as_deref(), &plugins, &runtime, signals) {
         Ok(code) => code,
         Err(e) => {
             crate::stdout::say_err!("error: {e:#}");
@@ -112,12 +128,15 @@ fn execute(
     plan: &plan::Plan,
     template: Option<&Path>,
     plugins: &SpecPlugins,
+    runtime: &tokio::runtime::Runtime,
+    signals: StopSignals,
 ) -> anyhow::Result<u8> {
     let spec = &loaded.spec;
     let started = now_text();
     let run_dir = create_run_dir(&args.out, &spec.name)?;
     let log_dir = run_dir.join("logs");
     std::fs::create_dir_all(&log_dir)?;
+    crate::ledger::open(&crate::provider::docker::run_id(&log_dir), &run_dir);
     let history_dir = run_dir.join("history");
     std::fs::write(run_dir.join("spec.yaml"), crate::redact::text(&loaded.resolved_text).as_bytes())?;
     let progress = Progress::new(Some(run_dir.join("run.log")))?;
@@ -129,16 +148,15 @@ fn execute(
         run_dir.display()
     ));
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let load_threads = crate::engine::load_threads::LoadThreads::start(
         args.load_threads.unwrap_or_else(crate::engine::load_threads::LoadThreads::default_count),
     )?;
     let cancel = CancellationToken::new();
     let outcome = runtime.block_on(async {
+        let signals = tokio::spawn(cancel_on_signal(signals, cancel.clone(), progress.clone()));
         for warning in crate::leftovers::warnings().await {
             crate::stdout::say_err!("{warning}");
         }
-        let signals = tokio::spawn(cancel_on_signal(cancel.clone(), progress.clone()));
         let engine = Engine {
             spec,
             plan,
@@ -155,6 +173,8 @@ fn execute(
         signals.abort();
         outcome
     });
+    // Every target is down: what the run created is removed, or kept on purpose.
+    crate::ledger::close();
 
     let comparisons = comparison::compare(spec, &outcome.cells);
     let context = gate::RunContext {
@@ -234,15 +254,26 @@ fn fault_signals(spec: &spec::Spec) -> indexmap::IndexMap<String, indexmap::Inde
         .collect()
 }
 
+/// SIGINT and SIGTERM, caught from the moment they are installed; one that
+/// comes before the run listens is kept for it.
+pub struct StopSignals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install(runtime: &tokio::runtime::Runtime) -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let _in = runtime.enter();
+        Ok(StopSignals { int: signal(SignalKind::interrupt())?, term: signal(SignalKind::terminate())? })
+    }
+}
+
 /// First SIGINT or SIGTERM: stop the load, keep what was measured.
-async fn cancel_on_signal(cancel: CancellationToken, progress: Progress) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
-        return;
-    };
+async fn cancel_on_signal(mut signals: StopSignals, cancel: CancellationToken, progress: Progress) {
     let name = tokio::select! {
-        _ = int.recv() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
+        _ = signals.int.recv() => "SIGINT",
+        _ = signals.term.recv() => "SIGTERM",
     };
     // Cancel first: telling the user may fail (a closed stderr) and must not stop it.
     cancel.cancel();
@@ -278,7 +309,8 @@ fn now_text() -> String {
 /// another document when `into` names it and the section.
 pub fn rerender(run_dir: &Path, template: Option<&Path>, into: Option<(&Path, &str)>) -> anyhow::Result<String> {
     let results = Results::read(&run_dir.join("results.json"))?;
-    let spec_text = std::fs::read_to_string(run_dir.join("spec.yaml")).unwrap_or_default();
+    let spec_text = crate::input_file::read_to_string(&run_dir.join("spec.yaml"), spec::limits::MAX_SPEC_BYTES as u64)
+        .unwrap_or_default();
     let report_spec: spec::ReportSpec = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&spec_text)
         .ok()
         .and_then(|v| v.get("report").cloned())

@@ -1,11 +1,14 @@
-//! `faultline teardown`: removes the containers and networks that runs left
-//! behind (a faultline killed with SIGKILL cannot clean up), found by
-//! faultline's owner label. Runs whose faultline process is still alive are
-//! left alone unless `--force`.
+//! `faultline teardown`: removes what runs left behind (a faultline killed
+//! with SIGKILL cannot clean up): containers and networks, found by
+//! faultline's owner label, and what the run ledgers list (DynamoDB tables,
+//! data directories; see ledger.rs). Runs whose faultline process is still
+//! alive are left alone unless `--force`.
 
 use std::collections::BTreeMap;
 
 use crate::docker::{Docker, Owned, ResourceKind};
+use crate::ledger::{self, Resource};
+use crate::provider::docker::run_id_matches;
 use crate::EXIT_USAGE;
 
 pub struct TeardownArgs {
@@ -26,18 +29,41 @@ pub fn run(args: TeardownArgs) -> u8 {
 }
 
 async fn teardown(args: TeardownArgs) -> u8 {
-    let docker = match Docker::connect().await {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            return EXIT_USAGE;
+    let asked = |run: &str| args.run.as_deref().is_none_or(|asked| run_id_matches(run, asked));
+    // The run ledgers first: they need no Docker.
+    let mut listed = Vec::new();
+    for (path, entry) in ledger::entries() {
+        if !asked(&entry.run) || entry.resources.is_empty() {
+            continue;
         }
+        if faultline_alive(entry.pid) && !args.force {
+            crate::stdout::say!(
+                "skipped run {}: faultline (pid {}) is still running it; --force removes it anyway",
+                entry.run,
+                entry.pid
+            );
+            continue;
+        }
+        listed.push((path, entry));
+    }
+    // Listed whole and matched here: the label carries a hash of the run
+    // directory's path that the user never sees.
+    let found = match Docker::connect().await {
+        Ok(d) => d.list_owned(None).await.map(|o| (o, d)),
+        Err(e) => Err(e),
     };
-    let owned = match docker.list_owned(args.run.as_deref()).await {
-        Ok(o) => o,
+    let (owned, docker) = match found {
+        Ok((mut o, d)) => {
+            o.retain(|item| asked(&item.run));
+            (o, Some(d))
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
-            return EXIT_USAGE;
+            // Without Docker, what the ledgers list is still removed.
+            if listed.is_empty() {
+                return EXIT_USAGE;
+            }
+            (Vec::new(), None)
         }
     };
     let mut runs: BTreeMap<String, Vec<Owned>> = BTreeMap::new();
@@ -57,41 +83,80 @@ async fn teardown(args: TeardownArgs) -> u8 {
         }
     }
     chosen.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
-    if chosen.is_empty() {
+    let done = if docker.is_some() { 0 } else { EXIT_USAGE };
+    if chosen.is_empty() && listed.is_empty() {
         crate::stdout::say!("nothing to remove");
-        return 0;
+        return done;
     }
     if args.dry_run {
+        for (_, entry) in &listed {
+            for r in &entry.resources {
+                crate::stdout::say!("would remove {} (run {})", r.describe(), entry.run);
+            }
+        }
         for o in &chosen {
             crate::stdout::say!("would remove {} {} ({})", kind_word(o.kind), o.name, origin(o));
         }
-        return 0;
+        return done;
     }
-    let removed = docker.remove_owned(&chosen).await;
-    for o in &chosen {
-        let gone = match o.kind {
-            ResourceKind::Container => removed.containers.contains(&o.name),
-            ResourceKind::Network => removed.networks.contains(&o.name),
-        };
-        if gone {
-            crate::stdout::say!("removed {} {} ({})", kind_word(o.kind), o.name, origin(o));
+    let mut failed = !remove_listed(&listed).await;
+    if let Some(docker) = docker.filter(|_| !chosen.is_empty()) {
+        let removed = docker.remove_owned(&chosen).await;
+        for o in &chosen {
+            let gone = match o.kind {
+                ResourceKind::Container => removed.containers.contains(&o.name),
+                ResourceKind::Network => removed.networks.contains(&o.name),
+            };
+            if gone {
+                crate::stdout::say!("removed {} {} ({})", kind_word(o.kind), o.name, origin(o));
+            }
+        }
+        for e in &removed.errors {
+            eprintln!("error: {e}");
+        }
+        crate::stdout::say!(
+            "removed {} container{} and {} network{}",
+            removed.containers.len(),
+            if removed.containers.len() == 1 { "" } else { "s" },
+            removed.networks.len(),
+            if removed.networks.len() == 1 { "" } else { "s" },
+        );
+        failed |= !removed.errors.is_empty();
+    }
+    if failed {
+        1
+    } else {
+        done
+    }
+}
+
+/// Removes what the ledgers list, striking each off as it goes; false when
+/// something could not be removed (it stays listed).
+async fn remove_listed(listed: &[(std::path::PathBuf, ledger::Entry)]) -> bool {
+    let mut all = true;
+    for (path, entry) in listed {
+        for r in &entry.resources {
+            let removed = match r {
+                Resource::DynamodbTable { endpoint, table, access } => {
+                    crate::target::dynamodb::DynamoDriver::delete_listed_table(endpoint, table, access).await
+                }
+                Resource::DataDirectory { path: dir, .. } => match std::fs::remove_dir_all(dir) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        Err(anyhow::anyhow!("cannot remove {dir}: {e}"))
+                    }
+                    _ => Ok(String::new()),
+                },
+            };
+            match removed.and_then(|_| ledger::strike(path, r)) {
+                Ok(()) => crate::stdout::say!("removed {} (run {})", r.describe(), entry.run),
+                Err(e) => {
+                    eprintln!("error: run {}: {}: {e:#}", entry.run, r.describe());
+                    all = false;
+                }
+            }
         }
     }
-    for e in &removed.errors {
-        eprintln!("error: {e}");
-    }
-    crate::stdout::say!(
-        "removed {} container{} and {} network{}",
-        removed.containers.len(),
-        if removed.containers.len() == 1 { "" } else { "s" },
-        removed.networks.len(),
-        if removed.networks.len() == 1 { "" } else { "s" },
-    );
-    if removed.errors.is_empty() {
-        0
-    } else {
-        1
-    }
+    all
 }
 
 fn origin(o: &Owned) -> String {

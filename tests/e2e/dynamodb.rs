@@ -531,3 +531,125 @@ gates:
     let errors = plain.results()["errors"].to_string();
     assert!(errors.contains("use https://") && !errors.contains("DispatchFailure"), "{errors}");
 }
+
+/// Starts `faultline run SPEC` with the run ledgers in `state`, waits until
+/// its run.log says `line`, and SIGKILLs it; returns the run directory.
+fn killed_once(
+    spec: &std::path::Path,
+    state: &std::path::Path,
+    out: &std::path::Path,
+    line: &str,
+) -> std::path::PathBuf {
+    let mut child = faultline()
+        .arg("run")
+        .arg(spec)
+        .arg("--out")
+        .arg(out)
+        .env("FAULTLINE_STATE_DIR", state)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let dir = loop {
+        let dir = run_dir(out);
+        let log = dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("run.log")).ok()).unwrap_or_default();
+        if log.contains(line) {
+            break dir.unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "no `{line}` in run.log: {log}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    dir
+}
+
+fn teardown(state: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let out = faultline().arg("teardown").args(args).env("FAULTLINE_STATE_DIR", state).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// A SIGKILLed run's table on an external endpoint is in its run ledger:
+/// `teardown --dry-run` lists it, the next run does not adopt it (it
+/// deletes it and creates it afresh, saying so), and `teardown --run` with
+/// the run directory's name removes it.
+#[test]
+fn a_killed_runs_table_is_listed_never_adopted_and_removed_by_teardown() {
+    let _load = exclusive();
+    let python = python_with_boto3().expect("boto3 comes with moto (scripts/install-deps.sh all)");
+    let (moto, port) = moto_server();
+    let state = tempfile::tempdir().unwrap();
+    let spec = |duration: &str| {
+        format!(
+            r#"name: left
+targets:
+  shim: {{kind: dynamodb, provider: external, uri: "http://127.0.0.1:{port}", ready_timeout: 30s,
+          options: {{table: {{name: left-behind}}}}}}
+workloads:
+  w: {{ops: {{set: 1}}}}
+profiles:
+  p: {{closed: 1x1}}
+timing: {{warmup: 0s, duration: {duration}}}
+scenarios:
+  - {{name: s, target: shim, workload: w, profiles: [p]}}
+gates:
+  ok: errors == 0
+"#
+        )
+    };
+    let tables = || {
+        let out = std::process::Command::new(&python)
+            .args([
+                "-c",
+                "import boto3, sys; print(boto3.client('dynamodb', endpoint_url=sys.argv[1], region_name='us-east-1', \
+                 aws_access_key_id='x', aws_secret_access_key='x').list_tables()['TableNames'])",
+                &format!("http://127.0.0.1:{port}"),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let (_a, long) = spec_file(&spec("120s"));
+    let (_b, short) = spec_file(&spec("1s"));
+    let out = tempfile::tempdir().unwrap();
+
+    let first = killed_once(&long, state.path(), &out.path().join("1"), "created table `left-behind`");
+    let first_id = first.file_name().unwrap().to_string_lossy().into_owned();
+    let (code, listed) = teardown(state.path(), &["--dry-run", "--run", &first_id]);
+    assert_eq!(code, 0, "{listed}");
+    assert!(
+        listed.contains(&format!("would remove dynamodb table `left-behind` at http://127.0.0.1:{port}")),
+        "{listed}"
+    );
+    assert_eq!(tables(), "['left-behind']", "a dry run removes nothing");
+
+    let next = std::process::Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .current_dir(repo())
+        .arg("run")
+        .arg(&short)
+        .arg("--out")
+        .arg(out.path().join("2"))
+        .env("FAULTLINE_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&next.stderr);
+    assert_eq!(next.status.code(), Some(0), "{said}");
+    assert!(said.contains(&format!("deleted table `left-behind`, left by killed run {first_id}")), "{said}");
+    assert!(!said.contains("used as it is"), "{said}");
+    let (_, after) = teardown(state.path(), &["--dry-run", "--run", &first_id]);
+    assert!(after.contains("nothing to remove"), "taken back, so no longer listed: {after}");
+    assert_eq!(tables(), "[]", "the run deleted the table it created");
+
+    let again = killed_once(&long, state.path(), &out.path().join("3"), "created table `left-behind`");
+    let again_id = again.file_name().unwrap().to_string_lossy().into_owned();
+    let (code, removed) = teardown(state.path(), &["--run", &again_id]);
+    let left = tables();
+    drop(moto);
+    assert_eq!(code, 0, "{removed}");
+    assert!(removed.contains("removed dynamodb table `left-behind`"), "{removed}");
+    assert_eq!(left, "[]");
+    assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0, "every ledger is gone");
+}

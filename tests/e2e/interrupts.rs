@@ -148,3 +148,45 @@ fn a_docker_campaign_interrupted_anywhere_leaves_nothing() {
         check_all_gone(&before, marker, &what);
     }
 }
+
+/// SIGINT or SIGTERM however early: the handlers are in place before the run
+/// directory is made, so a signal either ends faultline before it has made
+/// anything, or finds a run directory that gets its results.json.
+#[test]
+fn a_signal_in_the_first_milliseconds_leaves_a_complete_run_directory_or_none() {
+    let _load = exclusive();
+    let (_d, spec) = spec_file(
+        "name: early\ntargets:\n  cache: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\n\
+         profiles:\n  p: {closed: 1x1}\ntiming: {warmup: 0s, duration: 2s}\n\
+         scenarios:\n  - {name: s, target: cache, workload: w, profiles: [p]}\ngates:\n  g: errors == 0\n",
+    );
+    let mut made = 0;
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        for ms in [0u64, 1, 2, 4, 6, 8, 10, 13, 16, 20, 25, 30, 40, 60, 80, 120] {
+            let out = tempfile::tempdir().unwrap();
+            let mut child = faultline()
+                .arg("run")
+                .arg(&spec)
+                .arg("--out")
+                .arg(out.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(ms));
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child.id() as i32, signal) };
+            let status = child.wait().unwrap();
+            if let Some(dir) = run_dir(out.path()) {
+                made += 1;
+                assert!(
+                    dir.join("results.json").is_file(),
+                    "signal {signal} after {ms} ms ({status:?}): {} has no results.json",
+                    dir.display()
+                );
+                assert!(status.code().is_some(), "signal {signal} after {ms} ms: ended by the signal, {status:?}");
+            }
+        }
+    }
+    eprintln!("{made} of 32 early signals found a run directory");
+}

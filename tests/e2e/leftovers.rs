@@ -55,3 +55,103 @@ fn a_run_warns_about_a_killed_runs_paused_container_and_leaves_it() {
     assert_eq!(removed.status.code(), Some(0), "{}", String::from_utf8_lossy(&removed.stderr));
     assert_eq!(docker_snapshot(), before);
 }
+
+/// Starts `faultline run SPEC` (run ledgers in `state`), waits until its
+/// run.log says `line`, and SIGKILLs it; returns the run directory.
+fn killed_when(
+    spec: &std::path::Path,
+    state: &std::path::Path,
+    out: &std::path::Path,
+    line: &str,
+) -> std::path::PathBuf {
+    let mut child = faultline()
+        .arg("run")
+        .arg(spec)
+        .arg("--out")
+        .arg(out)
+        .env("FAULTLINE_STATE_DIR", state)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let dir = loop {
+        let dir = run_dir(out);
+        let log = dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("run.log")).ok()).unwrap_or_default();
+        if log.contains(line) {
+            break dir.unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "no `{line}` in run.log: {log}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    dir
+}
+
+/// `teardown --run` takes the id a user sees, the run directory's name (or
+/// its path), as well as the full label with its hash.
+#[test]
+fn teardown_finds_a_killed_run_by_its_run_directorys_name() {
+    let _load = exclusive();
+    let before = docker_snapshot();
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (_d, spec) = spec_file(
+        "name: by-name\ntargets:\n  kv: {kind: redis, provider: docker, image: faultline/redis:bookworm, ready_timeout: 30s}\n\
+         workloads:\n  w: {ops: {get: 1}}\nprofiles:\n  p: {closed: 1x1}\ntiming: {warmup: 0s, duration: 120s}\n\
+         scenarios:\n  - {name: s, target: kv, workload: w, profiles: [p]}\ngates:\n  g: errors == 0\n",
+    );
+    let dir = killed_when(&spec, state.path(), out.path(), "is up:");
+    let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let label = docker(&["ps", "-a", "--filter", &format!("label=faultline.run={id}"), "--format", "{{.Labels}}"]);
+    assert!(label.is_empty(), "the label is not the bare name, so the name must be matched: {label}");
+
+    let teardown = |args: &[&str]| {
+        let o = faultline().arg("teardown").args(args).env("FAULTLINE_STATE_DIR", state.path()).output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let (code, listed) = teardown(&["--dry-run", "--run", &id]);
+    assert_eq!(code, Some(0), "{listed}");
+    assert!(listed.contains("would remove container fl-") && listed.contains(&format!("run {id}-")), "{listed}");
+    let (_, by_path) = teardown(&["--dry-run", "--run", &dir.display().to_string()]);
+    assert_eq!(by_path, listed, "the run directory's path names the same run");
+    let (_, other) = teardown(&["--dry-run", "--run", &format!("{id}x")]);
+    assert!(!other.contains("would remove container"), "another name matches nothing: {other}");
+    let (code, removed) = teardown(&["--run", &id]);
+    assert_eq!(code, Some(0), "{removed}");
+    assert!(removed.contains("removed container fl-"), "{removed}");
+    assert_eq!(docker_snapshot(), before);
+}
+
+/// A killed run's servers' data directories are in its run ledger:
+/// `teardown` lists and removes them, and then the ledger itself.
+#[test]
+fn teardown_removes_a_killed_runs_data_directories() {
+    let _load = exclusive();
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (_d, spec) = spec_file(
+        "name: data\ntargets:\n  cache: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {set: 1}}\n\
+         profiles:\n  p: {closed: 1x1}\ntiming: {warmup: 0s, duration: 120s}\n\
+         scenarios:\n  - {name: s, target: cache, workload: w, profiles: [p]}\ngates:\n  g: errors == 0\n",
+    );
+    let dir = killed_when(&spec, state.path(), out.path(), "is up:");
+    let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let data = dir.join("targets/cache");
+    assert!(data.is_dir(), "the server's data directory");
+    let teardown = |args: &[&str]| {
+        let o = faultline().arg("teardown").args(args).env("FAULTLINE_STATE_DIR", state.path()).output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let (code, listed) = teardown(&["--dry-run", "--run", &id]);
+    assert_eq!(code, Some(0), "{listed}");
+    assert!(listed.contains(&format!("would remove data directory {} (target cache)", data.display())), "{listed}");
+    assert!(data.is_dir(), "a dry run removes nothing");
+    let (code, removed) = teardown(&["--run", &id]);
+    assert_eq!(code, Some(0), "{removed}");
+    assert!(!data.exists(), "{removed}");
+    assert!(dir.join("run.log").is_file(), "the rest of the run directory stays");
+    assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0, "the ledger is gone");
+}

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod bad_input;
 mod bad_specs;
 mod campaign;
 mod check_cli;

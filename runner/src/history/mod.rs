@@ -241,7 +241,8 @@ pub struct HistoryReader {
 
 impl HistoryReader {
     pub fn open(path: &Path) -> anyhow::Result<HistoryReader> {
-        let file = File::open(path).with_context(|| format!("cannot open history file {}", path.display()))?;
+        let file =
+            crate::input_file::open(path).with_context(|| format!("cannot open history file {}", path.display()))?;
         Ok(HistoryReader { input: BufReader::with_capacity(256 * 1024, file), path: path.to_path_buf() })
     }
 

@@ -29,6 +29,12 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_US, 3).expect("static histogram bounds")
 }
 
+/// The memory one latency histogram takes (its counts), for the spec's
+/// memory check.
+pub fn histogram_bytes() -> u64 {
+    (new_histogram().distinct_values() * std::mem::size_of::<u64>()) as u64
+}
+
 /// Why an op failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorClass {

@@ -145,7 +145,8 @@ impl PluginHost {
 
     /// Loads any faultline plugin and says which world it implements.
     pub fn inspect(&self, path: &Path) -> anyhow::Result<Plugin> {
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let bytes = crate::input_file::read(path, crate::input_file::MAX_PLUGIN_BYTES)
+            .with_context(|| format!("cannot read {}", path.display()))?;
         check_header(&bytes).with_context(|| format!("{} is not a faultline plugin", path.display()))?;
         let component = cache::compile(&self.engine, &bytes)
             .with_context(|| format!("{} is not a valid WebAssembly component", path.display()))?;

@@ -53,20 +53,39 @@ impl DockerTarget {
 pub fn run_id(log_dir: &Path) -> String {
     let run_dir = log_dir.parent().unwrap_or(log_dir);
     let full = std::fs::canonicalize(run_dir).unwrap_or_else(|_| run_dir.to_path_buf());
-    let name: String = run_dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "run".into())
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
-        .collect();
-    // Keep container names readable: the date part is at the end.
-    let name = if name.len() > 48 { name[name.len() - 48..].trim_start_matches('-').to_string() } else { name };
+    let name = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for b in full.to_string_lossy().bytes() {
         hash = (hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
     }
-    format!("{name}-{:06x}", hash & 0xff_ffff)
+    format!("{}-{:06x}", run_id_name(&name), hash & 0xff_ffff)
+}
+
+/// The part of [`run_id`] taken from the run directory's name, so
+/// `teardown --run` finds a run by the name the user sees.
+pub fn run_id_name(dir_name: &str) -> String {
+    let name: String =
+        dir_name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect();
+    // Keep container names readable: the date part is at the end.
+    if name.len() > 48 {
+        name[name.len() - 48..].trim_start_matches('-').to_string()
+    } else {
+        name
+    }
+}
+
+/// Whether the run label `label` (a [`run_id`]) is the run the user named:
+/// the full label, the run directory's name, or its path.
+pub fn run_id_matches(label: &str, asked: &str) -> bool {
+    if label == asked {
+        return true;
+    }
+    let dir_name = Path::new(asked.trim_end_matches('/')).file_name().map(|n| n.to_string_lossy().into_owned());
+    let Some(dir_name) = dir_name else { return false };
+    label
+        .strip_prefix(&run_id_name(&dir_name))
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|hash| hash.len() == 6 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 pub async fn start(

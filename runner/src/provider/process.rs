@@ -220,6 +220,10 @@ pub async fn start(
     };
     let command = fill(spec.command.as_deref().unwrap_or_else(|| driver.default_command()));
     let mut args: Vec<String> = Vec::new();
+    // Listed for `faultline teardown` should this run be killed.
+    let data =
+        crate::ledger::Resource::DataDirectory { target: name.to_string(), path: dirs.work_dir.display().to_string() };
+    crate::ledger::record(data)?;
     std::fs::create_dir_all(dirs.work_dir).with_context(|| format!("cannot create {}", dirs.work_dir.display()))?;
     if !spec.args.iter().any(|a| a.contains("{port}")) {
         args.extend(driver.listen_args(port, dirs.work_dir));

@@ -118,7 +118,7 @@ fn unique_name(used: &mut Vec<String>, stem: &str) -> String {
 
 /// Leaves a file whose bytes are already right untouched (its time too).
 pub fn write_if_changed(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+    if crate::input_file::read(path, crate::input_file::MAX_TEXT_BYTES).is_ok_and(|old| old == bytes) {
         return Ok(());
     }
     std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))

@@ -6,6 +6,7 @@ mod fuzz;
 pub mod limits;
 pub mod locate;
 pub mod matrix;
+mod memory;
 pub mod model;
 pub mod probe;
 pub mod units;
@@ -83,7 +84,7 @@ pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<LoadedSpec, S
     // One byte past the limit is enough to know it is too large; a huge file
     // (or /dev/zero) is never read whole.
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
+    crate::input_file::open(path)
         .and_then(|f| {
             std::io::Read::read_to_end(&mut std::io::Read::take(f, limits::MAX_SPEC_BYTES as u64 + 1), &mut bytes)
         })
@@ -227,6 +228,31 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
             points.push(Arc::new(matrix::Point { values, spec }));
         }
         expanded.points.insert(scenario.name.clone(), points);
+    }
+    // The plan's cell limit, over every matrix point (each point's own
+    // validation counts one): `validate` refuses what `run` would.
+    let mut cells = 0u64;
+    for (i, scenario) in spec.scenarios.iter().enumerate() {
+        let (added, field) = match expanded.points.get(&scenario.name) {
+            Some(points) => (
+                points
+                    .iter()
+                    .map(|p| validate::cells_of(&p.spec, &p.spec.scenarios[i]))
+                    .fold(0u64, u64::saturating_add),
+                format!("scenarios[{i}].matrix"),
+            ),
+            None => (validate::cells_of(&spec, scenario), format!("scenarios[{i}]")),
+        };
+        cells = cells.saturating_add(added);
+        if cells > validate::MAX_CELLS {
+            return Err(located((
+                field,
+                format!(
+                    "the plan would hold more than {} cells (scenarios x matrix points x repeats x profiles x variants): fewer matrix values, repeats or profiles",
+                    validate::MAX_CELLS
+                ),
+            )));
+        }
     }
     Ok(LoadedSpec { spec, resolved_text, matrix: Arc::new(expanded) })
 }

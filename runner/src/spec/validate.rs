@@ -443,6 +443,43 @@ fn validate_timing(at: &str, t: &TimingSpec) -> Result<(), Problem> {
     Ok(())
 }
 
+/// The cells scenario `s` of `spec` adds to the plan at one matrix point:
+/// repeats x profiles x variants, with `--quick`'s repeats if they are more.
+pub fn cells_of(spec: &Spec, s: &ScenarioSpec) -> u64 {
+    let repeats =
+        s.timing.as_ref().and_then(|t| t.repeats).unwrap_or(spec.timing.repeats).max(spec.timing.quick.repeats);
+    (repeats as u64).saturating_mul(s.profiles.len() as u64).saturating_mul(s.variants().len() as u64)
+}
+
+/// Every cell of scenario `s` with profile `p` must fit in this machine's
+/// memory (spec/memory.rs); the profile's shape is where it is refused.
+fn fits_in_memory(
+    spec: &Spec,
+    s: &ScenarioSpec,
+    p: &str,
+    profile: &ProfileSpec,
+    workloads: &[String],
+) -> Result<(), Problem> {
+    let Some(budget) = super::memory::budget() else { return Ok(()) };
+    let field = match profile.load() {
+        Load::Closed(_) => format!("profiles.{p}.closed"),
+        Load::Open(_) => format!("profiles.{p}.open"),
+    };
+    for name in workloads {
+        let workload = &spec.workloads[name];
+        for t in s.target.names() {
+            let need = super::memory::need(profile.load(), workload, spec.targets[&t].kind);
+            if let Some(why) = super::memory::refusal(&need, budget) {
+                return Err((
+                    field,
+                    format!("profile `{p}` ({}) with workload `{name}` in scenario `{}` {why}", profile.load(), s.name),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
     if spec.scenarios.is_empty() {
         return Err(("scenarios".into(), "needs at least one scenario".into()));
@@ -545,14 +582,10 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
                     format!("workload `{w}` runs contention rounds (distribution: rounds), which a closed loop drives: profile `{p}` is an open loop"),
                 ));
             }
+            fits_in_memory(spec, s, p, profile, &workloads)?;
         }
         validate_faults(spec, s, &at)?;
-        // `--quick` runs every scenario with the quick repeats.
-        let repeats =
-            s.timing.as_ref().and_then(|t| t.repeats).unwrap_or(spec.timing.repeats).max(spec.timing.quick.repeats);
-        cells = cells.saturating_add(
-            (repeats as u64).saturating_mul(s.profiles.len() as u64).saturating_mul(s.variants().len() as u64),
-        );
+        cells = cells.saturating_add(cells_of(spec, s));
         if cells > MAX_CELLS {
             return Err((
                 at,

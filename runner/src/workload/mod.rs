@@ -1,7 +1,7 @@
 //! Turns a workload spec into a deterministic stream of ops: the op mix, the
 //! key chosen by the distribution, and the value size, all from the seed.
 
-mod zipf;
+pub mod zipf;
 
 use std::sync::Arc;
 

@@ -32,6 +32,7 @@ use aws_smithy_http_client::tls;
 
 use super::{Connection, IndexSettle, ServerInfo, StoredItem, TargetDriver};
 use crate::history::{parse_header, ValueId};
+use crate::ledger::{DynamoAccess, Resource};
 use crate::spec::OpKind;
 use crate::workload::Workload;
 use ops::{value_of, DynamoClient, Item, Items};
@@ -95,7 +96,8 @@ impl DynamoDriver {
             false => {
                 let mut trust = tls::TrustStore::default();
                 if let Some(path) = &o.ca_file {
-                    let pem = std::fs::read(path).with_context(|| format!("cannot read ca_file {path}"))?;
+                    let pem = crate::input_file::read(Path::new(path), crate::input_file::MAX_TEXT_BYTES)
+                        .with_context(|| format!("cannot read ca_file {path}"))?;
                     trust = trust.with_pem_certificate(pem.as_slice());
                 }
                 aws_smithy_http_client::Builder::new()
@@ -105,6 +107,74 @@ impl DynamoDriver {
             }
         };
         Ok(SdkSettings { region: Region::new(region), credentials, retry, timeouts: timeouts.build(), http })
+    }
+
+    /// This target's table at `endpoint`, as the run ledger lists it.
+    fn ledger_entry(&self, endpoint: &str) -> Resource {
+        let o = &self.options;
+        let credentials = o.credentials.as_ref();
+        Resource::DynamodbTable {
+            endpoint: endpoint.to_string(),
+            table: o.table.name.clone(),
+            access: DynamoAccess {
+                region: o.region.clone(),
+                access_key_id: credentials.map(|c| c.access_key_id.clone()),
+                secret_access_key: credentials.map(|c| c.secret_access_key.clone()),
+                session_token: credentials.and_then(|c| c.session_token.clone()),
+                insecure: o.insecure,
+                ca_file: o.ca_file.clone(),
+            },
+        }
+    }
+
+    /// A table a killed run created (its ledger lists it) is not adopted:
+    /// it holds that run's writes. Deleted, to be created afresh, with a
+    /// note saying so; while that run's faultline is alive, refused.
+    async fn take_back_a_killed_runs_table(
+        &self,
+        client: &Client,
+        resource: &Resource,
+    ) -> anyhow::Result<Option<String>> {
+        let Some((path, entry)) = crate::ledger::claimed_elsewhere(resource) else { return Ok(None) };
+        let name = &self.options.table.name;
+        anyhow::ensure!(
+            !crate::teardown::faultline_alive(entry.pid),
+            "table `{name}` belongs to run {}, whose faultline (pid {}) is still running: give this target another table.name",
+            entry.run,
+            entry.pid
+        );
+        anyhow::ensure!(
+            self.options.table.create,
+            "table `{name}` was left by killed run {} and table.create is false, so faultline would not create it afresh: `faultline teardown --run {}` removes it",
+            entry.run,
+            entry.run
+        );
+        table::delete(client, name).await?;
+        table::wait_gone(client, name, self.options.table.active_timeout.0).await?;
+        crate::ledger::strike(&path, resource)?;
+        Ok(Some(format!(
+            "deleted table `{name}`, left by killed run {} (`faultline teardown` lists such tables)",
+            entry.run
+        )))
+    }
+
+    /// Deletes `endpoint`'s table as a run ledger lists it (`faultline teardown`).
+    pub async fn delete_listed_table(endpoint: &str, table: &str, access: &DynamoAccess) -> anyhow::Result<String> {
+        let options = DynamoOptions {
+            region: access.region.clone(),
+            credentials: match (&access.access_key_id, &access.secret_access_key) {
+                (Some(id), Some(secret)) => Some(options::CredentialsSpec {
+                    access_key_id: id.clone(),
+                    secret_access_key: secret.clone(),
+                    session_token: access.session_token.clone(),
+                }),
+                _ => None,
+            },
+            insecure: access.insecure,
+            ca_file: access.ca_file.clone(),
+            ..DynamoOptions::default()
+        };
+        table::delete(&DynamoDriver::new(options).client(endpoint)?, table).await
     }
 
     /// An SDK client for `endpoint`.
@@ -357,9 +427,30 @@ impl TargetDriver for DynamoDriver {
     async fn prepare(&self, uri: &str, _workload: &Workload) -> anyhow::Result<String> {
         let client = self.client(uri)?;
         let existed = self.created.load(Ordering::SeqCst);
-        let mut done = table::create(&client, &self.options.table).await?;
+        let resource = self.ledger_entry(uri);
+        let taken_back = self.take_back_a_killed_runs_table(&client, &resource).await?;
+        // Written down before it is created, so a SIGKILL in between still
+        // leaves it listed; a kept table is left on purpose, not listed.
+        let own = !existed
+            && !self.options.table.keep
+            && self.options.table.create
+            && crate::ledger::record(resource.clone())?;
+        let mut done = match table::create(&client, &self.options.table).await {
+            Ok(done) => done,
+            Err(e) => {
+                if own {
+                    crate::ledger::forget(&resource);
+                }
+                return Err(e);
+            }
+        };
         if !existed && done.starts_with("created") {
             self.created.store(true, Ordering::SeqCst);
+        } else if own {
+            crate::ledger::forget(&resource);
+        }
+        if let Some(note) = taken_back {
+            done = format!("{note}; {done}");
         }
         if self.options.table.stream {
             let cursor = self.stream_cursor(uri);
@@ -383,7 +474,9 @@ impl TargetDriver for DynamoDriver {
         if self.options.table.keep || !self.created.load(Ordering::SeqCst) {
             return Ok(String::new());
         }
-        table::delete(&self.client(uri)?, &self.options.table.name).await
+        let done = table::delete(&self.client(uri)?, &self.options.table.name).await?;
+        crate::ledger::forget(&self.ledger_entry(uri));
+        Ok(done)
     }
 
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection> {

@@ -158,6 +158,20 @@ pub async fn stream_arn(client: &Client, name: &str) -> anyhow::Result<String> {
     }
 }
 
+/// Waits until a deleted table is gone, so it can be created again.
+pub async fn wait_gone(client: &Client, name: &str, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while status(client, name).await?.is_some() {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "table `{name}` was still there {} after DeleteTable",
+            crate::spec::units::format_duration(timeout)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
 /// Deletes the table; says what it did.
 pub async fn delete(client: &Client, name: &str) -> anyhow::Result<String> {
     match client.delete_table().table_name(name).send().await {

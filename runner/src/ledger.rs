@@ -1,0 +1,207 @@
+//! What a run creates that carries no faultline label (containers and
+//! networks have theirs): the DynamoDB tables it creates, its servers' data
+//! directories. Each is written down before it is created, in a file per
+//! run in the state directory, and struck off when the run removes it; a
+//! run that ends its own way deletes its file. What a SIGKILLed run leaves
+//! is in its file, for `faultline teardown` to list and remove, and for a
+//! later run to recognise rather than adopt.
+//!
+//! The file holds what removing a table takes, its credentials included,
+//! so it is readable by its owner only (mode 0600), as ~/.aws/credentials.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+/// A resource a run created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Resource {
+    DynamodbTable {
+        endpoint: String,
+        table: String,
+        /// How to reach the endpoint again (region, credentials, TLS).
+        access: DynamoAccess,
+    },
+    DataDirectory {
+        target: String,
+        path: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DynamoAccess {
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub session_token: Option<String>,
+    pub insecure: bool,
+    pub ca_file: Option<String>,
+}
+
+impl Resource {
+    /// The same thing, however it is reached.
+    fn same(&self, other: &Resource) -> bool {
+        match (self, other) {
+            (
+                Resource::DynamodbTable { endpoint: e1, table: t1, .. },
+                Resource::DynamodbTable { endpoint: e2, table: t2, .. },
+            ) => e1 == e2 && t1 == t2,
+            (Resource::DataDirectory { path: p1, .. }, Resource::DataDirectory { path: p2, .. }) => p1 == p2,
+            _ => false,
+        }
+    }
+
+    /// `dynamodb table `t` at http://…`, for teardown's lines.
+    pub fn describe(&self) -> String {
+        match self {
+            Resource::DynamodbTable { endpoint, table, .. } => format!("dynamodb table `{table}` at {endpoint}"),
+            Resource::DataDirectory { target, path } => format!("data directory {path} (target {target})"),
+        }
+    }
+}
+
+/// One run's file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Entry {
+    /// The run's id, as its containers' `faultline.run` label.
+    pub run: String,
+    pub run_dir: String,
+    /// The faultline process that ran it.
+    pub pid: u32,
+    pub resources: Vec<Resource>,
+}
+
+/// The directory the files are in: $FAULTLINE_STATE_DIR, else
+/// $XDG_STATE_HOME/faultline/runs, else ~/.local/state/faultline/runs.
+pub fn dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("FAULTLINE_STATE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir);
+    state.join("faultline/runs")
+}
+
+/// This process's run: its file and what is in it.
+static CURRENT: OnceLock<Mutex<Option<(PathBuf, Entry)>>> = OnceLock::new();
+
+fn current() -> std::sync::MutexGuard<'static, Option<(PathBuf, Entry)>> {
+    CURRENT.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts this run's file (empty until something is recorded).
+pub fn open(run: &str, run_dir: &Path) {
+    let entry = Entry {
+        run: run.to_string(),
+        run_dir: std::path::absolute(run_dir).unwrap_or_else(|_| run_dir.to_path_buf()).display().to_string(),
+        pid: std::process::id(),
+        resources: Vec::new(),
+    };
+    *current() = Some((dir().join(format!("{run}.json")), entry));
+}
+
+/// Writes `resource` down before it is created; true when it was not
+/// listed yet. Without an open run (a unit test), nothing is recorded.
+pub fn record(resource: Resource) -> anyhow::Result<bool> {
+    let mut guard = current();
+    let Some((path, entry)) = guard.as_mut() else { return Ok(false) };
+    if entry.resources.iter().any(|r| r.same(&resource)) {
+        return Ok(false);
+    }
+    entry.resources.push(resource);
+    write(path, entry)?;
+    Ok(true)
+}
+
+/// Strikes `resource` off this run's file: removed, or not created after all.
+pub fn forget(resource: &Resource) {
+    let mut guard = current();
+    let Some((path, entry)) = guard.as_mut() else { return };
+    entry.resources.retain(|r| !r.same(resource));
+    if let Err(e) = write(path, entry) {
+        eprintln!("warning: {e:#}");
+    }
+}
+
+/// The run ended its own way: its data directories stay with its run
+/// directory; a table still listed is one it could not delete, kept for
+/// teardown.
+pub fn close() {
+    if let Some((path, mut entry)) = current().take() {
+        entry.resources.retain(|r| matches!(r, Resource::DynamodbTable { .. }));
+        if let Err(e) = write(&path, &entry) {
+            eprintln!("warning: {e:#}");
+        }
+    }
+}
+
+fn write(path: &Path, entry: &Entry) -> anyhow::Result<()> {
+    if entry.resources.is_empty() {
+        return match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("cannot remove the run ledger {}", path.display()))
+            }
+            _ => Ok(()),
+        };
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the run ledger directory {}", dir.display()))?;
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_string_pretty(entry)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("cannot write the run ledger {}", tmp.display()))?;
+    file.write_all(text.as_bytes()).and_then(|()| file.sync_all())?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", tmp.display()))
+}
+
+/// Every run's file, with where it is; unreadable files are skipped with a
+/// warning.
+pub fn entries() -> Vec<(PathBuf, Entry)> {
+    let Ok(listing) = std::fs::read_dir(dir()) else { return Vec::new() };
+    let mut out = Vec::new();
+    for path in listing.filter_map(|e| e.ok().map(|e| e.path())) {
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let read = crate::input_file::read(&path, 16 << 20)
+            .map_err(anyhow::Error::from)
+            .and_then(|bytes| Ok(serde_json::from_slice::<Entry>(&bytes)?));
+        match read {
+            Ok(entry) => out.push((path, entry)),
+            Err(e) => eprintln!("warning: skipping the run ledger {}: {e:#}", path.display()),
+        }
+    }
+    out.sort_by(|a, b| a.1.run.cmp(&b.1.run));
+    out
+}
+
+/// Strikes `resource` off another run's file (teardown removed it, or a
+/// later run took the table back); the file goes when it is empty.
+pub fn strike(path: &Path, resource: &Resource) -> anyhow::Result<()> {
+    let bytes = crate::input_file::read(path, 16 << 20)?;
+    let mut entry: Entry = serde_json::from_slice(&bytes)?;
+    entry.resources.retain(|r| !r.same(resource));
+    write(path, &entry)
+}
+
+/// Another run that listed `resource`: its file and entry.
+pub fn claimed_elsewhere(resource: &Resource) -> Option<(PathBuf, Entry)> {
+    let own = current().as_ref().map(|(p, _)| p.clone());
+    entries()
+        .into_iter()
+        .find(|(path, entry)| Some(path) != own.as_ref() && entry.resources.iter().any(|r| r.same(resource)))
+}

@@ -1,0 +1,157 @@
+//! What a cell's load asks of faultline's own memory, reckoned from the spec
+//! before anything runs: every client holds a latency histogram per op kind
+//! and its connection's buffers, every op in flight holds its request and
+//! value, and a zipfian key space its table. A spec whose load would not
+//! fit is refused where it asks for it, rather than aborting mid-run on a
+//! failed allocation with nothing written.
+
+use super::model::{KeyDistribution, Load, TargetKind, ValueSizeSpec, WorkloadSpec};
+
+/// What one client connection costs besides its histograms, measured at the
+/// cell's peak (RSS over 1000 clients, docs/spec.md): the Redis lane's
+/// read and write buffers and task; a request client (SDK, driver) and its
+/// task.
+const PIPELINED_CONNECTION_BYTES: u64 = 96 << 10;
+const REQUEST_CONNECTION_BYTES: u64 = 64 << 10;
+/// What one op in flight costs besides its value (its request, its place
+/// in the lane's books, its future).
+const SLOT_BYTES: u64 = 512;
+/// A zipfian key space's alias table: 12 bytes a key, for at most 2^20 keys.
+const ZIPF_TABLE_BYTES_PER_KEY: u64 = 12;
+
+/// The share of the machine's memory a cell's load may take: the rest is
+/// for the server under test, the checkers and everything else.
+const MACHINE_SHARE_DIVISOR: u64 = 2;
+
+/// The estimate, in parts a message can name.
+pub struct Need {
+    pub connections: u64,
+    pub per_connection: u64,
+    pub slots: u64,
+    pub per_slot: u64,
+    pub key_space: u64,
+}
+
+impl Need {
+    pub fn total(&self) -> u64 {
+        self.connections
+            .saturating_mul(self.per_connection)
+            .saturating_add(self.slots.saturating_mul(self.per_slot))
+            .saturating_add(self.key_space)
+    }
+}
+
+/// What `load` of `workload` against a `kind` target needs.
+pub fn need(load: Load<'_>, workload: &WorkloadSpec, kind: TargetKind) -> Need {
+    let (connections, in_flight) = match load {
+        Load::Closed(s) => (u64::from(s.clients), u64::from(s.in_flight)),
+        Load::Open(o) => (u64::from(o.connections), u64::from(o.in_flight)),
+    };
+    // One histogram per op kind, and one for the schedule's lag in an open loop.
+    let histograms = workload.ops.len().max(1) as u64 + u64::from(matches!(load, Load::Open(_)));
+    let connection = match kind {
+        TargetKind::Redis => PIPELINED_CONNECTION_BYTES,
+        TargetKind::Mongodb | TargetKind::Dynamodb => REQUEST_CONNECTION_BYTES,
+    };
+    let value = match &workload.value_size {
+        ValueSizeSpec::Fixed(s) => s.0,
+        ValueSizeSpec::Range { max, .. } => max.0,
+    };
+    let key_space = match workload.keys.distribution {
+        KeyDistribution::Zipfian => {
+            workload.keys.count.min(crate::workload::zipf::TABLE_MAX_KEYS) * ZIPF_TABLE_BYTES_PER_KEY
+        }
+        _ => 0,
+    };
+    Need {
+        connections,
+        per_connection: histograms * crate::metrics::histogram_bytes() + connection,
+        slots: connections.saturating_mul(in_flight),
+        per_slot: SLOT_BYTES.saturating_add(value),
+        key_space,
+    }
+}
+
+/// The most a cell's load may need on this machine, None when its memory
+/// is not known (then nothing is refused).
+pub fn budget() -> Option<u64> {
+    machine_memory().map(|total| total / MACHINE_SHARE_DIVISOR)
+}
+
+/// MemTotal, from /proc/meminfo.
+fn machine_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 =
+        text.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Why `need` does not fit in `budget`, or None when it does.
+pub fn refusal(need: &Need, budget: u64) -> Option<String> {
+    if need.total() <= budget {
+        return None;
+    }
+    let mut parts = vec![format!(
+        "{} connection{} x {} (latency histograms and buffers)",
+        need.connections,
+        if need.connections == 1 { "" } else { "s" },
+        bytes_text(need.per_connection)
+    )];
+    parts.push(format!(
+        "{} ops in flight x {} (each holds its request and value)",
+        need.slots,
+        bytes_text(need.per_slot)
+    ));
+    if need.key_space > 0 {
+        parts.push(format!("{} for the zipfian key table", bytes_text(need.key_space)));
+    }
+    Some(format!(
+        "would need about {} of faultline's memory ({}), more than the {} a cell's load may take here (half of this machine's {}): fewer clients or ops in flight, or smaller values",
+        bytes_text(need.total()),
+        parts.join(" + "),
+        bytes_text(budget),
+        bytes_text(budget * MACHINE_SHARE_DIVISOR)
+    ))
+}
+
+/// `1.5 GiB`, `96.0 KiB`, `512 B`.
+fn bytes_text(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::model::ClosedShape;
+
+    fn workload(yaml: &str) -> WorkloadSpec {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_load_is_refused_with_what_it_would_need() {
+        let w = workload("{ops: {get: 1, set: 1}, value_size: 1KiB}");
+        let huge = need(Load::Closed(ClosedShape { clients: 10_000, in_flight: 10_000 }), &w, TargetKind::Redis);
+        assert_eq!(huge.slots, 100_000_000);
+        assert_eq!(huge.per_slot, 512 + 1024);
+        let message = refusal(&huge, 8 << 30).expect("100 million slots of 1.5 KiB do not fit in 8 GiB");
+        assert!(
+            message.contains("100000000 ops in flight x 1.5 KiB") && message.contains("10000 connections"),
+            "{message}"
+        );
+        assert!(message.contains("half of this machine's 16.0 GiB"), "{message}");
+        let small = need(Load::Closed(ClosedShape { clients: 3, in_flight: 32 }), &w, TargetKind::Redis);
+        assert_eq!(refusal(&small, 8 << 30), None);
+        assert_eq!(bytes_text(512), "512 B");
+    }
+}
