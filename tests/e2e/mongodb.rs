@@ -404,10 +404,10 @@ fn a_fault_the_server_refuses_shows_the_servers_reason_on_the_console() {
     let (_d, path) = spec_file(&spec);
     let run = run(&path, &[]);
     let reason = "stepdown period must be longer than secondaryCatchUpPeriodSecs";
-    let line = format!("fault `down` (stepdown on db) failed: replSetStepDown: BadValue (2): {reason}");
+    let line = format!("fault `down` (stepdown on db) failed: `db`: replSetStepDown: BadValue (2): {reason}");
     assert!(run.stderr().contains(&line), "{}", run.stderr());
     let error = run.results()["cells"][0]["faults"][0]["error"].as_str().unwrap().to_string();
-    assert_eq!(error, format!("replSetStepDown: BadValue (2): {reason}"));
+    assert_eq!(error, format!("`db`: replSetStepDown: BadValue (2): {reason}"));
     // The gate on it is unmeasured, with the reason already said above it.
     assert_eq!(run.code(), 2, "{}", run.stderr());
 }
