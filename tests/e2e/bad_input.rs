@@ -57,7 +57,7 @@ fn validate_refuses_the_plan_run_refuses_with_the_same_words() {
     assert_eq!(run.code(), 3, "{}", run.stderr());
     assert!(said.contains("more than 10000 cells"), "{said}");
     assert_eq!(said, run.stderr(), "validate and run give the same error");
-    // Past the limit only with --only's scenario missing: the plan's own error, from both.
+    // Within every limit, validate counts the cells of the plan run would build.
     let (_d, spec) = spec_file(
         "name: x\ntargets:\n  t: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\n\
          profiles:\n  p: {closed: 1x1}\nscenarios:\n  - {name: s, target: t, workload: w, profiles: [p]}\n",

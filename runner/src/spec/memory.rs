@@ -1,21 +1,33 @@
 //! What a cell's load asks of faultline's own memory, reckoned from the spec
 //! before anything runs: every client holds a latency histogram per op kind
-//! and its connection's buffers, every op in flight holds its request and
-//! value, and a zipfian key space its table. A spec whose load would not
+//! and its client (buffers, a driver's pool), every op in flight holds its
+//! request and value (and, for MongoDB and DynamoDB, a pooled connection),
+//! and a zipfian key space its table. A spec whose load would not
 //! fit is refused where it asks for it, rather than aborting mid-run on a
 //! failed allocation with nothing written.
 
 use super::model::{KeyDistribution, Load, TargetKind, ValueSizeSpec, WorkloadSpec};
 
-/// What one client connection costs besides its histograms, measured at the
-/// cell's peak (RSS over 1000 clients, docs/spec.md): the Redis lane's
-/// read and write buffers and task; a request client (SDK, driver) and its
-/// task.
-const PIPELINED_CONNECTION_BYTES: u64 = 96 << 10;
-const REQUEST_CONNECTION_BYTES: u64 = 64 << 10;
-/// What one op in flight costs besides its value (its request, its place
-/// in the lane's books, its future).
-const SLOT_BYTES: u64 = 512;
+/// What a target kind's client costs, measured as peak RSS over many
+/// clients (x1) and many ops in flight (docs/spec.md#memory).
+struct KindCost {
+    /// One client connection besides its histograms: the Redis lane's
+    /// buffers and task; a MongoDB client with its pool and monitor; a
+    /// DynamoDB SDK client.
+    connection: u64,
+    /// One op in flight besides its value: its request and place in the
+    /// books; a MongoDB or DynamoDB op also holds a pooled connection of
+    /// its own while it is out.
+    slot: u64,
+}
+
+fn cost(kind: TargetKind) -> KindCost {
+    match kind {
+        TargetKind::Redis => KindCost { connection: 32 << 10, slot: 256 },
+        TargetKind::Mongodb => KindCost { connection: 2 << 20, slot: 64 << 10 },
+        TargetKind::Dynamodb => KindCost { connection: 64 << 10, slot: 8 << 10 },
+    }
+}
 /// A zipfian key space's alias table: 12 bytes a key, for at most 2^20 keys.
 const ZIPF_TABLE_BYTES_PER_KEY: u64 = 12;
 
@@ -49,10 +61,7 @@ pub fn need(load: Load<'_>, workload: &WorkloadSpec, kind: TargetKind) -> Need {
     };
     // One histogram per op kind, and one for the schedule's lag in an open loop.
     let histograms = workload.ops.len().max(1) as u64 + u64::from(matches!(load, Load::Open(_)));
-    let connection = match kind {
-        TargetKind::Redis => PIPELINED_CONNECTION_BYTES,
-        TargetKind::Mongodb | TargetKind::Dynamodb => REQUEST_CONNECTION_BYTES,
-    };
+    let cost = cost(kind);
     let value = match &workload.value_size {
         ValueSizeSpec::Fixed(s) => s.0,
         ValueSizeSpec::Range { max, .. } => max.0,
@@ -65,9 +74,9 @@ pub fn need(load: Load<'_>, workload: &WorkloadSpec, kind: TargetKind) -> Need {
     };
     Need {
         connections,
-        per_connection: histograms * crate::metrics::histogram_bytes() + connection,
+        per_connection: histograms * crate::metrics::histogram_bytes() + cost.connection,
         slots: connections.saturating_mul(in_flight),
-        per_slot: SLOT_BYTES.saturating_add(value),
+        per_slot: cost.slot.saturating_add(value),
         key_space,
     }
 }
@@ -92,7 +101,7 @@ pub fn refusal(need: &Need, budget: u64) -> Option<String> {
         return None;
     }
     let mut parts = vec![format!(
-        "{} connection{} x {} (latency histograms and buffers)",
+        "{} connection{} x {} (latency histograms and the client)",
         need.connections,
         if need.connections == 1 { "" } else { "s" },
         bytes_text(need.per_connection)
@@ -140,18 +149,21 @@ mod tests {
 
     #[test]
     fn a_load_is_refused_with_what_it_would_need() {
-        let w = workload("{ops: {get: 1, set: 1}, value_size: 1KiB}");
+        let w = workload("{ops: {get: 1, set: 1}, value_size: 768B}");
         let huge = need(Load::Closed(ClosedShape { clients: 10_000, in_flight: 10_000 }), &w, TargetKind::Redis);
         assert_eq!(huge.slots, 100_000_000);
-        assert_eq!(huge.per_slot, 512 + 1024);
-        let message = refusal(&huge, 8 << 30).expect("100 million slots of 1.5 KiB do not fit in 8 GiB");
+        assert_eq!(huge.per_slot, 256 + 768);
+        let message = refusal(&huge, 8 << 30).expect("100 million slots of 1 KiB do not fit in 8 GiB");
         assert!(
-            message.contains("100000000 ops in flight x 1.5 KiB") && message.contains("10000 connections"),
+            message.contains("100000000 ops in flight x 1.0 KiB") && message.contains("10000 connections"),
             "{message}"
         );
         assert!(message.contains("half of this machine's 16.0 GiB"), "{message}");
         let small = need(Load::Closed(ClosedShape { clients: 3, in_flight: 32 }), &w, TargetKind::Redis);
         assert_eq!(refusal(&small, 8 << 30), None);
+        // A MongoDB client is a pool of its own: 5000 of them do not fit in 8 GiB.
+        let clients = need(Load::Closed(ClosedShape { clients: 5000, in_flight: 1 }), &w, TargetKind::Mongodb);
+        assert!(refusal(&clients, 8 << 30).is_some());
         assert_eq!(bytes_text(512), "512 B");
     }
 }
