@@ -49,6 +49,15 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     }
+    // Checked like `report --into` checks its file, before anything runs:
+    // a campaign must not end on a file it may not write.
+    let junit = match args.junit.as_deref().map(report::section::Destination::open).transpose() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: --junit: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
     if args.dry_run {
         crate::stdout::print(&plan.describe(&loaded.spec));
         return 0;
@@ -64,7 +73,7 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    match execute(&args, &loaded, &plan, template.as_deref(), &plugins) {
+    match execute(&args, &loaded, &plan, template.as_deref(), &plugins, junit.as_ref()) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -109,6 +118,7 @@ fn execute(
     plan: &plan::Plan,
     template: Option<&Path>,
     plugins: &SpecPlugins,
+    junit: Option<&report::section::Destination>,
 ) -> anyhow::Result<u8> {
     let spec = &loaded.spec;
     let started = now_text();
@@ -209,10 +219,10 @@ fn execute(
         Ok(path) => crate::stdout::say!("report:  {}", path.display()),
         Err(e) => eprintln!("error: no report: {e:#}"),
     }
-    if let Some(path) = &args.junit {
-        match std::fs::write(path, report::junit::render(&results)) {
-            Ok(()) => crate::stdout::say!("junit:   {}", path.display()),
-            Err(e) => eprintln!("error: cannot write the JUnit file {}: {e}", path.display()),
+    if let Some(file) = junit {
+        match file.replace(&report::junit::render(&results)) {
+            Ok(_) => crate::stdout::say!("junit:   {}", file.path.display()),
+            Err(e) => eprintln!("error: cannot write the JUnit file {}: {e:#}", file.path.display()),
         }
     }
     if let Err(e) = report::step_summary::append_if_asked(&results, &report_path) {

@@ -231,3 +231,74 @@ fn report_into_rewrites_only_its_section_and_is_idempotent() {
     let leftovers: Vec<_> = std::fs::read_dir(docs.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(leftovers.len(), 2, "no temporary files left: {leftovers:?}");
 }
+
+/// A matrix of two fsync modes (two servers of one target), a crash in each
+/// and an informational gate, as a section under a `###` heading of a
+/// document that also shows the markers in a code fence.
+const NESTED: &str = r#"name: nested-e2e
+targets:
+  cache: {kind: redis, provider: process, args: ["--save", "", "--appendonly", "yes", "--appendfsync", "{fsync}"]}
+workloads:
+  w: {ops: {set: 1}, keys: {count: 100000}, value_size: 64B}
+profiles:
+  p: {closed: 2x4}
+timing: {warmup: 0s, duration: 1s, deadline: 2s}
+scenarios:
+  - name: crash
+    target: cache
+    workload: w
+    profiles: [p]
+    matrix: {fsync: [always, everysec]}
+    faults: [{name: crash, at: 500ms, action: restart, target: cache}]
+checkers: [lost-acknowledged-write]
+gates:
+  nothing-lost: lost_acked_writes == 0
+  for-context: {expr: errors == 0, informational: true}
+"#;
+
+#[test]
+fn report_into_nests_under_the_host_heading_and_leaves_fenced_markers_alone() {
+    let _load = exclusive();
+    let (_d, spec) = spec_file(NESTED);
+    let r = run(&spec, &[]);
+    let dir = r.dir.clone().expect("a run directory");
+    assert!(r.report().contains("## Crash recovery"), "{}", r.report());
+    let docs = tempfile::tempdir().unwrap();
+    let bench = docs.path().join("BENCHMARK.md");
+    let example = "```md\n<!-- faultline:begin kv -->\n<!-- faultline:end kv -->\n```\n";
+    let before = format!(
+        "# Bench\n\nMark a section like this:\n\n{example}\n## Results\n\n### Durability\n\n<!-- faultline:begin kv -->\nold\n<!-- faultline:end kv -->\n\n## Appendix\n"
+    );
+    std::fs::write(&bench, &before).unwrap();
+    let o = faultline().arg("report").arg(&dir).arg("--into").arg(&bench).arg("--section").arg("kv").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let after = std::fs::read_to_string(&bench).unwrap();
+    assert!(after.contains(example), "the fenced example stays: {after}");
+    assert!(!after.contains("\nold\n") && after.ends_with("<!-- faultline:end kv -->\n\n## Appendix\n"), "{after}");
+    let section = &after[after.find("### Durability").unwrap()..];
+    assert!(section.contains("\n#### nested-e2e") || section.contains("\n#### faultline: nested-e2e"), "{section}");
+    assert!(section.contains("\n##### Crash recovery\n"), "{section}");
+    assert!(!section.contains("\n## Crash") && !section.contains("\n### "), "{section}");
+    assert!(section.contains("(information only)"), "{section}");
+    let host = section.lines().find(|l| l.starts_with("Host: ")).unwrap();
+    assert_eq!(host.matches("`cache`").count(), 1, "each server once: {host}");
+}
+
+#[test]
+fn junit_refuses_a_file_it_may_not_write_before_anything_runs() {
+    let (_d, spec) = spec_file(SPEC);
+    let out = tempfile::tempdir().unwrap();
+    let junit = out.path().join("junit.xml");
+    std::fs::write(&junit, "kept").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&junit, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let runs = out.path().join("runs");
+    let o = faultline().arg("run").arg(&spec).arg("--junit").arg(&junit).arg("--out").arg(&runs).output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--junit") && text(&o.stderr).contains("is not writable"), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&junit).unwrap(), "kept");
+    assert!(!runs.exists(), "nothing ran");
+    let o = faultline().arg("run").arg(&spec).arg("--junit").arg(out.path()).arg("--out").arg(&runs).output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("is not a file"), "{}", text(&o.stderr));
+}

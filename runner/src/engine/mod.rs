@@ -301,7 +301,7 @@ impl Engine<'_> {
         let mut tasks = Vec::new();
         let with_faults = !self.scenario(cell).faults.is_empty();
         let keep_windows = with_faults && self.gates_use_windows(cell);
-        let timelines = Arc::new(SharedTimelines::default());
+        let timelines = Arc::new(SharedTimelines::new(crate::metrics::timeline_step(t.duration)));
         // Several clients in contention rounds: one gate holds them together.
         let mut round_seats = match workload.is_rounds() && connections > 1 {
             true => rounds::RoundGate::seats(connections as usize).into_iter().map(Some).collect(),
@@ -371,13 +371,18 @@ impl Engine<'_> {
                 }),
             });
         }
-        let watcher = self.progress.watch_cell(position, cell.label(), live, t0, t.warmup, t.duration, remaining_after);
+        let rounds = workload.is_rounds().then(|| progress::Rounds {
+            asked: workload.key_count(),
+            writers: u64::from(connections) * u64::from(in_flight),
+        });
+        let watcher =
+            self.progress.watch_cell(position, cell.label(), live, t0, t.warmup, t.duration, remaining_after, rounds);
         // Faults run beside the load, on the measured window's clock; the
         // schedule heals what is still in force when the window ends, or as
         // soon as the load has ended early (a failed shape plugin): a cell
         // whose load is gone does not sit out its window.
         let load_ended = self.cancel.child_token();
-        let faults = &self.scenario(cell).faults;
+        let faults = &t.scaled_faults(&self.scenario(cell).faults);
         let schedule = async {
             match faults.is_empty() {
                 true => Vec::new(),
