@@ -55,9 +55,31 @@ pub struct CellTiming {
     pub deadline: Duration,
     pub hang_after: Duration,
     pub over_deadline_after: Duration,
+    /// What the scenario's fault times (`at`, `heal_after`) are multiplied
+    /// by: 1, unless `--quick`'s window would leave a fault out (its `at`
+    /// at or past the quick window's end); then the quick window over the
+    /// scenario's own, so every fault keeps its place in the window.
+    pub fault_scale: f64,
 }
 
 impl CellTiming {
+    /// A scenario's faults as this cell schedules them (see `fault_scale`).
+    pub fn scaled_faults(&self, faults: &[crate::spec::FaultSpec]) -> Vec<crate::spec::FaultSpec> {
+        let scale = |d: Duration| Duration::from_secs_f64(d.as_secs_f64() * self.fault_scale);
+        faults
+            .iter()
+            .map(|f| {
+                let mut f = f.clone();
+                f.at.0 = scale(f.at.0);
+                f.heal_after = f.heal_after.map(|mut d| {
+                    d.0 = scale(d.0);
+                    d
+                });
+                f
+            })
+            .collect()
+    }
+
     /// Warm-up and measured window together. Spec durations are at most a
     /// year each, but the sums still saturate rather than trust that.
     pub fn load_time(&self) -> Duration {
@@ -133,6 +155,7 @@ pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String>
             let scenario = point.as_ref().map_or(campaign_scenario, |p| &p.spec.scenarios[index]);
             let base = &spec.timing;
             let over = scenario.timing.clone().unwrap_or_default();
+            let full_duration = over.duration.unwrap_or(base.duration).0;
             let (warmup, duration, repeats) = if options.quick {
                 (base.quick.warmup.0, base.quick.duration.0, base.quick.repeats)
             } else {
@@ -148,6 +171,10 @@ pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String>
                 deadline: over.deadline.unwrap_or(base.deadline).0,
                 hang_after: base.hang_after.0,
                 over_deadline_after: base.over_deadline_after.0,
+                fault_scale: match scenario.faults.iter().any(|f| f.at.0 >= duration) {
+                    true => duration.as_secs_f64() / full_duration.as_secs_f64().max(1e-9),
+                    false => 1.0,
+                },
             };
             let variants = scenario.variants();
             for repeat in 1..=repeats {
@@ -329,6 +356,34 @@ mod tests {
         let described = plan.describe(&loaded.spec);
         assert!(described.contains("b[fsync=always]@s"), "{described}");
         assert!(described.contains("redis-server --appendfsync everysec"), "{described}");
+    }
+
+    #[test]
+    fn quick_moves_a_fault_it_would_leave_out_to_its_place_in_the_window() {
+        let yaml = "name: q\ntargets:\n  t: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\n\
+                    profiles:\n  p: {closed: 1x1}\ntiming: {duration: 8s}\nscenarios:\n\
+                    \x20 - {name: late, target: t, workload: w, profiles: [p],\n\
+                    \x20    faults: [{name: f, at: 2s, action: pause, target: t, heal_after: 2s}, {name: g, at: 7s, action: kill, target: t}]}\n\
+                    \x20 - {name: early, target: t, workload: w, profiles: [p],\n\
+                    \x20    faults: [{name: f, at: 1s, action: pause, target: t, heal_after: 4s}]}\n";
+        let loaded = spec(yaml);
+        let full = build(&loaded, &PlanOptions { quick: false, only: vec![] }).unwrap();
+        let quick = build(&loaded, &PlanOptions { quick: true, only: vec![] }).unwrap();
+        let faults = |plan: &Plan, i: usize| {
+            let cell = &plan.cells[i];
+            let scenario = loaded.spec.scenarios.iter().find(|s| s.name == cell.scenario).unwrap();
+            cell.timing
+                .scaled_faults(&scenario.faults)
+                .iter()
+                .map(|f| (f.at.0, f.heal_after.map(|d| d.0)))
+                .collect::<Vec<_>>()
+        };
+        let s = Duration::from_millis;
+        assert_eq!(faults(&full, 0), [(s(2000), Some(s(2000))), (s(7000), None)]);
+        // The quick window is 2 s: 2 s and 7 s of 8 s are at 0.5 s and 1.75 s of it.
+        assert_eq!(faults(&quick, 0), [(s(500), Some(s(500))), (s(1750), None)]);
+        // Inside the quick window already: as written.
+        assert_eq!(faults(&quick, 1), [(s(1000), Some(s(4000)))]);
     }
 
     #[test]

@@ -226,6 +226,7 @@ pub fn render(
             verdict_reasons => results.verdict_reasons,
             gates => Value::from_serialize(&results.gates),
             targets => Value::from_serialize(&results.targets),
+            servers => Value::from_serialize(servers(&results.targets)),
             cells => Value::from_serialize(&results.cells),
             tables => Value::from_serialize(tables(results)),
             comparisons => Value::from_serialize(&results.comparisons),
@@ -239,6 +240,27 @@ pub fn render(
             provenance => crate::provenance::markdown(results),
         })
         .with_context(|| format!("report template {name} failed to render"))
+}
+
+/// Each server the run drove, once, with the targets that ran it: a
+/// matrix starts a target once per point, and a line naming the same
+/// server for each would say one thing fifteen times.
+#[derive(Serialize)]
+struct ServerTargets<'r> {
+    server: &'r str,
+    targets: Vec<&'r str>,
+}
+
+fn servers(targets: &[crate::results::TargetInfo]) -> Vec<ServerTargets<'_>> {
+    let mut out: Vec<ServerTargets> = Vec::new();
+    for t in targets {
+        match out.iter_mut().find(|s| s.server == t.server) {
+            Some(s) if s.targets.contains(&t.name.as_str()) => {}
+            Some(s) => s.targets.push(&t.name),
+            None => out.push(ServerTargets { server: &t.server, targets: vec![&t.name] }),
+        }
+    }
+    out
 }
 
 /// report.md and its charts (in `charts/`) in a run directory.
@@ -327,8 +349,7 @@ mod tests {
     /// description, is valid Markdown: each table parses as one, with as
     /// many cells in each row as in its header, and each bullet is its own
     /// list item.
-    #[test]
-    fn every_shipped_spec_renders_valid_markdown() {
+    fn shipped_specs() -> Vec<PathBuf> {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
         // specs/ also holds the specs' templates/.
         let mut specs: Vec<_> = std::fs::read_dir(&dir)
@@ -338,7 +359,12 @@ mod tests {
             .collect();
         specs.sort();
         assert!(specs.len() >= 5, "{specs:?}");
-        for path in specs {
+        specs
+    }
+
+    #[test]
+    fn every_shipped_spec_renders_valid_markdown() {
+        for path in shipped_specs() {
             let spec = crate::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}")).spec;
             let options = crate::plan::PlanOptions { quick: false, only: vec![] };
             let loaded = crate::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
@@ -379,6 +405,60 @@ mod tests {
                 let row = "| Target `kv` | redis 7.0.15 (redis via process, redis://127.0.0.1:1); `/usr/bin/redis-server` sha256 0123456789abcdef; args `--save a\\|b` |";
                 assert!(text.contains(row), "{} {which}: no target row\n{text}", path.display());
                 assert!(text.contains("| Host | "), "{} {which}: no host row", path.display());
+            }
+        }
+    }
+
+    /// Every chart of every shipped spec, full and `--quick`, drawn from
+    /// results that fill it: no two labels overlap (each text's extent taken
+    /// from the SVG: position, anchor, baseline, size, rotation), and a
+    /// percentile chart has a colour per variant, not per repeat.
+    #[test]
+    fn every_shipped_spec_draws_charts_whose_labels_do_not_overlap() {
+        for path in shipped_specs() {
+            let loaded = crate::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
+            for quick in [false, true] {
+                let plan = crate::plan::build(&loaded, &crate::plan::PlanOptions { quick, only: vec![] }).unwrap();
+                let results = synthetic::results(&loaded.spec, &plan);
+                let dir = tempfile::tempdir().unwrap();
+                for chart in charts::draw_all(&results, dir.path()).unwrap() {
+                    let svg = std::fs::read_to_string(dir.path().join(&chart.file)).unwrap();
+                    let boxes = charts::svg_text::boxes(&svg);
+                    assert!(!boxes.is_empty(), "{}", chart.file);
+                    for (i, a) in boxes.iter().enumerate() {
+                        for b in &boxes[i + 1..] {
+                            assert!(
+                                !a.overlaps(b),
+                                "{}: {}: `{}` runs into `{}`: {a:?} {b:?}",
+                                path.display(),
+                                chart.file,
+                                a.text,
+                                b.text
+                            );
+                        }
+                    }
+                    if chart.kind == "percentiles" {
+                        let mut variants: Vec<&str> = results
+                            .cells
+                            .iter()
+                            .filter(|c| c.stats.is_some() && crate::comparison::Group::of(c).label() == chart.of)
+                            .map(|c| c.variant())
+                            .collect();
+                        variants.dedup();
+                        variants.sort();
+                        variants.dedup();
+                        let mut colours: Vec<&str> = svg
+                            .split("<polyline")
+                            .skip(1)
+                            .filter(|l| l.contains("stroke-width=\"2\""))
+                            .filter_map(|l| l.split("stroke=\"").nth(1)?.split('"').next())
+                            .filter(|c| *c != "#000000")
+                            .collect();
+                        colours.sort();
+                        colours.dedup();
+                        assert_eq!(colours.len(), variants.len(), "{}: {variants:?} {colours:?}", chart.file);
+                    }
+                }
             }
         }
     }
@@ -505,8 +585,16 @@ mod tests {
                 status_classes: Default::default(),
                 per_op: [("get".to_string(), op.clone()), ("set".to_string(), op)].into_iter().collect(),
                 timeline: (0..3)
-                    .map(|t| TimelinePoint { t, ok: 10 * t, failed: 1, mean_ms: 0.1, p99_ms: Some(0.5), max_ms: 1.0 })
+                    .map(|t| TimelinePoint {
+                        t: t as f64,
+                        ok: 10 * t,
+                        failed: 1,
+                        mean_ms: 0.1,
+                        p99_ms: Some(0.5),
+                        max_ms: 1.0,
+                    })
                     .collect(),
+                timeline_step_s: 1.0,
                 schedule_lag_ms: open.then_some(latency).flatten(),
                 open_loop: open.then_some(OpenLoopStats {
                     rate: 1000.0,
@@ -649,7 +737,7 @@ mod tests {
                 results.cells.iter().filter(|c| c.non_primary_reads.is_some() && c.stats.is_some()).count();
             let fault_errors = results.cells.iter().filter(|c| c.stats.is_some()).map(|c| c.faults.len()).sum();
             vec![
-                ("ops/s per second", measured),
+                ("ops/s over the window", measured),
                 (" failed:", not_run),
                 ("witness: ", witnesses),
                 (" role: ", members),

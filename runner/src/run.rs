@@ -52,6 +52,15 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     }
+    // Checked like `report --into` checks its file, before anything runs:
+    // a campaign must not end on a file it may not write.
+    let junit = match args.junit.as_deref().map(report::section::Destination::open).transpose() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: --junit: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
     if args.dry_run {
         crate::stdout::print(&plan.describe(&loaded.spec));
         return 0;
@@ -83,7 +92,8 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    match execute(&args, &loaded, &plan, template.as_deref(), &plugins, &runtime, signals) {
+    let outputs = Outputs { template: template.as_deref(), junit: junit.as_ref() };
+    match execute(&args, &loaded, &plan, outputs, &plugins, &runtime, signals) {
         Ok(code) => code,
         Err(e) => {
             crate::stdout::say_err!("error: {e:#}");
@@ -122,11 +132,18 @@ fn verdict_code(v: results::Verdict) -> u8 {
     v.exit_code() as u8
 }
 
+/// Where the run's report and JUnit go, both checked before anything runs.
+#[derive(Clone, Copy)]
+struct Outputs<'a> {
+    template: Option<&'a Path>,
+    junit: Option<&'a report::section::Destination>,
+}
+
 fn execute(
     args: &RunArgs,
     loaded: &spec::LoadedSpec,
     plan: &plan::Plan,
-    template: Option<&Path>,
+    outputs: Outputs<'_>,
     plugins: &SpecPlugins,
     runtime: &tokio::runtime::Runtime,
     signals: StopSignals,
@@ -228,14 +245,14 @@ fn execute(
     crate::stdout::say!("results: {}", run_dir.join("results.json").display());
     // The verdict stands even if a report cannot be written: say so, keep its exit code.
     let report_path = run_dir.join("report.md");
-    match report::write_run_report(&results, &run_dir, template, spec.report.title.as_deref()) {
+    match report::write_run_report(&results, &run_dir, outputs.template, spec.report.title.as_deref()) {
         Ok(path) => crate::stdout::say!("report:  {}", path.display()),
         Err(e) => crate::stdout::say_err!("error: no report: {e:#}"),
     }
-    if let Some(path) = &args.junit {
-        match std::fs::write(path, crate::redact::text(&report::junit::render(&results)).as_bytes()) {
-            Ok(()) => crate::stdout::say!("junit:   {}", path.display()),
-            Err(e) => crate::stdout::say_err!("error: cannot write the JUnit file {}: {e}", path.display()),
+    if let Some(file) = outputs.junit {
+        match file.replace(&crate::redact::text(&report::junit::render(&results))) {
+            Ok(_) => crate::stdout::say!("junit:   {}", file.path.display()),
+            Err(e) => crate::stdout::say_err!("error: cannot write the JUnit file {}: {e:#}", file.path.display()),
         }
     }
     if let Err(e) = report::step_summary::append_if_asked(&results, &report_path) {

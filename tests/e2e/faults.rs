@@ -199,3 +199,28 @@ fn the_kv_failover_campaign_runs_every_fault_and_counts_what_was_lost() {
     assert!(report.contains("Roles per second"), "{report}");
     assert_eq!(docker_snapshot(), before, "containers or networks left behind");
 }
+
+/// `--quick` shortens process-faults' 8 s window to 2 s, which would end
+/// at its freeze (2 s in): the freeze moves with the window, to 0.5 s,
+/// thawed 0.5 s later, so it is applied and its gates measure it.
+#[test]
+fn quick_applies_a_fault_at_its_place_in_the_shortened_window() {
+    let _load = exclusive();
+    let run = run(&repo().join("specs/process-faults.yaml"), &["--quick"]);
+    assert!(matches!(run.code(), 1 | 2), "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    for cell in r["cells"].as_array().unwrap() {
+        let fault = &cell["faults"][0];
+        assert_eq!(fault["name"], "frozen", "{cell}");
+        assert!(fault.get("error").is_none(), "{fault}");
+        let requested = fault["requested_s"].as_f64().unwrap();
+        let healed = fault["healed_s"].as_f64().unwrap();
+        // Scheduled at 0.5 s and healed 0.5 s after it took effect; a busy
+        // machine only makes each later, never earlier.
+        assert!((0.45..2.0).contains(&requested), "{fault}");
+        assert!(fault["confirmed_s"].as_f64().is_some() && healed - requested >= 0.45, "{fault}");
+        assert!(!cell["stats"]["fault_impact"].as_array().unwrap().is_empty(), "{cell}");
+    }
+    let gate = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == "denial-bounded").unwrap();
+    assert_eq!(gate["result"], "pass", "{gate}");
+}

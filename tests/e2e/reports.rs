@@ -98,9 +98,12 @@ fn compare_catches_a_slower_server_and_ci_outputs_carry_the_gates() {
     assert!(timeline.contains("p99"), "the latency panel names its p99");
     let seconds = results["cells"][0]["stats"]["timeline"].as_array().unwrap();
     assert!(seconds.iter().all(|s| s["ok"] == 0 || s["p99_ms"].as_f64().is_some_and(|p| p > 0.0)), "{seconds:?}");
-    // Each variant's percentiles, p50 to max, in one chart per group.
+    // Each variant's percentiles, p50 to max, in one chart per group: a
+    // colour per variant, named once for its repeats.
     let percentiles = std::fs::read_to_string(fast.join("charts/percentiles-s-p.svg")).unwrap();
-    assert!(percentiles.contains("p99.9") && percentiles.contains("cand #1") && percentiles.contains("base #1"));
+    assert!(percentiles.contains("p99.9"), "{percentiles}");
+    assert!(percentiles.contains("cand (3 repeats)") && percentiles.contains("base (3 repeats)"), "{percentiles}");
+    assert!(!percentiles.contains("cand #1"), "{percentiles}");
 
     // JUnit: one testcase per gate and cell (per group for ratio gates).
     let xml = std::fs::read_to_string(&junit).unwrap();
@@ -329,4 +332,80 @@ scenarios:
             }
         }
     }
+}
+
+/// A matrix of two fsync modes (two servers of one target), a crash in each
+/// and an informational gate, as a section under a `###` heading of a
+/// document that also shows the markers in a code fence.
+const NESTED: &str = r#"name: nested-e2e
+targets:
+  cache: {kind: redis, provider: process, args: ["--save", "", "--appendonly", "yes", "--appendfsync", "{fsync}"]}
+workloads:
+  w: {ops: {set: 1}, keys: {count: 100000}, value_size: 64B}
+profiles:
+  p: {closed: 2x4}
+timing: {warmup: 0s, duration: 1s, deadline: 2s}
+scenarios:
+  - name: crash
+    target: cache
+    workload: w
+    profiles: [p]
+    matrix: {fsync: [always, everysec]}
+    faults: [{name: crash, at: 500ms, action: restart, target: cache}]
+checkers: [lost-acknowledged-write]
+gates:
+  nothing-lost: lost_acked_writes == 0
+  for-context: {expr: errors == 0, informational: true}
+"#;
+
+#[test]
+fn report_into_nests_under_the_host_heading_and_leaves_fenced_markers_alone() {
+    let _load = exclusive();
+    let (_d, spec) = spec_file(NESTED);
+    let r = run(&spec, &[]);
+    let dir = r.dir.clone().expect("a run directory");
+    assert!(r.report().contains("## Crash recovery"), "{}", r.report());
+    let docs = tempfile::tempdir().unwrap();
+    let bench = docs.path().join("BENCHMARK.md");
+    let example = "```md\n<!-- faultline:begin kv -->\n<!-- faultline:end kv -->\n```\n";
+    let before = format!(
+        "# Bench\n\nMark a section like this:\n\n{example}\n## Results\n\n### Durability\n\n<!-- faultline:begin kv -->\nold\n<!-- faultline:end kv -->\n\n## Appendix\n"
+    );
+    std::fs::write(&bench, &before).unwrap();
+    let o = faultline().arg("report").arg(&dir).arg("--into").arg(&bench).arg("--section").arg("kv").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let after = std::fs::read_to_string(&bench).unwrap();
+    assert!(after.contains(example), "the fenced example stays: {after}");
+    assert!(!after.contains("\nold\n") && after.ends_with("<!-- faultline:end kv -->\n\n## Appendix\n"), "{after}");
+    let section = &after[after.find("### Durability").unwrap()..];
+    assert!(section.contains("\n#### nested-e2e") || section.contains("\n#### faultline: nested-e2e"), "{section}");
+    assert!(section.contains("\n##### Crash recovery\n"), "{section}");
+    assert!(!section.contains("\n## Crash") && !section.contains("\n### "), "{section}");
+    assert!(section.contains("(information only)"), "{section}");
+    // The provenance names each server once, the host once.
+    let targets: Vec<&str> = section.lines().filter(|l| l.starts_with("| Target `")).collect();
+    let mut names: Vec<&str> = targets.iter().map(|l| l.split('`').nth(1).unwrap()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert!(!targets.is_empty() && names.len() == targets.len(), "each server once: {targets:?}");
+    assert_eq!(section.lines().filter(|l| l.starts_with("| Host | ")).count(), 1, "{section}");
+}
+
+#[test]
+fn junit_refuses_a_file_it_may_not_write_before_anything_runs() {
+    let (_d, spec) = spec_file(SPEC);
+    let out = tempfile::tempdir().unwrap();
+    let junit = out.path().join("junit.xml");
+    std::fs::write(&junit, "kept").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&junit, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let runs = out.path().join("runs");
+    let o = faultline().arg("run").arg(&spec).arg("--junit").arg(&junit).arg("--out").arg(&runs).output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--junit") && text(&o.stderr).contains("is not writable"), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&junit).unwrap(), "kept");
+    assert!(!runs.exists(), "nothing ran");
+    let o = faultline().arg("run").arg(&spec).arg("--junit").arg(out.path()).arg("--out").arg(&runs).output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("is not a file"), "{}", text(&o.stderr));
 }

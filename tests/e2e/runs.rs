@@ -181,3 +181,29 @@ fn the_readme_example_is_a_valid_fifteen_line_spec() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok (1 scenario, 4 cells)"));
 }
+
+/// A cell of contention rounds ends when its rounds are answered; its
+/// duration is a cap. Its progress line (plain, every 5 s, as in CI) says
+/// how many rounds are done of how many, not the cap as time left. A 6 s
+/// freeze at the start keeps the cell running past the first line.
+#[test]
+fn progress_of_contention_rounds_counts_rounds_not_the_duration_cap() {
+    let _load = exclusive();
+    let (_d, spec) = spec_file(
+        "name: rounds-progress\ntargets:\n  cache: {kind: redis, provider: process}\n\
+         workloads:\n  w: {ops: {set: 1}, keys: {count: 300, distribution: rounds}}\n\
+         profiles:\n  p: {closed: 2x2}\ntiming: {warmup: 0s, duration: 120s, deadline: 30s}\nscenarios:\n\
+         \x20 - {name: s, target: cache, workload: w, profiles: [p],\n\
+         \x20    faults: [{name: frozen, at: 0s, action: pause, target: cache, heal_after: 6s}]}\n",
+    );
+    let run = run(&spec, &[]);
+    assert!(run.code() != 3, "{}\n{}", run.stdout(), run.stderr());
+    let stderr = run.stderr();
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("[cell 1/1]")).collect();
+    assert!(!lines.is_empty(), "a progress line while frozen: {stderr}");
+    for line in &lines {
+        assert!(line.contains("/300 after "), "rounds done of rounds asked: {line}");
+        assert!(!line.contains("left in run") && !line.contains("/2m"), "no duration cap as ETA: {line}");
+    }
+    assert_eq!(run.results()["cells"][0]["status"], "completed", "{stderr}");
+}

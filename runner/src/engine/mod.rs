@@ -306,7 +306,7 @@ impl Engine<'_> {
         let read_rule = driver.read_rule();
         let reads_need_primary = read_rule.as_ref().is_some_and(|r| r.requires_primary);
         let keep_windows = with_faults && (self.gates_use_windows(cell) || reads_need_primary);
-        let timelines = Arc::new(SharedTimelines::default());
+        let timelines = Arc::new(SharedTimelines::new(crate::metrics::timeline_step(t.duration)));
         // Several clients in contention rounds: one gate holds them together.
         let mut round_seats = match workload.is_rounds() && connections > 1 {
             true => rounds::RoundGate::seats(connections as usize).into_iter().map(Some).collect(),
@@ -376,13 +376,18 @@ impl Engine<'_> {
                 }),
             });
         }
-        let watcher = self.progress.watch_cell(position, cell.label(), live, t0, t.warmup, t.duration, remaining_after);
+        let rounds = workload.is_rounds().then(|| progress::Rounds {
+            asked: workload.key_count(),
+            writers: u64::from(connections) * u64::from(in_flight),
+        });
+        let watcher =
+            self.progress.watch_cell(position, cell.label(), live, t0, t.warmup, t.duration, remaining_after, rounds);
         // Faults run beside the load, on the measured window's clock; the
         // schedule heals what is still in force when the window ends, or as
         // soon as the load has ended early (a failed shape plugin): a cell
         // whose load is gone does not sit out its window.
         let load_ended = self.cancel.child_token();
-        let faults = &self.scenario(cell).faults;
+        let faults = &t.scaled_faults(&self.scenario(cell).faults);
         let schedule = async {
             match faults.is_empty() {
                 true => Vec::new(),

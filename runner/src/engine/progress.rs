@@ -54,7 +54,9 @@ impl Progress {
 
     /// Reports one cell's progress until the returned task is aborted. The
     /// counts shown are the measured window's, the very numbers its result
-    /// will hold; during warm-up only the rate moves.
+    /// will hold; during warm-up only the rate moves. A cell of contention
+    /// rounds ends when its rounds are answered, not at its duration (a cap):
+    /// it shows rounds done of rounds asked instead of a time left.
     #[allow(clippy::too_many_arguments)]
     pub fn watch_cell(
         &self,
@@ -65,6 +67,7 @@ impl Progress {
         warmup: Duration,
         window: Duration,
         remaining_after: Duration,
+        rounds: Option<Rounds>,
     ) -> JoinHandle<()> {
         let this = self.clone();
         let length = warmup + window;
@@ -84,24 +87,33 @@ impl Progress {
                 let rate = done.saturating_sub(last.1) as f64 / (now - last.0).as_secs_f64().max(1e-3);
                 last = (now, done);
                 let elapsed = now.saturating_duration_since(started).min(length);
-                let left = length - elapsed + remaining_after;
                 let phase = match elapsed < warmup {
                     true => "warm-up".to_string(),
                     false => format!("{} errors", failed),
                 };
-                let msg = format!(
-                    "{} {:.0} ops/s, {}, {}s/{} ({}s left in run)",
-                    label,
-                    rate,
-                    phase,
-                    elapsed.as_secs(),
-                    format_duration(length),
-                    left.as_secs(),
-                );
+                let (msg, fraction) = match rounds {
+                    Some(r) => {
+                        let (line, fraction) = r.progress(done, elapsed);
+                        (format!("{label} {rate:.0} ops/s, {phase}, {line}"), fraction)
+                    }
+                    None => {
+                        let left = length - elapsed + remaining_after;
+                        let msg = format!(
+                            "{} {:.0} ops/s, {}, {}s/{} ({}s left in run)",
+                            label,
+                            rate,
+                            phase,
+                            elapsed.as_secs(),
+                            format_duration(length),
+                            left.as_secs(),
+                        );
+                        (msg, elapsed.as_secs_f64() / length.as_secs_f64().max(1e-3))
+                    }
+                };
                 match &this.bar {
                     Some(bar) => {
                         bar.set_prefix(format!("cell {}/{}", position.0, position.1));
-                        bar.set_position((elapsed.as_secs_f64() / length.as_secs_f64().max(1e-3) * 1000.0) as u64);
+                        bar.set_position((fraction.clamp(0.0, 1.0) * 1000.0) as u64);
                         bar.set_message(msg);
                     }
                     None => stderr_line(&format!("[cell {}/{}] {msg}", position.0, position.1)),
@@ -117,8 +129,39 @@ impl Progress {
     }
 }
 
+/// A contention-rounds cell's size: every writer sends one op per round.
+#[derive(Debug, Clone, Copy)]
+pub struct Rounds {
+    /// Rounds the workload asks for (its key count).
+    pub asked: u64,
+    /// Writers of the cell: clients × in-flight slots.
+    pub writers: u64,
+}
+
+impl Rounds {
+    /// `round 12/63, 4s in` from the ops answered so far (warm-up ones use
+    /// up rounds too), and the share of the rounds done.
+    fn progress(&self, answered: u64, elapsed: Duration) -> (String, f64) {
+        let done = (answered / self.writers.max(1)).min(self.asked);
+        let line = format!("round {done}/{} after {}s", self.asked, elapsed.as_secs());
+        (line, done as f64 / self.asked.max(1) as f64)
+    }
+}
+
 /// Like `eprintln!`, but a closed stderr (the reader went away) is not a panic:
 /// the run goes on and cleans up.
 fn stderr_line(line: &str) {
     let _ = writeln!(std::io::stderr(), "{}", crate::redact::text(line));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_show_rounds_done_of_rounds_asked() {
+        let r = Rounds { asked: 63, writers: 32 };
+        assert_eq!(r.progress(32 * 12 + 5, Duration::from_secs(4)), ("round 12/63 after 4s".to_string(), 12.0 / 63.0));
+        assert_eq!(r.progress(10_000, Duration::from_secs(9)).0, "round 63/63 after 9s");
+    }
 }

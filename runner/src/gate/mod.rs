@@ -661,6 +661,7 @@ mod tests {
                 status_classes: Default::default(),
                 per_op: [("get".to_string(), get)].into_iter().collect(),
                 timeline: vec![],
+                timeline_step_s: 1.0,
                 schedule_lag_ms: None,
                 open_loop: None,
                 error_labels: vec![],

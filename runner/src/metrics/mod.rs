@@ -1,5 +1,5 @@
-//! Per-client recording (HDR histograms, error classes, a per-second
-//! timeline) and the merged, summarized statistics of a cell.
+//! Per-client recording (HDR histograms, error classes, a timeline of
+//! 1 s or 100 ms buckets) and the merged, summarized statistics of a cell.
 //!
 //! Each client task owns its [`Recorder`], so the hot path takes no lock; the
 //! cell merges them when the load stops.
@@ -306,9 +306,28 @@ impl Absorb for Second {
 /// late one (and the rare later one goes to the cell's timeline directly).
 const KEEP_SECONDS: usize = 2;
 
-/// A cell's timelines, shared by its clients' recorders (see [`recent`]).
-#[derive(Default)]
-pub struct SharedTimelines(Mutex<Timelines>);
+/// How wide a cell's timeline buckets are: a second, or a tenth of one for
+/// windows of 5 s or less (every `--quick` run), whose charts would
+/// otherwise hold a point or two per line.
+pub fn timeline_step(window: Duration) -> Duration {
+    match window <= Duration::from_secs(5) {
+        true => Duration::from_millis(100),
+        false => Duration::from_secs(1),
+    }
+}
+
+/// A cell's timelines, shared by its clients' recorders (see [`recent`]),
+/// and the width of their buckets.
+pub struct SharedTimelines {
+    step_us: u64,
+    timelines: Mutex<Timelines>,
+}
+
+impl Default for SharedTimelines {
+    fn default() -> Self {
+        SharedTimelines::new(Duration::from_secs(1))
+    }
+}
 
 #[derive(Default)]
 struct Timelines {
@@ -317,9 +336,13 @@ struct Timelines {
 }
 
 impl SharedTimelines {
+    pub fn new(step: Duration) -> Self {
+        SharedTimelines { step_us: (step.as_micros() as u64).max(1), timelines: Mutex::default() }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Timelines> {
         // A recorder that panicked mid-hand-over left sums, not broken invariants.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.timelines.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -406,8 +429,10 @@ impl KindRecorder {
 /// and only feed the live counters.
 pub struct Recorder {
     kinds: Vec<Option<KindRecorder>>,
-    /// The last seconds of the per-second timeline; the earlier ones are in `shared`.
+    /// The last seconds of the timeline (buckets of `step_us`); the earlier
+    /// ones are in `shared`.
     timeline: Recent<Second>,
+    step_us: u64,
     schedule_lag: Option<Histogram<u64>>,
     /// Cells with faults: the 10 ms timeline of each op kind their impact is
     /// measured on (its last seconds; the earlier ones are in `shared`).
@@ -441,6 +466,7 @@ impl Recorder {
         Recorder {
             kinds: slots,
             timeline: Recent::default(),
+            step_us: shared.step_us,
             schedule_lag: open_loop.then(new_histogram),
             fine,
             shared,
@@ -471,8 +497,8 @@ impl Recorder {
         if c.over_deadline {
             kind.over_deadline += 1;
         }
-        let second = since_window.as_secs() as usize;
         let end_us = since_window.as_micros() as u64;
+        let slot = (end_us / self.step_us) as usize;
         let ok = c.result.is_ok();
         if let (Some(w), true) = (&mut self.windows, ok) {
             w.record(end_us, us, c.kind);
@@ -484,14 +510,15 @@ impl Recorder {
             }
             Err(class) => kind.errors.add(class),
         }
-        if second >= self.timeline.base() + 2 * KEEP_SECONDS {
-            self.hand_over(second + 1 - KEEP_SECONDS);
+        let keep = (KEEP_SECONDS as u64 * 1_000_000 / self.step_us).max(1) as usize;
+        if slot >= self.timeline.base() + 2 * keep {
+            self.hand_over(slot + 1 - keep);
         }
         // An op that ended before what this recorder still keeps goes
         // straight to the cell's timelines.
-        match self.timeline.entry(second) {
+        match self.timeline.entry(slot) {
             Some(s) => s.record(us, ok),
-            None => entry_at(&mut self.shared.lock().seconds, second).record(us, ok),
+            None => entry_at(&mut self.shared.lock().seconds, slot).record(us, ok),
         }
         if let Some(fine) = &mut self.fine {
             let i = bucket_of(end_us);
@@ -503,7 +530,7 @@ impl Recorder {
         }
     }
 
-    /// Hands the timelines' entries before second `keep_from` to the cell's.
+    /// Hands the timelines' entries before bucket `keep_from` to the cell's.
     fn hand_over(&mut self, keep_from: usize) {
         let mut shared = self.shared.lock();
         let shared = &mut *shared;
@@ -511,7 +538,7 @@ impl Recorder {
         if let Some(fine) = &mut self.fine {
             for (kind, recent) in OpKind::ALL.into_iter().zip(fine.iter_mut()) {
                 if let Some(recent) = recent {
-                    recent.hand_over(shared.fine.of(kind), bucket_of(keep_from as u64 * 1_000_000));
+                    recent.hand_over(shared.fine.of(kind), bucket_of(keep_from as u64 * self.step_us));
                 }
             }
         }
@@ -538,6 +565,7 @@ impl Recorder {
 pub struct CellMetrics {
     kinds: Vec<Option<KindRecorder>>,
     timeline: Vec<Second>,
+    step_us: u64,
     schedule_lag: Option<Histogram<u64>>,
     fine: Option<FineTimelines>,
     windows: Option<WindowSamples>,
@@ -550,6 +578,7 @@ impl CellMetrics {
         CellMetrics {
             kinds: (0..OpKind::ALL.len()).map(|_| None).collect(),
             timeline: Vec::new(),
+            step_us: 1_000_000,
             schedule_lag: None,
             fine: None,
             windows: None,
@@ -569,6 +598,7 @@ impl CellMetrics {
             mine.max_any_us = mine.max_any_us.max(theirs.max_any_us);
         }
         r.timeline.absorb_into(&mut self.timeline);
+        self.step_us = r.step_us;
         if let Some(fine) = &r.fine {
             let mine = self.fine.get_or_insert_with(FineTimelines::default);
             for (kind, recent) in OpKind::ALL.into_iter().zip(fine) {
@@ -589,6 +619,7 @@ impl CellMetrics {
 
     /// Takes in what the cell's recorders handed over of their timelines.
     pub fn absorb_timelines(&mut self, shared: &SharedTimelines) {
+        self.step_us = shared.step_us;
         let shared = shared.lock();
         absorb_at(&mut self.timeline, 0, &shared.seconds);
         for (kind, timeline) in OpKind::ALL.into_iter().zip(&shared.fine.kinds) {
@@ -676,12 +707,13 @@ impl CellMetrics {
             );
         }
         // Ops that started inside the window but finished after it count in
-        // its last second, so no partial second trails the timeline.
-        let seconds = (window.as_secs_f64().ceil() as usize).max(1);
+        // its last bucket, so no partial bucket trails the timeline.
+        let step = self.step_us as f64 / 1e6;
+        let buckets = ((window.as_secs_f64() / step - 1e-9).ceil() as usize).max(1);
         let mut folded = self.timeline.clone();
-        if folded.len() > seconds {
-            let tail: Vec<Second> = folded.split_off(seconds);
-            let last = &mut folded[seconds - 1];
+        if folded.len() > buckets {
+            let tail: Vec<Second> = folded.split_off(buckets);
+            let last = &mut folded[buckets - 1];
             for s in &tail {
                 last.absorb(s);
             }
@@ -689,8 +721,8 @@ impl CellMetrics {
         let timeline = folded
             .iter()
             .enumerate()
-            .map(|(t, s)| TimelinePoint {
-                t: t as u64,
+            .map(|(i, s)| TimelinePoint {
+                t: (i as f64 * step * 1e3).round() / 1e3,
                 ok: s.ok,
                 failed: s.failed,
                 mean_ms: if s.ok > 0 { s.sum_ok_us as f64 / s.ok as f64 / 1e3 } else { 0.0 },
@@ -706,6 +738,7 @@ impl CellMetrics {
             over_deadline,
             per_op,
             timeline,
+            timeline_step_s: step,
             schedule_lag_ms: self.schedule_lag.as_ref().and_then(LatencyStats::from_histogram),
             open_loop: open.map(|o| {
                 let sent = self.schedule_lag.as_ref().map_or(0, |h| h.len());
@@ -741,6 +774,10 @@ pub struct CellStats {
     pub over_deadline: u64,
     pub per_op: indexmap::IndexMap<String, OpStats>,
     pub timeline: Vec<TimelinePoint>,
+    /// The width of each timeline point, in seconds: 1, or 0.1 for windows
+    /// of 5 s or less (results written before it have 1).
+    #[serde(default = "one_second")]
+    pub timeline_step_s: f64,
     /// Open loop only: how late ops started against the schedule.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub schedule_lag_ms: Option<LatencyStats>,
@@ -831,10 +868,14 @@ impl LatencyStats {
     }
 }
 
+fn one_second() -> f64 {
+    1.0
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TimelinePoint {
-    /// Seconds since the measured window began.
-    pub t: u64,
+    /// Seconds since the measured window began, at the point's start.
+    pub t: f64,
     pub ok: u64,
     pub failed: u64,
     pub mean_ms: f64,

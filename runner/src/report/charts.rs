@@ -1,13 +1,15 @@
 //! Charts beside report.md, as SVG files drawn with plotters: per group of
-//! cells, throughput and latency per second of each variant and repeat with
-//! each fault's window shaded; per group that compares variants, each
+//! cells, throughput and latency over the window of each variant and repeat
+//! with each fault's window shaded; per group that compares variants, each
 //! variant's latency percentiles; per scenario, the throughput ratios with
-//! their intervals against the parity band. The report links them.
+//! their intervals against the parity band. The report links them. Labels
+//! get the room their text needs, so none runs into another.
 
 use std::path::Path;
 
 use anyhow::Context;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Serialize;
 
 use crate::comparison::Group;
@@ -126,21 +128,59 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
 
+/// How wide `text` is drawn at `size` px, taken generously (0.6 em a
+/// character; sans-serif averages about 0.5): what the layout leaves room for.
+pub fn text_width(text: &str, size: f64) -> f64 {
+    text.chars().count() as f64 * size * 0.6
+}
+
+/// Each cell's colour: one per variant (in order of first appearance), so
+/// the repeats of a variant read as one thing and the variants apart.
+fn variant_colors(cells: &[&CellResult]) -> Vec<RGBColor> {
+    let mut variants: Vec<&str> = Vec::new();
+    cells
+        .iter()
+        .map(|c| {
+            let i = variants.iter().position(|v| *v == c.variant()).unwrap_or_else(|| {
+                variants.push(c.variant());
+                variants.len() - 1
+            });
+            PALETTE[i % PALETTE.len()]
+        })
+        .collect()
+}
+
+/// The legend entry of a cell: its variant, on the first cell of it only.
+fn first_of_variant(cells: &[&CellResult], i: usize) -> Option<String> {
+    let variant = cells[i].variant();
+    let repeats = cells.iter().filter(|c| c.variant() == variant).count();
+    let first = cells.iter().position(|c| c.variant() == variant) == Some(i);
+    first.then(|| match repeats {
+        1 => variant.to_string(),
+        n => format!("{variant} ({n} repeats)"),
+    })
+}
+
 /// Two panels over the measured window: successful ops per second, and the
 /// p99 (solid; at most 25% high, see `TimelinePoint::p99_ms`) and max (dots)
-/// latency of each second; faults shaded from their request to their heal
-/// (or the window's end).
+/// latency of each timeline bucket (a second, or 100 ms in windows of 5 s
+/// or less); faults shaded from their request to their heal (or the
+/// window's end). A colour per variant.
 fn timeline(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
-    let seconds = cells.iter().map(|c| c.measured_s.ceil().max(1.0)).fold(1.0, f64::max);
+    let seconds = cells.iter().map(|c| c.measured_s.max(0.1)).fold(0.1, f64::max);
     let points = |c: &CellResult| c.stats.as_ref().map(|s| s.timeline.clone()).unwrap_or_default();
-    let max_ops = cells.iter().flat_map(|c| points(c)).map(|p| p.ok as f64).fold(1.0, f64::max) * 1.1;
+    let step = |c: &CellResult| c.stats.as_ref().map_or(1.0, |s| s.timeline_step_s.max(1e-3));
+    let per_second = |c: &CellResult, ok: u64| ok as f64 / step(c);
+    let max_ops =
+        cells.iter().flat_map(|c| points(c).into_iter().map(move |p| per_second(c, p.ok))).fold(1.0, f64::max) * 1.1;
     let max_ms = cells.iter().flat_map(|c| points(c)).map(|p| p.max_ms).fold(0.1, f64::max) * 1.1;
+    let colors = variant_colors(cells);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (960, 560)).into_drawing_area();
         root.fill(&WHITE)?;
-        let root = root.titled(title, ("sans-serif", 18))?;
-        let (top, bottom) = root.split_vertically(260);
+        let titled = root.titled(title, ("sans-serif", 18))?;
+        let (top, bottom) = titled.split_vertically(260);
         let mut ops = ChartBuilder::on(&top)
             .margin(10)
             .x_label_area_size(30)
@@ -167,47 +207,62 @@ fn timeline(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
                 windows.push((f.name.clone(), f.requested_s, end));
             }
         }
-        {
-            for (name, start, end) in &windows {
-                let (start, end) = (*start, *end);
-                let shade = RGBAColor(214, 39, 40, 0.12).filled();
-                ops.draw_series(std::iter::once(Rectangle::new([(start, 0.0), (end, max_ops)], shade)))?;
-                latency.draw_series(std::iter::once(Rectangle::new([(start, 0.001), (end, max_ms)], shade)))?;
-                ops.draw_series(std::iter::once(Text::new(
-                    name.clone(),
-                    (start, max_ops * 0.97),
-                    ("sans-serif", 12).into_font().color(&RGBColor(150, 20, 20)),
-                )))?;
-            }
+        // Each fault's name at the top of its window, a row lower when it
+        // would run into a name already placed.
+        let mut placed: Vec<(f64, f64, i32)> = Vec::new();
+        for (name, start, end) in &windows {
+            let (start, end) = (*start, *end);
+            let shade = RGBAColor(214, 39, 40, 0.12).filled();
+            ops.draw_series(std::iter::once(Rectangle::new([(start, 0.0), (end, max_ops)], shade)))?;
+            latency.draw_series(std::iter::once(Rectangle::new([(start, 0.001), (end, max_ms)], shade)))?;
+            let (x, y) = ops.backend_coord(&(start, max_ops));
+            let (from, to) = (x as f64 + 2.0, x as f64 + 2.0 + text_width(name, 12.0));
+            let row = (0..)
+                .find(|r| !placed.iter().any(|(a, b, pr)| pr == r && from < *b + 4.0 && *a < to + 4.0))
+                .unwrap_or(0);
+            placed.push((from, to, row));
+            root.draw(&Text::new(
+                name.clone(),
+                (from as i32, y + 3 + row * 15),
+                ("sans-serif", 12).into_font().color(&RGBColor(150, 20, 20)),
+            ))?;
         }
         for (i, cell) in cells.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
+            let color = colors[i];
             let series = points(cell);
-            // Each second's value sits at its middle.
-            ops.draw_series(LineSeries::new(
-                series.iter().map(|p| (p.t as f64 + 0.5, p.ok as f64)),
+            let half = step(cell) / 2.0;
+            // Each bucket's value sits at its middle.
+            let line = ops.draw_series(LineSeries::new(
+                series.iter().map(|p| (p.t + half, per_second(cell, p.ok))),
                 color.stroke_width(2),
-            ))?
-            .label(format!("{} #{}", cell.variant(), cell.repeat))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            ))?;
+            if let Some(label) = first_of_variant(cells, i) {
+                line.label(label)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            }
             let with_ok: Vec<_> = series.iter().filter(|p| p.ok > 0).collect();
             latency.draw_series(LineSeries::new(
-                with_ok.iter().map(|p| (p.t as f64 + 0.5, p.p99_ms.unwrap_or(p.mean_ms).max(0.001))),
+                with_ok.iter().map(|p| (p.t + half, p.p99_ms.unwrap_or(p.mean_ms).max(0.001))),
                 color.stroke_width(2),
             ))?;
             latency.draw_series(
-                with_ok.iter().map(|p| Circle::new((p.t as f64 + 0.5, p.max_ms.max(0.001)), 2, color.filled())),
+                with_ok.iter().map(|p| Circle::new((p.t + half, p.max_ms.max(0.001)), 2, color.filled())),
             )?;
         }
-        ops.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+        ops.configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
         root.present()?;
     }
     Ok(svg)
 }
 
-/// Latency at p50, p95, p99, p99.9 and max, a line per variant and repeat
-/// (the worst op kind at each percentile, as the gates take it), on a log
-/// scale: where the variants part is where their tails differ.
+/// Latency at p50, p95, p99, p99.9 and max, a line per cell in its
+/// variant's colour (the worst op kind at each percentile, as the gates
+/// take it), on a log scale: where the variants part is where their tails
+/// differ, and a variant's repeats show how much its own tail varies.
 fn percentiles(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
     const NAMES: [&str; 5] = ["p50", "p95", "p99", "p99.9", "max"];
     let values = |c: &CellResult| -> Option<[f64; 5]> {
@@ -219,8 +274,8 @@ fn percentiles(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
         let worst = |f: fn(&crate::metrics::LatencyStats) -> f64| kinds.iter().map(|l| f(l)).fold(0.0, f64::max);
         Some([worst(|l| l.p50), worst(|l| l.p95), worst(|l| l.p99), worst(|l| l.p999), worst(|l| l.max)])
     };
-    let lines: Vec<(String, [f64; 5])> =
-        cells.iter().filter_map(|c| Some((format!("{} #{}", c.variant(), c.repeat), values(c)?))).collect();
+    let colors = variant_colors(cells);
+    let lines: Vec<(usize, [f64; 5])> = cells.iter().enumerate().filter_map(|(i, c)| Some((i, values(c)?))).collect();
     let top = lines.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.1, f64::max) * 1.5;
     let bottom = lines.iter().flat_map(|(_, v)| v.iter().copied()).fold(top, f64::min).max(0.001) / 1.5;
     let mut svg = String::new();
@@ -239,12 +294,16 @@ fn percentiles(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
             .x_label_formatter(&|x: &f64| NAMES.get(x.round() as usize).copied().unwrap_or("").to_string())
             .y_desc("latency of successful ops, ms")
             .draw()?;
-        for (i, (label, v)) in lines.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            chart
-                .draw_series(LineSeries::new(v.iter().enumerate().map(|(x, y)| (x as f64, *y)), color.stroke_width(2)))?
-                .label(label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        for (i, v) in &lines {
+            let color = colors[*i];
+            let line = chart.draw_series(LineSeries::new(
+                v.iter().enumerate().map(|(x, y)| (x as f64, *y)),
+                color.stroke_width(2),
+            ))?;
+            if let Some(label) = first_of_variant(cells, *i) {
+                line.label(label)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            }
             chart.draw_series(v.iter().enumerate().map(|(x, y)| Circle::new((x as f64, *y), 3, color.filled())))?;
         }
         chart
@@ -258,46 +317,122 @@ fn percentiles(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
     Ok(svg)
 }
 
-/// A bar per variant and group at its throughput ratio, whiskers over its
-/// interval, the line at 1.0 and the parity band shaded.
+/// The lines under each bar of a ratio chart: its matrix point's values
+/// (`always, 1`, wrapped), then its profile and its candidate where the
+/// scenario has several; and what the lines are, for the axis.
+fn bar_labels(rows: &[&Comparison]) -> (Vec<Vec<String>>, String) {
+    let profiles = rows.iter().any(|c| c.profile != rows[0].profile);
+    let candidates = rows.iter().any(|c| c.target != rows[0].target);
+    let dims: Vec<&str> = rows.first().map(|c| c.matrix.keys().map(String::as_str).collect()).unwrap_or_default();
+    let labels = rows
+        .iter()
+        .map(|c| {
+            let values: Vec<&str> = c.matrix.values().map(String::as_str).collect();
+            let mut lines = wrap(&values, 24);
+            if profiles || lines.is_empty() {
+                lines.push(c.profile.clone());
+            }
+            if candidates {
+                lines.push(format!("{} / {}", c.target, c.baseline));
+            }
+            lines
+        })
+        .collect();
+    let mut axis = Vec::new();
+    if !dims.is_empty() {
+        axis.push(dims.join(", "));
+    }
+    if profiles || dims.is_empty() {
+        axis.push("profile".to_string());
+    }
+    match rows.first() {
+        Some(c) if !candidates => axis.push(format!("{} / {}", c.target, c.baseline)),
+        _ => axis.push("candidate / baseline".to_string()),
+    }
+    (labels, axis.join(" · "))
+}
+
+/// `parts` joined with `, ` into lines of at most `width` characters (a
+/// longer part keeps a line of its own).
+fn wrap(parts: &[&str], width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for part in parts {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 2 + part.chars().count() <= width => {
+                line.push_str(", ");
+                line.push_str(part);
+            }
+            Some(line) => {
+                line.push(',');
+                lines.push(part.to_string());
+            }
+            None => lines.push(part.to_string()),
+        }
+    }
+    lines
+}
+
+/// A bar per comparison at its throughput ratio with the ratio printed on
+/// it, whiskers over its interval, the line at 1.0 and the parity band
+/// shaded; under each bar, its matrix point (and profile or candidate where
+/// those differ), wrapped, and as much room per bar as its longest line.
 fn ratios(title: &str, rows: &[&Comparison]) -> DrawResult<String> {
+    const FONT: f64 = 12.0;
+    const LINE: i32 = 15;
     let band = rows.first().map_or(0.0, |c| c.parity_band);
     let top = rows
         .iter()
         .flat_map(|c| [c.throughput.value, c.throughput.interval.map(|i| i.high)])
         .flatten()
         .fold(1.0 + band, f64::max)
-        * 1.15;
-    let n = rows.len().max(1) as f64;
-    let label = |c: &Comparison| {
-        let group = Group { scenario: String::new(), matrix: c.matrix.clone(), profile: c.profile.clone() };
-        format!("{} {}", group.label().trim_start_matches('/'), c.target)
-    };
-    let labels: Vec<String> = rows.iter().map(|c| label(c)).collect();
+        * 1.2;
+    let n = rows.len().max(1);
+    let (labels, axis) = bar_labels(rows);
+    let ratio_text = |c: &Comparison| c.throughput.value.map(|v| format!("{v:.2}x"));
+    let slot = labels
+        .iter()
+        .flatten()
+        .cloned()
+        .chain(rows.iter().filter_map(|c| ratio_text(c)))
+        .map(|t| text_width(&t, FONT))
+        .fold(48.0, f64::max)
+        + 16.0;
+    let lines = labels.iter().map(Vec::len).max().unwrap_or(1) as i32;
+    let (left, margin) = (60.0, 10.0);
+    let width = (left + 2.0 * margin + slot * n as f64)
+        .max(text_width(title, 18.0) + 40.0)
+        .max(text_width(&axis, FONT) + left + 40.0)
+        .max(480.0)
+        .ceil() as u32;
+    let label_area = (12 + lines * LINE + 26) as u32;
     let mut svg = String::new();
     {
-        let width = (240 + 110 * rows.len()).clamp(480, 1600) as u32;
-        let root = SVGBackend::with_string(&mut svg, (width, 420)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (width, 360 + label_area)).into_drawing_area();
         root.fill(&WHITE)?;
-        let root = root.titled(title, ("sans-serif", 18))?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..n, 0.0..top)?;
-        // Each bar is named by the text on it, not by the axis.
+        let titled = root.titled(title, ("sans-serif", 18))?;
+        let mut chart = ChartBuilder::on(&titled)
+            .margin(margin as u32)
+            .x_label_area_size(label_area)
+            .y_label_area_size(left as u32)
+            .build_cartesian_2d(0.0..n as f64, 0.0..top)?;
+        // Each bar is named under it by the lines drawn below, not by ticks.
         chart
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(0)
             .x_label_formatter(&|_| String::new())
+            .x_desc(axis.as_str())
             .y_desc("candidate / baseline")
             .draw()?;
         chart.draw_series(std::iter::once(Rectangle::new(
-            [(0.0, 1.0 - band), (n, 1.0 + band)],
+            [(0.0, 1.0 - band), (n as f64, 1.0 + band)],
             RGBAColor(127, 127, 127, 0.15).filled(),
         )))?;
-        chart.draw_series(std::iter::once(PathElement::new(vec![(0.0, 1.0), (n, 1.0)], BLACK.stroke_width(1))))?;
+        chart
+            .draw_series(std::iter::once(PathElement::new(vec![(0.0, 1.0), (n as f64, 1.0)], BLACK.stroke_width(1))))?;
+        let font = TextStyle::from(("sans-serif", FONT).into_font());
+        let centred_below = font.pos(Pos::new(HPos::Center, VPos::Top));
+        let centred_above = font.pos(Pos::new(HPos::Center, VPos::Bottom));
         for (i, c) in rows.iter().enumerate() {
             let x = i as f64;
             let color = match c.word {
@@ -310,10 +445,6 @@ fn ratios(title: &str, rows: &[&Comparison]) -> DrawResult<String> {
                     [(x + 0.25, 0.0), (x + 0.75, v)],
                     color.mix(0.7).filled(),
                 )))?;
-                chart.draw_series([
-                    Text::new(labels[i].clone(), (x + 0.05, top * 0.96), ("sans-serif", 13).into_font()),
-                    Text::new(format!("{v:.2}x"), (x + 0.05, top * 0.91), ("sans-serif", 13).into_font()),
-                ])?;
             }
             if let Some(iv) = c.throughput.interval {
                 let whisker = BLACK.stroke_width(2);
@@ -322,6 +453,15 @@ fn ratios(title: &str, rows: &[&Comparison]) -> DrawResult<String> {
                     PathElement::new(vec![(x + 0.42, iv.low), (x + 0.58, iv.low)], whisker),
                     PathElement::new(vec![(x + 0.42, iv.high), (x + 0.58, iv.high)], whisker),
                 ])?;
+            }
+            if let (Some(text), Some(v)) = (ratio_text(c), c.throughput.value) {
+                let above = c.throughput.interval.map_or(v, |iv| iv.high.max(v));
+                let (px, py) = chart.backend_coord(&(x + 0.5, above));
+                root.draw(&Text::new(text, (px, py - 4), centred_above.clone()))?;
+            }
+            let (px, py) = chart.backend_coord(&(x + 0.5, 0.0));
+            for (k, line) in labels[i].iter().enumerate() {
+                root.draw(&Text::new(line.clone(), (px, py + 8 + k as i32 * LINE), centred_below.clone()))?;
             }
         }
         root.present()?;
@@ -339,5 +479,91 @@ mod tests {
         let mut used = vec![];
         assert_eq!(unique_name(&mut used, "a"), "a.svg");
         assert_eq!(unique_name(&mut used, "a"), "a-2.svg");
+    }
+}
+
+/// The extents of an SVG's text elements, as a reader's eye takes them:
+/// for tests that check labels do not run into each other.
+#[cfg(test)]
+pub mod svg_text {
+    #[derive(Debug)]
+    pub struct TextBox {
+        pub text: String,
+        pub left: f64,
+        pub top: f64,
+        pub right: f64,
+        pub bottom: f64,
+    }
+
+    impl TextBox {
+        /// Whether the two overlap by more than a pixel each way.
+        pub fn overlaps(&self, o: &TextBox) -> bool {
+            self.left + 1.0 < o.right
+                && o.left + 1.0 < self.right
+                && self.top + 1.0 < o.bottom
+                && o.top + 1.0 < self.bottom
+        }
+    }
+
+    fn attr(tag: &str, name: &str) -> Option<String> {
+        let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        Some(tag[at..at + tag[at..].find('"')?].to_string())
+    }
+
+    fn unescape(text: &str) -> String {
+        text.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&amp;", "&")
+    }
+
+    /// Every non-empty `<text>`: its box from x, y, font-size, text-anchor,
+    /// the baseline shift (`dy`) and a `rotate(a, x, y)` transform.
+    pub fn boxes(svg: &str) -> Vec<TextBox> {
+        let mut out = Vec::new();
+        let mut rest = svg;
+        while let Some(start) = rest.find("<text") {
+            let tag_end = start + rest[start..].find('>').expect("a closed tag");
+            let tag = &rest[start..tag_end];
+            let close = tag_end + rest[tag_end..].find("</text>").expect("a closed text");
+            let text = unescape(&rest[tag_end + 1..close]);
+            rest = &rest[close..];
+            if text.trim().is_empty() {
+                continue;
+            }
+            let num = |name: &str| attr(tag, name).and_then(|v| v.trim_end_matches("px").parse::<f64>().ok());
+            let (x, y, size) = (num("x").unwrap_or(0.0), num("y").unwrap_or(0.0), num("font-size").unwrap_or(12.0));
+            let width = super::text_width(&text, size);
+            let (left, right) = match attr(tag, "text-anchor").as_deref() {
+                Some("middle") => (x - width / 2.0, x + width / 2.0),
+                Some("end") => (x - width, x),
+                _ => (x, x + width),
+            };
+            // plotters: dy 0.76em hangs the text below y, 0.5ex centres it, none sits it on y.
+            let (top, bottom) = match attr(tag, "dy").as_deref() {
+                Some(d) if d.ends_with("em") => (y, y + size),
+                Some(d) if d.ends_with("ex") => (y - size / 2.0, y + size / 2.0),
+                _ => (y - size, y),
+            };
+            let mut b = TextBox { text, left, top, right, bottom };
+            if let Some(t) = attr(tag, "transform").filter(|t| t.starts_with("rotate(")) {
+                let args: Vec<f64> =
+                    t["rotate(".len()..t.len() - 1].split(',').filter_map(|v| v.trim().parse().ok()).collect();
+                let (a, cx, cy) =
+                    (args[0].to_radians(), args.get(1).copied().unwrap_or(0.0), args.get(2).copied().unwrap_or(0.0));
+                let turn = |(px, py): (f64, f64)| {
+                    let (dx, dy) = (px - cx, py - cy);
+                    (cx + dx * a.cos() - dy * a.sin(), cy + dx * a.sin() + dy * a.cos())
+                };
+                let corners = [(b.left, b.top), (b.right, b.top), (b.left, b.bottom), (b.right, b.bottom)].map(turn);
+                b.left = corners.iter().map(|c| c.0).fold(f64::MAX, f64::min);
+                b.right = corners.iter().map(|c| c.0).fold(f64::MIN, f64::max);
+                b.top = corners.iter().map(|c| c.1).fold(f64::MAX, f64::min);
+                b.bottom = corners.iter().map(|c| c.1).fold(f64::MIN, f64::max);
+            }
+            out.push(b);
+        }
+        out
     }
 }

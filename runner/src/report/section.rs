@@ -35,13 +35,23 @@ fn end_marker(name: &str) -> String {
 }
 
 /// The document with `content` as section `name`: between its markers when
-/// the document has them, else appended after a blank line.
+/// the document has them, else appended after a blank line. A marker counts
+/// only on a line of its own outside fenced code, so a document that shows
+/// the markers in an example keeps its example. The content's headings are
+/// nested under the document's heading above the section (see [`nest`]).
 pub fn splice(document: &str, name: &str, content: &str) -> Result<String, String> {
     let (begin, end) = (begin_marker(name), end_marker(name));
-    let inner = format!("\n{}\n", content.trim_end_matches(['\n', '\r']));
     let line_of = |offset: usize| document[..offset].matches('\n').count() + 1;
-    let begins: Vec<usize> = document.match_indices(&begin).map(|(i, _)| i).collect();
-    let ends: Vec<usize> = document.match_indices(&end).map(|(i, _)| i).collect();
+    let marker_lines = |marker: &str| -> Vec<usize> {
+        outside_fences(document)
+            .filter(|(_, line)| line.trim() == marker)
+            .map(|(i, line)| i + line.find(marker).unwrap_or(0))
+            .collect()
+    };
+    let (begins, ends) = (marker_lines(&begin), marker_lines(&end));
+    let inner = |host_end: usize| {
+        format!("\n{}\n", nest(content, host_level(&document[..host_end])).trim_end_matches(['\n', '\r']))
+    };
     match (begins.as_slice(), ends.as_slice()) {
         ([], []) => {
             let mut out = document.to_string();
@@ -52,14 +62,14 @@ pub fn splice(document: &str, name: &str, content: &str) -> Result<String, Strin
                 out.push('\n');
             }
             out.push_str(&begin);
-            out.push_str(&inner);
+            out.push_str(&inner(document.len()));
             out.push_str(&end);
             out.push('\n');
             Ok(out)
         }
         ([b], [e]) if b < e => {
             let start = b + begin.len();
-            Ok(format!("{}{inner}{}", &document[..start], &document[*e..]))
+            Ok(format!("{}{}{}", &document[..start], inner(*b), &document[*e..]))
         }
         ([b], [e]) => Err(format!(
             "its end marker (line {}) comes before its begin marker (line {}): put `{begin}` before `{end}`",
@@ -77,6 +87,95 @@ pub fn splice(document: &str, name: &str, content: &str) -> Result<String, Strin
     }
 }
 
+/// The lines of `text` outside fenced code blocks (``` or ~~~), each with
+/// its byte offset; a fence left open runs to the end.
+fn outside_fences(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let mut open: Option<(char, usize)> = None;
+    let mut offset = 0;
+    text.split_inclusive('\n').filter_map(move |line| {
+        let at = offset;
+        offset += line.len();
+        let trimmed = line.trim_start_matches(' ');
+        let indent = line.len() - trimmed.len();
+        let fence = trimmed
+            .chars()
+            .next()
+            .filter(|c| indent < 4 && (*c == '`' || *c == '~'))
+            .map(|c| (c, trimmed.chars().take_while(|x| *x == c).count()));
+        match (open, fence) {
+            (Some((c, n)), Some((f, m))) if f == c && m >= n && trimmed[m..].trim().is_empty() => {
+                open = None;
+                None
+            }
+            (Some(_), _) => None,
+            (None, Some((c, n))) if n >= 3 => {
+                open = Some((c, n));
+                None
+            }
+            (None, _) => Some((at, line.trim_end_matches(['\n', '\r']))),
+        }
+    })
+}
+
+/// An ATX heading's level (`## Title` is 2), outside code.
+fn atx_level(line: &str) -> Option<usize> {
+    let trimmed = line.trim_start_matches(' ');
+    if line.len() - trimmed.len() > 3 {
+        return None;
+    }
+    let level = trimmed.chars().take_while(|c| *c == '#').count();
+    let rest = &trimmed[level..];
+    ((1..=6).contains(&level) && (rest.is_empty() || rest.starts_with([' ', '\t']))).then_some(level)
+}
+
+/// The level of the last heading in `text` (ATX, or a setext `===`/`---`
+/// underline), none when it has no heading.
+fn host_level(text: &str) -> Option<usize> {
+    let mut level = None;
+    let mut previous_blank = true;
+    for (_, line) in outside_fences(text) {
+        let trimmed = line.trim();
+        if let Some(l) = atx_level(line) {
+            level = Some(l);
+        } else if !previous_blank && !trimmed.is_empty() && trimmed.chars().all(|c| c == '=') {
+            level = Some(1);
+        } else if !previous_blank && trimmed.len() >= 2 && trimmed.chars().all(|c| c == '-') {
+            level = Some(2);
+        }
+        previous_blank = trimmed.is_empty();
+    }
+    level
+}
+
+/// Rewrites the ATX headings of a rendered section so its outline fits
+/// the host document: the first heading is the section's title, one level
+/// below the host's heading above the section (as written when the host has
+/// none); every later heading goes below the title, keeping their depths
+/// relative to each other. Six is the deepest level Markdown has.
+pub fn nest(content: &str, host: Option<usize>) -> String {
+    let headings: Vec<(usize, usize)> =
+        outside_fences(content).filter_map(|(at, line)| Some((at, atx_level(line)?))).collect();
+    let Some(&(_, first)) = headings.first() else {
+        return content.to_string();
+    };
+    let title = host.map_or(first, |h| (h + 1).min(6));
+    let shallowest_rest = headings[1..].iter().map(|(_, l)| *l).min().unwrap_or(title + 1);
+    let mut out = String::with_capacity(content.len() + headings.len() * 2);
+    let mut copied = 0;
+    for (i, (at, level)) in headings.iter().enumerate() {
+        let new = match i {
+            0 => title,
+            _ => (level + title + 1).saturating_sub(shallowest_rest).clamp(1, 6),
+        };
+        let hashes = at + content[*at..].find('#').unwrap_or(0);
+        out.push_str(&content[copied..hashes]);
+        out.push_str(&"#".repeat(new));
+        copied = hashes + level;
+    }
+    out.push_str(&content[copied..]);
+    out
+}
+
 /// The folder beside the document that holds a section's charts, and the
 /// relative path its links use.
 pub fn chart_folder(document: &Path, name: &str) -> (PathBuf, String) {
@@ -84,8 +183,9 @@ pub fn chart_folder(document: &Path, name: &str) -> (PathBuf, String) {
     (document.parent().unwrap_or(Path::new("")).join(&relative), relative)
 }
 
-/// Where the section will be written, checked before anything is drawn or
-/// copied: the real file behind a symlink, and why it cannot be written.
+/// A file faultline rewrites whole (the document of a section, the
+/// `--junit` file), checked before any work is done: the real file behind a
+/// symlink, and why it cannot be written.
 pub struct Destination {
     pub path: PathBuf,
     pub text: String,
@@ -195,6 +295,39 @@ mod tests {
         }
         // Another section's markers are just text.
         assert!(splice("<!-- faultline:begin other -->", "s", "x").is_ok());
+    }
+
+    #[test]
+    fn markers_in_code_fences_or_inside_a_line_are_text() {
+        let doc = "# Doc\n\nHow to mark a section:\n\n```md\n<!-- faultline:begin s -->\n<!-- faultline:end s -->\n```\n\n~~~~\n<!-- faultline:begin s -->\n~~~\n~~~~\nInline: `<!-- faultline:end s -->`.\n";
+        let out = splice(doc, "s", "x").unwrap();
+        assert!(out.starts_with(doc), "the examples stay: {out}");
+        assert_eq!(&out[doc.len()..], "\n<!-- faultline:begin s -->\nx\n<!-- faultline:end s -->\n");
+        // The real markers after the fences are found, the fenced ones left alone.
+        let again = splice(&out, "s", "y").unwrap();
+        assert_eq!(again, out.replace("\nx\n<!--", "\ny\n<!--"));
+    }
+
+    #[test]
+    fn headings_nest_under_the_host_heading() {
+        let content = "### Title\n\nText\n\n## Crash recovery\n\n### Detail\n\n```\n# not a heading\n```\n";
+        let under = |doc: &str| {
+            let out = splice(doc, "s", content).unwrap();
+            out[out.find("-->").unwrap()..].to_string()
+        };
+        let nested = under("# Bench\n\n## 7.2\n\n### 7.2.1 Durability\n\n<!-- faultline:begin s -->\n<!-- faultline:end s -->\n\n# Later\n");
+        assert!(nested.contains("\n#### Title\n") && nested.contains("\n##### Crash recovery\n"), "{nested}");
+        assert!(nested.contains("\n###### Detail\n") && nested.contains("\n# not a heading\n"), "{nested}");
+        // Appended: under the document's last heading, a setext one too.
+        let appended = under("Bench\n=====\n\nText\n");
+        assert!(appended.contains("\n## Title\n") && appended.contains("\n### Crash recovery\n"), "{appended}");
+        assert!(appended.contains("\n#### Detail\n"), "{appended}");
+        // No heading above: the title stays as written, the rest below it.
+        let alone = under("");
+        assert!(alone.contains("\n### Title\n") && alone.contains("\n#### Crash recovery\n"), "{alone}");
+        assert!(alone.contains("\n##### Detail\n"), "{alone}");
+        // Deeper than six stays at six.
+        assert_eq!(nest("# T\n## a\n### b\n", Some(5)), "###### T\n###### a\n###### b\n");
     }
 
     #[test]
