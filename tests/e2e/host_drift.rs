@@ -26,7 +26,7 @@ workloads:
   cand: {ops: {set: 1}, keys: {count: 100}, value_size: "${cand_value}"}
 profiles:
   p: {closed: 2x4}
-timing: {warmup: 0s, duration: 1s, repeats: "${repeats}", deadline: 10s}
+timing: {warmup: 0s, duration: 1s, repeats: ${repeats}, deadline: 10s}
 scenarios:
   - {name: write, target: redis, workload: [base, cand], profiles: [p]}
 "#;
