@@ -532,40 +532,6 @@ gates:
     assert!(errors.contains("use https://") && !errors.contains("DispatchFailure"), "{errors}");
 }
 
-/// Starts `faultline run SPEC` with the run ledgers in `state`, waits until
-/// its run.log says `line`, and SIGKILLs it; returns the run directory.
-fn killed_once(
-    spec: &std::path::Path,
-    state: &std::path::Path,
-    out: &std::path::Path,
-    line: &str,
-) -> std::path::PathBuf {
-    let mut child = faultline()
-        .arg("run")
-        .arg(spec)
-        .arg("--out")
-        .arg(out)
-        .env("FAULTLINE_STATE_DIR", state)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
-    let dir = loop {
-        let dir = run_dir(out);
-        let log = dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("run.log")).ok()).unwrap_or_default();
-        if log.contains(line) {
-            break dir.unwrap();
-        }
-        assert!(std::time::Instant::now() < deadline, "no `{line}` in run.log: {log}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    child.wait().unwrap();
-    dir
-}
-
 fn teardown(state: &std::path::Path, args: &[&str]) -> (i32, String) {
     let out = faultline().arg("teardown").args(args).env("FAULTLINE_STATE_DIR", state).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -616,7 +582,7 @@ gates:
     let (_b, short) = spec_file(&spec("1s"));
     let out = tempfile::tempdir().unwrap();
 
-    let first = killed_once(&long, state.path(), &out.path().join("1"), "created table `left-behind`");
+    let first = killed_when(&long, state.path(), &out.path().join("1"), "created table `left-behind`");
     let first_id = first.file_name().unwrap().to_string_lossy().into_owned();
     let (code, listed) = teardown(state.path(), &["--dry-run", "--run", &first_id]);
     assert_eq!(code, 0, "{listed}");
@@ -643,7 +609,7 @@ gates:
     assert!(after.contains("nothing to remove"), "taken back, so no longer listed: {after}");
     assert_eq!(tables(), "[]", "the run deleted the table it created");
 
-    let again = killed_once(&long, state.path(), &out.path().join("3"), "created table `left-behind`");
+    let again = killed_when(&long, state.path(), &out.path().join("3"), "created table `left-behind`");
     let again_id = again.file_name().unwrap().to_string_lossy().into_owned();
     let (code, removed) = teardown(state.path(), &["--run", &again_id]);
     let left = tables();

@@ -56,40 +56,6 @@ fn a_run_warns_about_a_killed_runs_paused_container_and_leaves_it() {
     assert_eq!(docker_snapshot(), before);
 }
 
-/// Starts `faultline run SPEC` (run ledgers in `state`), waits until its
-/// run.log says `line`, and SIGKILLs it; returns the run directory.
-fn killed_when(
-    spec: &std::path::Path,
-    state: &std::path::Path,
-    out: &std::path::Path,
-    line: &str,
-) -> std::path::PathBuf {
-    let mut child = faultline()
-        .arg("run")
-        .arg(spec)
-        .arg("--out")
-        .arg(out)
-        .env("FAULTLINE_STATE_DIR", state)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
-    let dir = loop {
-        let dir = run_dir(out);
-        let log = dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("run.log")).ok()).unwrap_or_default();
-        if log.contains(line) {
-            break dir.unwrap();
-        }
-        assert!(std::time::Instant::now() < deadline, "no `{line}` in run.log: {log}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    child.wait().unwrap();
-    dir
-}
-
 /// `teardown --run` takes the id a user sees, the run directory's name (or
 /// its path), as well as the full label with its hash.
 #[test]

@@ -29,7 +29,9 @@ fn quickstart_passes_and_reports_every_profile() {
         let per_op_ok: u64 = stats["per_op"].as_object().unwrap().values().map(|o| o["ok"].as_u64().unwrap()).sum();
         assert_eq!(per_op_ok, ok);
         let timeline = stats["timeline"].as_array().unwrap();
-        assert_eq!(timeline.len(), 2, "one point per measured second");
+        // A 2 s window is drawn in 100 ms buckets (one per second in longer ones).
+        let step = stats["timeline_step_s"].as_f64().unwrap();
+        assert_eq!(timeline.len(), (2.0 / step).round() as usize, "one point per bucket of {step} s");
         let timeline_ok: u64 = timeline.iter().map(|p| p["ok"].as_u64().unwrap()).sum();
         assert_eq!(timeline_ok, ok);
         let throughput = stats["throughput"].as_f64().unwrap();

@@ -183,12 +183,14 @@ fn a_mongodb_uri_with_a_user_and_password_is_in_no_artefact() {
     );
     wait_listening(port);
     let target = format!(
-        r#"{{kind: mongodb, provider: external, ready_timeout: 3s, uri: "mongodb://alice:{password}@127.0.0.1:{port}/?directConnection=true", options: {{database: fl_secret}}}}"#
+        r#"{{kind: mongodb, provider: external, ready_timeout: 120s, uri: "mongodb://alice:{password}@127.0.0.1:{port}/?directConnection=true", options: {{database: fl_secret}}}}"#
     );
     let (_d, spec) = spec_file(&one_cell(&target, ""));
     let written = run_with_every_artefact(&spec);
-    // Whether or not the server takes the credentials, none is written.
-    assert!([0, 2].contains(&written.code), "{}", written.console);
+    // secantusd-rs has no user alice: a refusal ends readiness at once (the
+    // 120 s ready_timeout is never waited out) with the server's words.
+    assert_eq!(written.code, 2, "{}", written.console);
+    assert!(written.console.contains("refused the credentials"), "{}", written.console);
     written.assert_nowhere(password);
     let r = written.results();
     let shown = format!("{}{}", r["targets"], r["errors"]);

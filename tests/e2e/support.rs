@@ -135,3 +135,37 @@ pub fn docker_snapshot() -> (BTreeSet<String>, BTreeSet<String>) {
     };
     (lines(&["ps", "-a", "--format", "{{.ID}} {{.Names}}"]), lines(&["network", "ls", "--format", "{{.ID}} {{.Name}}"]))
 }
+
+/// Starts `faultline run SPEC` (run ledgers in `state`), waits until its
+/// run.log says `line`, and SIGKILLs it; returns the run directory.
+pub fn killed_when(
+    spec: &std::path::Path,
+    state: &std::path::Path,
+    out: &std::path::Path,
+    line: &str,
+) -> std::path::PathBuf {
+    let mut child = faultline()
+        .arg("run")
+        .arg(spec)
+        .arg("--out")
+        .arg(out)
+        .env("FAULTLINE_STATE_DIR", state)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let dir = loop {
+        let dir = run_dir(out);
+        let log = dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("run.log")).ok()).unwrap_or_default();
+        if log.contains(line) {
+            break dir.unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "no `{line}` in run.log: {log}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    dir
+}

@@ -22,7 +22,7 @@ pub fn markdown(results: &Results, report: &Path) -> String {
                 GateOutcome::Fail => "**FAIL**",
                 GateOutcome::Incomplete => "INCOMPLETE",
             };
-            let informational = if g.informational { " (informational)" } else { "" };
+            let informational = if g.informational { " (information only)" } else { "" };
             md.push_str(&format!("| {}{informational} | {result} | {} |\n", cell(&g.name), cell(&g.evidence)));
         }
         md.push('\n');

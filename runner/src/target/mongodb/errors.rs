@@ -101,6 +101,21 @@ pub fn explain(error: &Error) -> String {
     }
 }
 
+/// The server refused the credentials (a wrong user or password, an
+/// unknown mechanism): no later probe can succeed, so readiness ends at once.
+pub fn refuses_credentials(error: &Error) -> bool {
+    match error.kind.as_ref() {
+        ErrorKind::Authentication { .. } => true,
+        // 18 AuthenticationFailed, 13 Unauthorized.
+        ErrorKind::Command(c) => matches!(c.code, 13 | 18),
+        // An authentication failure while connecting ends up in the dump.
+        ErrorKind::ServerSelection { message, .. } => {
+            message.contains("Authentication") || message.contains("AuthenticationFailed")
+        }
+        _ => false,
+    }
+}
+
 /// The driver's topology dump names each server's last error: that is the cause.
 fn selection_failed(dump: &str) -> String {
     let last = dump.rsplit("Error: ").next().unwrap_or(dump);

@@ -120,10 +120,14 @@ impl TargetDriver for MongoDriver {
         let client = self.admin_client(uri).await?;
         let probe = async {
             let admin = client.database("admin");
-            let hello = admin
-                .run_command(doc! {"hello": 1})
-                .await
-                .map_err(|e| anyhow::anyhow!("hello: {}", errors::explain(&e)))?;
+            let hello =
+                admin.run_command(doc! {"hello": 1}).await.map_err(|e| match errors::refuses_credentials(&e) {
+                    true => anyhow::Error::new(super::Refused(format!(
+                        "the server refused the credentials: {} (check the user and password in the URI)",
+                        errors::explain(&e)
+                    ))),
+                    false => anyhow::anyhow!("hello: {}", errors::explain(&e)),
+                })?;
             // A replica set serves the load through its primary: one that has
             // none yet (an election, a set still being initiated) is not up.
             let primary = hello.get_bool("isWritablePrimary").unwrap_or(false);
