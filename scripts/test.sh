@@ -21,6 +21,6 @@ plugins/build.sh --check
 # to rebuild from file times, and once ran a test binary another checkout
 # had built: touching this checkout's own sources makes its crate rebuild
 # (a minute) while the dependencies stay cached.
-find runner tests -name '*.rs' -exec touch {} +
-touch Cargo.toml runner/Cargo.toml reports/templates/*.j2
+find runner crates tests -name '*.rs' -exec touch {} +
+touch Cargo.toml runner/Cargo.toml crates/*/Cargo.toml reports/templates/*.j2
 cargo test --release "$@"

@@ -7,81 +7,17 @@
 //! and when it had been acknowledged, relative to the kill.
 
 use indexmap::IndexMap;
-use serde::{Deserialize, Serialize};
 
-use crate::checker::{CheckStatus, CheckerName};
-use crate::report::thousands;
-use crate::results::CellResult;
+use faultline_model::checks::{CheckStatus, CheckerName};
+use faultline_model::faults::FaultRecord;
+use faultline_model::labels::{matrix_suffix, point_label};
+use faultline_model::results::CellResult;
 
-/// One row of the matrix.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RecoveryRow {
-    pub scenario: String,
-    #[serde(skip_serializing_if = "IndexMap::is_empty", default)]
-    pub matrix: IndexMap<String, String>,
-    pub variant: String,
-    /// `crash` (SIGKILL) or `clean` (SIGTERM, then start).
-    pub restart: String,
-    /// Restarts confirmed (the server answered its probe again).
-    pub restarts: u64,
-    /// Of those, in cells where no acknowledged write was lost.
-    pub nothing_lost: u64,
-    /// Restarts in cells whose check could not decide (with why).
-    pub unchecked: u64,
-    /// Acknowledged writes judged, and lost, over the row's cells.
-    pub acknowledged: u64,
-    pub lost: u64,
-    /// When the lost writes had been acknowledged, in seconds relative to
-    /// the request of the restart that lost them (negative: before it; a
-    /// little after it while the signal lands): the earliest and the latest.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub lost_acked_relative_s: Option<(f64, f64)>,
-    /// Some lost writes, as the checker describes them.
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub examples: Vec<String>,
-    /// Restarts that failed (the server did not come back), with why.
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub failures: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub notes: Vec<String>,
-}
-
-impl RecoveryRow {
-    /// "3/3 crashes with nothing lost", or what was lost.
-    pub fn sentence(&self) -> String {
-        let what = match self.restart.as_str() {
-            "clean" => "clean restarts",
-            _ => "crashes",
-        };
-        let mut text = format!("{}/{} {what} with nothing lost", self.nothing_lost, self.restarts);
-        if self.lost > 0 {
-            text.push_str(&format!(
-                "; {} of {} acknowledged writes lost",
-                thousands(self.lost),
-                thousands(self.acknowledged)
-            ));
-            if let Some((earliest, latest)) = self.lost_acked_relative_s {
-                let ms = |s: f64| format!("{:+.1} ms", s * 1000.0);
-                text.push_str(&format!(
-                    ", acknowledged from {} to {} around the restart request",
-                    ms(earliest),
-                    ms(latest)
-                ));
-            }
-        }
-        if self.unchecked > 0 {
-            text.push_str(&format!("; {} not checked ({})", self.unchecked, self.notes.join("; ")));
-        }
-        if !self.failures.is_empty() {
-            text.push_str(&format!("; {} restarts failed", self.failures.len()));
-        }
-        text
-    }
-}
+pub use faultline_model::recovery::RecoveryRow;
 
 /// Whether a fault is a restart, and of which kind: `restart`, or a `kill`
 /// that was healed by starting the server again.
-fn restart_kind(fault: &crate::fault::FaultRecord, signals: &IndexMap<String, Option<String>>) -> Option<&'static str> {
+fn restart_kind(fault: &FaultRecord, signals: &IndexMap<String, Option<String>>) -> Option<&'static str> {
     let restarted = fault.action == "restart" || (fault.action == "kill" && fault.healed_s.is_some());
     if !restarted {
         return None;
@@ -198,7 +134,7 @@ pub fn markdown(rows: &[RecoveryRow]) -> String {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} |\n",
             r.scenario,
-            crate::spec::matrix::Point::label(&r.matrix),
+            point_label(&r.matrix),
             r.variant,
             r.restart,
             one_line(&r.sentence())
@@ -207,7 +143,7 @@ pub fn markdown(rows: &[RecoveryRow]) -> String {
     let examples: Vec<String> = rows
         .iter()
         .flat_map(|r| {
-            let point = crate::plan::matrix_suffix(&r.matrix);
+            let point = matrix_suffix(&r.matrix);
             r.examples.iter().map(move |e| format!("- {}{point} {}: {}", r.scenario, r.restart, one_line(e)))
         })
         .chain(rows.iter().flat_map(|r| r.failures.iter().map(|f| format!("- restart failed: {}", one_line(f)))))
@@ -219,24 +155,19 @@ pub fn markdown(rows: &[RecoveryRow]) -> String {
     }
     out
 }
-
-/// Text made safe for one Markdown table cell or list item.
-pub fn one_line(text: &str) -> String {
-    text.replace('|', "\\|").replace(['\n', '\r'], " ")
-}
+pub use faultline_model::format::one_line;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checker::CheckResult;
-    use crate::fault::FaultRecord;
+    use faultline_model::checks::{CheckResult, LostWritesAround, Spread};
 
     fn cell(repeat: u32, lost: u64) -> CellResult {
         let mut fault = FaultRecord::requested("crash", "restart", "cache", 2.0);
         fault.confirmed_s = Some(2.3);
         if lost > 0 {
-            fault.lost_writes = Some(crate::checker::lost_write_times::LostWritesAround {
-                lost: crate::checker::lost_write_times::Spread { count: lost, first_s: Some(1.1), last_s: Some(1.95) },
+            fault.lost_writes = Some(LostWritesAround {
+                lost: Spread { count: lost, first_s: Some(1.1), last_s: Some(1.95) },
                 ..Default::default()
             });
         }

@@ -12,7 +12,6 @@ mod engine;
 mod fault;
 mod gate;
 mod history;
-mod input_file;
 mod ledger;
 mod leftovers;
 mod metrics;
@@ -34,6 +33,8 @@ mod verdict;
 mod workload;
 
 use std::path::PathBuf;
+
+use faultline_model::input_file;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

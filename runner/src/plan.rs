@@ -115,13 +115,7 @@ impl Cell {
     }
 }
 
-/// `[fsync=always,depth=1]`, or nothing without a matrix: how labels name a point.
-pub fn matrix_suffix(values: &IndexMap<String, String>) -> String {
-    match values.is_empty() {
-        true => String::new(),
-        false => format!("[{}]", Point::label(values)),
-    }
-}
+pub use faultline_model::labels::matrix_suffix;
 
 pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String> {
     let spec = &loaded.spec;

@@ -11,11 +11,14 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::process::{Child, Command};
 
 use crate::provider::RunningTarget;
-use crate::spec::probe::{ProbeSpec, ProbeWhen};
+use crate::spec::probe::ProbeSpec;
+use faultline_model::format::{one_line, thousands};
+use faultline_model::labels::matrix_suffix;
+use faultline_model::probes::ProbeWhen;
+use faultline_model::results::{CellResult, TargetInfo};
 
 /// How long a `start`, `before` or `after` probe may run.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -24,51 +27,7 @@ const WINDOW_GRACE: Duration = Duration::from_secs(5);
 /// The most output kept inline in results.json (the file has all of it).
 const INLINE_OUTPUT: usize = 4096;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProbeStatus {
-    Ok,
-    /// Cannot run here (no such program, no ptrace permission, no pid).
-    Unavailable,
-    /// Ran, but exited with an error or printed nothing.
-    Failed,
-}
-
-/// One run of one probe.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ProbeOutput {
-    pub name: String,
-    pub when: ProbeWhen,
-    /// The instance it ran against.
-    pub target: String,
-    /// The command as run.
-    pub command: String,
-    pub status: ProbeStatus,
-    /// Why it is unavailable or failed.
-    #[serde(skip_serializing_if = "String::is_empty", default)]
-    pub note: String,
-    /// Its output file, relative to the run directory.
-    #[serde(skip_serializing_if = "String::is_empty", default)]
-    pub file: String,
-    /// `start` probes: the output itself (cut at 4 KiB), for the manifest.
-    #[serde(skip_serializing_if = "String::is_empty", default)]
-    pub output: String,
-    /// An `strace -c` table in the output: calls per syscall, most first.
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub syscalls: Vec<SyscallCount>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SyscallCount {
-    pub syscall: String,
-    pub calls: u64,
-    #[serde(skip_serializing_if = "is_zero", default)]
-    pub errors: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
+pub use faultline_model::probes::{ProbeOutput, ProbeStatus, SyscallCount};
 
 /// Where a probe runs: the instance's name and what fills its placeholders.
 pub struct ProbeTarget<'a> {
@@ -110,7 +69,7 @@ impl ProbeTarget<'_> {
     }
 
     fn output_path(&self, probe: &ProbeSpec, cell: Option<usize>) -> (PathBuf, String) {
-        let instance = crate::engine::instance_file_name(self.instance);
+        let instance = faultline_model::labels::instance_file_name(self.instance);
         let name = match cell {
             Some(i) => format!("probes/{:03}-{}-{}-{}.txt", i + 1, instance, probe.name, probe.when.as_str()),
             None => format!("probes/{instance}-{}-start.txt", probe.name),
@@ -313,7 +272,7 @@ pub fn strace_table(text: &str) -> Vec<SyscallCount> {
 /// The report's section: `strace -c` counts side by side per variant (the
 /// mean per cell over its repeats), what the other probes saved, and every
 /// probe that could not run, with why.
-pub fn markdown(cells: &[crate::results::CellResult], targets: &[crate::results::TargetInfo]) -> String {
+pub fn markdown(cells: &[CellResult], targets: &[TargetInfo]) -> String {
     use std::collections::BTreeSet;
     // Scenario, matrix point (as its label) and probe.
     type Key = (String, String, String);
@@ -324,7 +283,7 @@ pub fn markdown(cells: &[crate::results::CellResult], targets: &[crate::results:
     let all = cells.iter().flat_map(|c| c.probes.iter().map(move |p| (Some(c), p)));
     for (cell, p) in all.chain(targets.iter().flat_map(|t| t.probes.iter().map(|p| (None, p)))) {
         if p.status != ProbeStatus::Ok {
-            missing.insert(crate::durability::one_line(&format!(
+            missing.insert(one_line(&format!(
                 "- `{}` ({}) on {}: {:?} — {}",
                 p.name,
                 p.when.as_str(),
@@ -336,7 +295,7 @@ pub fn markdown(cells: &[crate::results::CellResult], targets: &[crate::results:
         }
         *saved.entry(format!("`{}` ({})", p.name, p.when.as_str())).or_default() += 1;
         let (Some(cell), false) = (cell, p.syscalls.is_empty()) else { continue };
-        let key: Key = (cell.scenario.clone(), crate::plan::matrix_suffix(&cell.matrix), p.name.clone());
+        let key: Key = (cell.scenario.clone(), matrix_suffix(&cell.matrix), p.name.clone());
         match tables.iter_mut().find(|(k, _)| *k == key) {
             Some((_, variants)) if !variants.contains(&cell.variant().to_string()) => {
                 variants.push(cell.variant().into())
@@ -383,8 +342,7 @@ pub fn markdown(cells: &[crate::results::CellResult], targets: &[crate::results:
         for (syscall, _) in syscalls.iter().take(10) {
             out.push_str(&format!("| {syscall} |"));
             for v in variants {
-                let shown =
-                    mean(v, syscall).map(|m| crate::report::thousands(m.round() as u64)).unwrap_or_else(|| "0".into());
+                let shown = mean(v, syscall).map(|m| thousands(m.round() as u64)).unwrap_or_else(|| "0".into());
                 out.push_str(&format!(" {shown} |"));
             }
             out.push('\n');

@@ -9,37 +9,12 @@
 
 use std::path::Path;
 
-use indexmap::IndexMap;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// The commit this faultline was built from (see build.rs).
 pub const COMMIT: &str = env!("FAULTLINE_COMMIT");
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Manifest {
-    /// Every plugin the spec names, by its path relative to the spec, with its SHA-256.
-    #[serde(default)]
-    pub plugins: Vec<FileHash>,
-    /// Per scenario with several variants: what the other targets did while
-    /// one variant's cell ran (`idle`, `stop`, `own-cells`).
-    #[serde(default)]
-    pub isolation: IndexMap<String, String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FileHash {
-    pub path: String,
-    /// Hex SHA-256, or why there is none.
-    pub sha256: String,
-}
-
-/// A process target's binary as found on PATH, with its checksum.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Binary {
-    pub path: String,
-    pub sha256: String,
-}
+pub use faultline_model::provenance::{Binary, FileHash, Manifest};
 
 /// `command` resolved the way the process provider starts it (PATH lookup
 /// when it has no `/`), and hashed; a binary that cannot be read says why

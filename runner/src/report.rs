@@ -126,26 +126,7 @@ pub fn check_template(path: &Path) -> anyhow::Result<()> {
     environment(Template::File(path)).map(|_| ())
 }
 
-/// `0.91x`, or `–` when there is no ratio.
-pub fn format_ratio(v: Option<f64>) -> String {
-    v.map_or_else(|| "–".into(), |v| format!("{v:.2}x"))
-}
-
-/// `0.88–0.94`, or `–` without an interval (fewer than two repeats).
-pub fn format_interval(v: Option<crate::comparison::bootstrap::Interval>) -> String {
-    v.map_or_else(|| "–".into(), |i| format!("{:.2}–{:.2}", i.low, i.high))
-}
-
-/// The word, or `inconclusive` when the interval crosses an edge of the band.
-pub fn format_word(w: Option<Word>) -> String {
-    match w {
-        Some(Word::Win) => "**WIN**".into(),
-        Some(Word::Parity) => "parity".into(),
-        Some(Word::Loss) => "**LOSS**".into(),
-        None => "inconclusive".into(),
-    }
-}
-
+pub use faultline_model::format::{format_interval, format_ratio, format_word, thousands};
 /// Which template renders a report.
 #[derive(Clone, Copy)]
 pub enum Template<'a> {
@@ -174,7 +155,7 @@ fn environment(template: Template) -> anyhow::Result<(Environment<'static>, Stri
     env.add_filter("point", |v: Value| {
         let point: indexmap::IndexMap<String, String> =
             serde_json::from_value(serde_json::to_value(&v).unwrap_or_default()).unwrap_or_default();
-        crate::comparison::point_label(&point)
+        faultline_model::labels::matrix_suffix(&point)
     });
     env.add_filter("word", |v: Option<String>| match v.as_deref() {
         Some("WIN") => format_word(Some(Word::Win)),
@@ -307,18 +288,6 @@ pub fn write_section(
     let drawn = charts::draw_all(results, &folder)?;
     debug_assert_eq!(drawn.len(), planned.len());
     destination.replace(&text)
-}
-
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Values as ▁▂▃▄▅▆▇█, scaled from 0 to the largest value.

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::{progress::Progress, Engine};
 use crate::plan::{self, PlanOptions};
 use crate::plugin::SpecPlugins;
-use crate::results::{Results, RunInfo, SCHEMA_VERSION};
+use crate::results::{Results, ResultsFile, RunInfo, SCHEMA_VERSION};
 use crate::{comparison, gate, report, results, spec, verdict, EXIT_USAGE};
 
 pub struct RunArgs {

@@ -40,9 +40,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 
 use super::{describe_write, CheckResult, CheckerName, WITNESSES};
 use crate::history::{is_whole_value, parse_value, Merged, Observed, OpRecord, Outcome, Scope, ValueId};
@@ -67,42 +64,7 @@ pub fn read_writes(dir: &Path) -> anyhow::Result<BTreeMap<u64, Vec<OpRecord>>> {
     Ok(by_key)
 }
 
-/// How a table's index caught up with the items the cell left: entries
-/// that agreed only when read again (the index is updated after the table)
-/// are lag; entries still wrong when the settle window ended are
-/// violations, counted with the others.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct IndexLag {
-    /// Keys whose index entries were judged.
-    pub entries: u64,
-    /// Of those, the ones that agreed with their item only on a later read.
-    pub settled_late: u64,
-    /// The longest a late one took to agree, from its first read, in ms.
-    pub longest_settle_ms: f64,
-    /// Entries still wrong when the window ended.
-    pub still_wrong: u64,
-    /// The settle window (`table.index.settle`), in ms.
-    pub window_ms: f64,
-}
-
-impl IndexLag {
-    fn describe(&self) -> String {
-        let secs = |ms: f64| crate::spec::units::format_duration(Duration::from_secs_f64(ms / 1e3));
-        let late = match self.settled_late {
-            0 => "none lagged".to_string(),
-            n => format!(
-                "{n} lagged (matched their item late, longest after {}: lag, not loss)",
-                secs(self.longest_settle_ms)
-            ),
-        };
-        format!(
-            "index: {} entries, {late}, {} still wrong after the {} settle window",
-            self.entries,
-            self.still_wrong,
-            secs(self.window_ms)
-        )
-    }
-}
+pub use faultline_model::checks::IndexLag;
 
 /// Whether a kind's answer carries the item it replaced.
 fn returns_image(kind: OpKind) -> bool {
@@ -637,6 +599,7 @@ fn check_updates(key: u64, records: &[OpRecord], item: &StoredItem, scope: Scope
 mod tests {
     use super::*;
     use crate::history::write_value;
+    use std::time::Duration;
 
     const SCOPE: Scope = Scope { run: 7, cell: 1 };
     const KEY: u64 = 3;

@@ -7,11 +7,9 @@
 //! outside every such span are counted apart, so the report shows plainly
 //! when the spans do not explain the loss.
 
-use serde::{Deserialize, Serialize};
-
-use crate::fault::FaultRecord;
-use crate::metrics::roles::DemotedPrimary;
-use crate::report::thousands;
+use faultline_model::faults::FaultRecord;
+use faultline_model::format::thousands;
+use faultline_model::roles::DemotedPrimary;
 
 /// What the lost-write checker saw, on the history's clock (ns since the
 /// cell's clock started).
@@ -23,49 +21,7 @@ pub struct AckTimes {
     pub acked_in_spans: Vec<u64>,
 }
 
-/// How many of some writes, and the first and last of their
-/// acknowledgements (seconds into the measured window; negative: during the
-/// warm-up).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Spread {
-    pub count: u64,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub first_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub last_s: Option<f64>,
-}
-
-impl Spread {
-    fn of(times_s: impl Iterator<Item = f64>) -> Spread {
-        times_s.fold(Spread::default(), |s, t| Spread {
-            count: s.count + 1,
-            first_s: Some(s.first_s.map_or(t, |f| f.min(t))),
-            last_s: Some(s.last_s.map_or(t, |l| l.max(t))),
-        })
-    }
-}
-
-/// One fault's share of the cell's lost writes: those acknowledged from its
-/// request until the next fault's (the first fault also takes those before
-/// it), and the demoted-primary spans first seen in that stretch.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LostWritesAround {
-    pub lost: Spread,
-    pub demoted_primaries: Vec<DemotedWrites>,
-    /// This fault's lost writes acknowledged outside every demoted-primary span.
-    pub outside_demoted: Spread,
-}
-
-/// A demoted-primary span with what was acknowledged in it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DemotedWrites {
-    #[serde(flatten)]
-    pub span: DemotedPrimary,
-    /// Writes acknowledged (by any member) inside the span.
-    pub acked_writes: u64,
-    /// Lost writes acknowledged inside the span.
-    pub lost: Spread,
-}
+pub use faultline_model::checks::{DemotedWrites, LostWritesAround, Spread};
 
 /// The spans as `[from, to]` on the history's clock, for the checker.
 pub fn spans_ns(spans: &[DemotedPrimary], window_start_ns: u64) -> Vec<(u64, u64)> {

@@ -7,7 +7,6 @@
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use serde::{Deserialize, Serialize};
 
 /// Resamples drawn for one interval: enough that the 2.5th and 97.5th
 /// percentiles move by well under 1% between seeds.
@@ -16,12 +15,7 @@ const RESAMPLES: usize = 10_000;
 /// The interval's coverage.
 pub const CONFIDENCE: f64 = 0.95;
 
-/// A confidence interval of a ratio.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    pub low: f64,
-    pub high: f64,
-}
+pub use faultline_model::compare::Interval;
 
 /// What a ratio's repeats are: pairs measured side by side (the alternated
 /// repeats of one run), or two independent sets (two runs).

@@ -11,98 +11,14 @@ pub mod bootstrap;
 pub mod control;
 pub mod runs;
 
-use indexmap::IndexMap;
-
-use crate::results::{CellResult, CellStatus, Comparison, Ratio, VariantStats, Word};
+use crate::results::{CellResult, Comparison, Ratio, VariantStats, Word};
 use crate::spec::Spec;
 use bootstrap::{Placement, Samples};
 
 /// Ratios within 1 ± this count as no difference unless the spec says otherwise.
 pub const DEFAULT_PARITY_BAND: f64 = 0.05;
 
-/// Cells that may be compared with each other: one scenario, matrix point
-/// and profile; the variants and repeats inside differ.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Group {
-    pub scenario: String,
-    pub matrix: IndexMap<String, String>,
-    pub profile: String,
-}
-
-impl Group {
-    pub fn of(cell: &CellResult) -> Group {
-        Group { scenario: cell.scenario.clone(), matrix: cell.matrix.clone(), profile: cell.profile.clone() }
-    }
-
-    /// `scenario[fsync=always,depth=1]/profile`.
-    pub fn label(&self) -> String {
-        format!("{}{}/{}", self.scenario, point_label(&self.matrix), self.profile)
-    }
-}
-
-/// `[fsync=always,depth=1]`, or nothing without a matrix.
-pub fn point_label(matrix: &IndexMap<String, String>) -> String {
-    match matrix.is_empty() {
-        true => String::new(),
-        false => format!("[{}]", matrix.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")),
-    }
-}
-
-/// The measured values of one completed repeat that ratios are taken of.
-#[derive(Debug, Clone, Copy)]
-pub struct RepeatValues {
-    pub repeat: u32,
-    pub throughput: f64,
-    pub p50_ms: Option<f64>,
-    pub p99_ms: Option<f64>,
-}
-
-impl RepeatValues {
-    /// None for a cell that did not complete: its numbers cover part of a window.
-    pub fn of(cell: &CellResult) -> Option<RepeatValues> {
-        let stats = cell.stats.as_ref().filter(|_| cell.status == CellStatus::Completed)?;
-        // The worst op kind, as the latency gates take it.
-        let worst = |pick: fn(&crate::metrics::LatencyStats) -> f64| {
-            stats.per_op.values().filter_map(|o| o.latency_ms.as_ref().map(pick)).reduce(f64::max)
-        };
-        Some(RepeatValues {
-            repeat: cell.repeat,
-            throughput: stats.throughput,
-            p50_ms: worst(|l| l.p50),
-            p99_ms: worst(|l| l.p99),
-        })
-    }
-}
-
-/// Which of a repeat's values a ratio is of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Measure {
-    Throughput,
-    P50,
-    P99,
-}
-
-impl Measure {
-    pub fn of(self, r: &RepeatValues) -> Option<f64> {
-        match self {
-            Measure::Throughput => Some(r.throughput),
-            Measure::P50 => r.p50_ms,
-            Measure::P99 => r.p99_ms,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Measure::Throughput => "throughput",
-            Measure::P50 => "p50",
-            Measure::P99 => "p99",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Measure> {
-        [Measure::Throughput, Measure::P50, Measure::P99].into_iter().find(|m| m.name() == name)
-    }
-}
+pub use faultline_model::compare::{Group, Measure, RepeatValues};
 
 pub fn variant_stats(repeats: &[RepeatValues]) -> VariantStats {
     let values = |m: Measure| repeats.iter().filter_map(|r| m.of(r)).collect::<Vec<f64>>();
@@ -319,12 +235,5 @@ mod tests {
         assert!(ratio(Measure::P99, &base, &cand, Pairing::ByRepeat, 1).value.is_none());
         assert!(variant_stats(&cand).p99_ms.is_none());
         assert!(ratio(Measure::P50, &base, &cand, Pairing::ByRepeat, 1).value.is_some());
-    }
-
-    #[test]
-    fn point_labels() {
-        let m: IndexMap<String, String> = [("fsync".into(), "always".into()), ("depth".into(), "1".into())].into();
-        assert_eq!(point_label(&m), "[fsync=always,depth=1]");
-        assert_eq!(point_label(&IndexMap::new()), "");
     }
 }

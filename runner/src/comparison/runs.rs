@@ -15,8 +15,9 @@ use serde::Serialize;
 use super::bootstrap::{self, Interval, Placement};
 use super::control::{self, ScenarioControl};
 use super::{ratio, variant_stats, Group, Measure, Pairing, RepeatValues, Sides};
-use crate::report::{format_interval, format_ratio, thousands};
-use crate::results::{Ratio, Results, VariantStats};
+use crate::results::ResultsFile;
+use faultline_model::format::{format_interval, format_ratio, thousands};
+use faultline_model::results::{Ratio, Results, VariantStats};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -677,7 +678,7 @@ mod tests {
             }
         }
         let results = serde_json::json!({
-            "schema_version": crate::results::SCHEMA_VERSION,
+            "schema_version": faultline_model::results::SCHEMA_VERSION,
             "run": {"id": "r", "name": "n", "description": "", "spec_path": "s.yaml", "started": "t", "finished": "t",
                     "seed": 1, "params": {}, "quick": quick, "only": [], "interrupted": false, "faultline_version": "0",
                     "host": {"hostname": "h", "os": "o", "kernel": "k", "cpus": 2, "cpu_model": "c", "memory_gib": 1.0}},

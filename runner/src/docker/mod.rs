@@ -379,7 +379,7 @@ impl Docker {
                 bail!(
                     "container `{}` was not ready within {} ({check}); last check: {last}",
                     c.name,
-                    crate::spec::units::format_duration(timeout)
+                    faultline_model::units::format_duration(timeout)
                 );
             }
             tokio::time::sleep(delay).await;

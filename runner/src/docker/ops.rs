@@ -66,7 +66,7 @@ impl Docker {
                 bail!(
                     "container `{}` was not {what} {} after the request; it is {state}",
                     c.name,
-                    crate::spec::units::format_duration(CONFIRM_TIMEOUT)
+                    faultline_model::units::format_duration(CONFIRM_TIMEOUT)
                 );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -244,7 +244,7 @@ impl Docker {
             Err(_) => Err(anyhow!(
                 "`{shown}` in `{}` did not finish within {}",
                 c.name,
-                crate::spec::units::format_duration(timeout)
+                faultline_model::units::format_duration(timeout)
             )),
         }
     }

@@ -30,11 +30,7 @@ pub struct Instances {
     frozen: Vec<i32>,
 }
 
-/// `cand[fsync=always]@write-path` → `cand.fsync=always@write-path`: a
-/// file name for an instance.
-pub fn file_name(instance: &str) -> String {
-    instance.replace('[', ".").replace(']', "").replace(',', ".").replace(['/', ' '], "_")
-}
+use faultline_model::labels::instance_file_name as file_name;
 
 impl Instances {
     pub fn new(plan: &Plan) -> Instances {
@@ -190,7 +186,7 @@ fn describe(cell: &Cell, spec: &Spec, t: &RunningTarget, work_dir: Option<PathBu
     let binary = t.process().map(|p| crate::provenance::binary(p.command()));
     TargetInfo {
         name: cell.target.clone(),
-        kind: format!("{:?}", target_spec.kind).to_lowercase(),
+        kind: target_spec.kind.as_str().to_string(),
         provider: format!("{:?}", t.provider).to_lowercase(),
         uri: t.uri.clone(),
         server: t.server.version.clone(),

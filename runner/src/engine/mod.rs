@@ -11,8 +11,6 @@ mod requests;
 mod rounds;
 mod schedule;
 
-pub use instances::file_name as instance_file_name;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -9,64 +9,13 @@ mod process;
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::RunningTarget;
 use crate::spec::{FaultAction, FaultSpec, Spec};
 
-/// What happened to one scheduled fault. Times are seconds since the measured
-/// window began.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FaultRecord {
-    pub name: String,
-    pub action: String,
-    /// The selector as written, e.g. `kv.primary`.
-    pub target: String,
-    /// The containers or processes it hit, resolved when it was applied.
-    pub hit: Vec<String>,
-    pub requested_s: f64,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub confirmed_s: Option<f64>,
-    /// How the effect was confirmed.
-    #[serde(skip_serializing_if = "String::is_empty", default)]
-    pub evidence: String,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub healed_s: Option<f64>,
-    #[serde(skip_serializing_if = "String::is_empty", default)]
-    pub heal_evidence: String,
-    /// Why it could not be applied or healed.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub error: Option<String>,
-    /// Output of an `exec` fault.
-    #[serde(skip_serializing_if = "String::is_empty", default)]
-    pub output: String,
-    /// With lost-acknowledged-write: this fault's share of the lost writes,
-    /// held against the spans a demoted primary was still primary.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub lost_writes: Option<crate::checker::lost_write_times::LostWritesAround>,
-}
-
-impl FaultRecord {
-    /// A fault as requested at `requested_s`, before anything is known of it.
-    pub fn requested(name: &str, action: &str, target: &str, requested_s: f64) -> FaultRecord {
-        FaultRecord {
-            name: name.into(),
-            action: action.into(),
-            target: target.into(),
-            hit: vec![],
-            requested_s,
-            confirmed_s: None,
-            evidence: String::new(),
-            healed_s: None,
-            heal_evidence: String::new(),
-            error: None,
-            output: String::new(),
-            lost_writes: None,
-        }
-    }
-}
+pub use faultline_model::faults::FaultRecord;
 
 /// A fault the provider applied, with what undoes it.
 pub struct Applied {

@@ -3,11 +3,11 @@
 
 use std::fmt;
 
-use crate::checker::CheckerName;
-use crate::comparison::Measure;
-use crate::metrics::windows::Side;
-use crate::spec::units::parse_duration;
-use crate::spec::OpKind;
+use faultline_model::checks::CheckerName;
+use faultline_model::compare::Measure;
+use faultline_model::ops::OpKind;
+use faultline_model::stats::Side;
+use faultline_model::units::parse_duration;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
@@ -222,9 +222,9 @@ pub enum Metric {
     /// Open loop: ops sent per second, next to the asked rate.
     AchievedRate,
     /// Violations a checker found (the checker must be in the spec).
-    Violations(crate::checker::CheckerName),
+    Violations(CheckerName),
     /// How many a checker judged of what it judges (reads, writes, keys).
-    Judged(crate::checker::CheckerName),
+    Judged(CheckerName),
     /// The hot-key checker on a table with an index: the longest an index
     /// entry took to agree with its item, in ms (0 when none lagged).
     IndexLag,
@@ -330,7 +330,7 @@ impl Metric {
     }
 }
 
-/// Status classes other than an HTTP status (see [`crate::metrics::status_class`]).
+/// Status classes other than an HTTP status (see [`faultline_model::stats::status_class`]).
 const STATUS_WORDS: [&str; 3] = ["timeout", "network", "error"];
 
 pub const METRIC_NAMES: &str = "ratio(throughput|p50|p99, TARGET/BASELINE), ratio_low(…), ratio_high(…), p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, unsent, achieved_rate, stale_reads, lost_acked_writes, torn_values, linearizability_violations, hot_key_violations, stale_reads_judged, lost_acked_writes_judged, torn_values_judged, linearizability_judged, hot_key_judged, index_lag, index_lagged, count(STATUS), only(STATUS, …), denied_window(FAULT[, OP]), first_success(FAULT[, OP]), recovered(FAULT[, OP]), failed_after(FAULT[, OP]), non_primary_reads; latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";

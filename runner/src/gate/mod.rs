@@ -13,13 +13,15 @@ pub mod expr;
 
 use indexmap::IndexMap;
 
-use crate::comparison::Group;
-use crate::metrics::windows::Side;
-use crate::metrics::{CellStats, LatencyStats};
 use crate::plugin::{self, Limits, SpecPlugins};
-use crate::results::{CellResult, Comparison, GateCell, GateOutcome, GateResult, Ratio};
 use crate::spec::{GateRule, GateSpec, PluginRef, ScenarioSpec};
 use expr::{CmpOp, Expr, Metric, MetricRef, Operand, RatioBound, RatioRef};
+use faultline_model::checks::{CheckResult, CheckStatus, CheckerName};
+use faultline_model::compare::{Group, Measure};
+use faultline_model::format::thousands;
+use faultline_model::results::{CellResult, Comparison, GateCell, GateOutcome, GateResult, Ratio};
+use faultline_model::stats::{status_class, CellStats, LatencyStats, OpStats, Side};
+use faultline_model::units::format_duration;
 
 /// What gates see besides the cells.
 pub struct RunContext<'a> {
@@ -228,9 +230,9 @@ fn ratio_gate(mut result: GateResult, expr: &Expr, cells: &[&CellResult], run: &
 fn ratio_value(r: &RatioRef, compared: &[&Comparison]) -> OperandValue {
     let pick = |c: &Comparison| -> Ratio {
         match r.measure {
-            crate::comparison::Measure::Throughput => c.throughput,
-            crate::comparison::Measure::P50 => c.p50,
-            crate::comparison::Measure::P99 => c.p99,
+            Measure::Throughput => c.throughput,
+            Measure::P50 => c.p50,
+            Measure::P99 => c.p99,
         }
     };
     let (ratio, inverted) = if let Some(c) = compared.iter().find(|c| c.target == r.target && c.baseline == r.baseline)
@@ -270,11 +272,11 @@ fn load_not_sent(cell: &CellResult, reads_schedule: bool) -> Option<String> {
     let under_sent = stats.open_loop.filter(|o| !reads_schedule && o.sent_fraction() < o.min_sent).map(|open| {
         format!(
             "the open loop sent {} of the {} ops its schedule had due ({:.1}%, below min_sent {}%): {} unsent, {:.0}/s of {}/s asked",
-            crate::report::thousands(open.sent),
-            crate::report::thousands(open.due),
+            thousands(open.sent),
+            thousands(open.due),
             open.sent_fraction() * 100.0,
             trim(open.min_sent * 100.0),
-            crate::report::thousands(open.unsent),
+            thousands(open.unsent),
             open.achieved_rate,
             trim(open.rate)
         )
@@ -344,14 +346,14 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
         return window_value(m, side, fault, stats);
     }
     // A fault metric's op kind picks that kind's impact, below.
-    let ops: Vec<&crate::metrics::OpStats> = match m.op.filter(|_| !m.metric.takes_fault()) {
+    let ops: Vec<&OpStats> = match m.op.filter(|_| !m.metric.takes_fault()) {
         Some(kind) => vec![stats
             .per_op
             .get(kind.as_str())
             .ok_or_else(|| format!("the workload `{}` has no {} ops", cell.workload, kind.as_str()))?],
         None => stats.per_op.values().collect(),
     };
-    let sum = |f: fn(&crate::metrics::OpStats) -> u64| ops.iter().map(|o| f(o)).sum::<u64>() as f64;
+    let sum = |f: fn(&OpStats) -> u64| ops.iter().map(|o| f(o)).sum::<u64>() as f64;
     Ok(match m.metric {
         Metric::Percentile(_) | Metric::MaxLatency | Metric::MeanLatency => {
             worst_latency(m.metric, ops.iter().map(|o| o.latency_ms.as_ref()))
@@ -424,7 +426,7 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
             let ok = (stats.ok, named("200"));
             let failures = stats.error_labels.iter().map(|l| {
                 let error_type = l.label.rsplit(' ').next().unwrap_or_default();
-                (l.count, named(crate::metrics::status_class(&l.label)) || named(error_type))
+                (l.count, named(status_class(&l.label)) || named(error_type))
             });
             let calls: Vec<(u64, bool)> = std::iter::once(ok).chain(failures).collect();
             let total: u64 = calls.iter().map(|(n, _)| n).sum();
@@ -435,18 +437,18 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
         Metric::Violations(name) | Metric::Judged(name) => {
             let check = check_of(cell, name)?;
             match (check.status, m.metric) {
-                (crate::checker::CheckStatus::Unknown, _) => None,
+                (CheckStatus::Unknown, _) => None,
                 (_, Metric::Judged(_)) => Some(check.checked as f64),
                 // Nothing judged is nothing passed: a violation found still counts.
-                (crate::checker::CheckStatus::Ok, _) if check.checked == 0 => {
+                (CheckStatus::Ok, _) if check.checked == 0 => {
                     return Err(format!("the {} checker judged 0 {}", name.as_str(), name.judges()))
                 }
                 _ => Some(check.violations as f64),
             }
         }
         Metric::IndexLag | Metric::IndexLagged => {
-            let check = check_of(cell, crate::checker::CheckerName::HotKey)?;
-            if check.status == crate::checker::CheckStatus::Unknown {
+            let check = check_of(cell, CheckerName::HotKey)?;
+            if check.status == CheckStatus::Unknown {
                 return Ok(None);
             }
             let lag =
@@ -463,7 +465,7 @@ fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String>
 }
 
 /// The cell's result of checker `name`.
-fn check_of(cell: &CellResult, name: crate::checker::CheckerName) -> Result<&crate::checker::CheckResult, String> {
+fn check_of(cell: &CellResult, name: CheckerName) -> Result<&CheckResult, String> {
     cell.checks
         .iter()
         .find(|c| c.checker == name.as_str())
@@ -527,18 +529,18 @@ fn describe(m: &MetricRef) -> String {
         Metric::Count => format!("count({})", m.statuses.join(", ")),
         Metric::Outside => format!("calls outside {}", m.statuses.join(", ")),
         Metric::Violations(c) => match c {
-            crate::checker::CheckerName::StaleReadAfterAck => "stale_reads".into(),
-            crate::checker::CheckerName::LostAcknowledgedWrite => "lost_acked_writes".into(),
-            crate::checker::CheckerName::FinalState => "torn_values".into(),
-            crate::checker::CheckerName::Linearizability => "linearizability_violations".into(),
-            crate::checker::CheckerName::HotKey => "hot_key_violations".into(),
+            CheckerName::StaleReadAfterAck => "stale_reads".into(),
+            CheckerName::LostAcknowledgedWrite => "lost_acked_writes".into(),
+            CheckerName::FinalState => "torn_values".into(),
+            CheckerName::Linearizability => "linearizability_violations".into(),
+            CheckerName::HotKey => "hot_key_violations".into(),
         },
         Metric::Judged(c) => match c {
-            crate::checker::CheckerName::StaleReadAfterAck => "stale_reads_judged".into(),
-            crate::checker::CheckerName::LostAcknowledgedWrite => "lost_acked_writes_judged".into(),
-            crate::checker::CheckerName::FinalState => "torn_values_judged".into(),
-            crate::checker::CheckerName::Linearizability => "linearizability_judged".into(),
-            crate::checker::CheckerName::HotKey => "hot_key_judged".into(),
+            CheckerName::StaleReadAfterAck => "stale_reads_judged".into(),
+            CheckerName::LostAcknowledgedWrite => "lost_acked_writes_judged".into(),
+            CheckerName::FinalState => "torn_values_judged".into(),
+            CheckerName::Linearizability => "linearizability_judged".into(),
+            CheckerName::HotKey => "hot_key_judged".into(),
         },
         Metric::IndexLag => "index_lag".into(),
         Metric::IndexLagged => "index_lagged".into(),
@@ -557,7 +559,7 @@ fn format_value(metric: Metric, v: f64) -> String {
     if v == f64::INFINITY {
         "unbounded (not recovered by the end of the cell)".into()
     } else if metric.is_duration() {
-        crate::spec::units::format_duration(std::time::Duration::from_secs_f64(v.max(0.0) / 1e3))
+        format_duration(std::time::Duration::from_secs_f64(v.max(0.0) / 1e3))
     } else if matches!(metric, Metric::Throughput | Metric::AchievedRate) {
         format!("{v:.0}/s")
     } else if metric == Metric::ErrorRate {
@@ -610,8 +612,8 @@ fn plugin_gate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{CellStats, ErrorCounts, LatencyStats, OpStats};
-    use crate::results::CellStatus;
+    use faultline_model::results::CellStatus;
+    use faultline_model::stats::ErrorCounts;
 
     /// Built-in gates need no plugins and no run context.
     fn evaluate(gates: &IndexMap<String, GateSpec>, cells: &[CellResult]) -> Vec<GateResult> {
@@ -729,8 +731,7 @@ mod tests {
 
     #[test]
     fn a_checker_that_judged_nothing_passes_no_gate_on_it() {
-        use crate::checker::hot_key::IndexLag;
-        use crate::checker::{CheckResult, CheckStatus, CheckerName};
+        use faultline_model::checks::IndexLag;
         let judged = |name: CheckerName, checked: u64, violations: u64| CheckResult {
             status: if violations == 0 { CheckStatus::Ok } else { CheckStatus::Violated },
             checked,
@@ -794,7 +795,7 @@ mod tests {
         assert!(r.evidence.contains("no op completed"), "{}", r.evidence);
 
         let mut under_sent = cell("a", Some(1.0), 0);
-        under_sent.stats.as_mut().unwrap().open_loop = Some(crate::metrics::OpenLoopStats {
+        under_sent.stats.as_mut().unwrap().open_loop = Some(faultline_model::stats::OpenLoopStats {
             rate: 600_000.0,
             min_sent: 0.99,
             due: 1_200_000,
@@ -824,7 +825,7 @@ mod tests {
 
     #[test]
     fn a_fault_gate_covers_the_cells_whose_scenario_has_the_fault() {
-        use crate::metrics::fault_impact::FaultImpact;
+        use faultline_model::stats::FaultImpact;
         let scenarios: Vec<ScenarioSpec> = serde_json::from_str(
             r#"[{"name": "calm", "target": "t", "workload": "w", "profiles": ["p"]},
                 {"name": "s", "target": "t", "workload": "w", "profiles": ["p"],
@@ -885,8 +886,8 @@ mod tests {
     }
     #[test]
     fn a_ratio_gate_is_judged_per_group_on_the_ratio_or_its_interval() {
-        use crate::comparison::bootstrap::Interval;
-        use crate::results::{Ratio, Word};
+        use faultline_model::compare::Interval;
+        use faultline_model::results::Word;
         let scenarios: Vec<ScenarioSpec> =
             serde_json::from_str(r#"[{"name": "s", "target": ["redis", "cand"], "workload": "w", "profiles": ["p"]}]"#)
                 .unwrap();

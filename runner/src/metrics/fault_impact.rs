@@ -14,8 +14,6 @@
 //! a step-down that refuses writes while reads go on is a denied window for
 //! `set` and none for `get`, never one column's failures under another's name.
 
-use serde::{Deserialize, Serialize};
-
 use super::recent::Absorb;
 use crate::spec::OpKind;
 
@@ -195,37 +193,7 @@ impl FineTimeline {
     }
 }
 
-/// One fault's cost, times in seconds after the fault was requested.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FaultImpact {
-    pub fault: String,
-    /// Ops that ended between this fault and the next (the last fault: until
-    /// the cell's last op ended, also after the window).
-    pub ops: u64,
-    pub failed: u64,
-    /// Longest op, failures included.
-    pub max_latency_ms: f64,
-    /// Until the last failed op ended; absent when nothing failed, and when
-    /// the target had not recovered (see `not_recovered`).
-    pub denied_window_s: Option<f64>,
-    /// Not recovered: until the last failed op the cell saw, a lower bound.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub denied_at_least_s: Option<f64>,
-    /// Ops failed after the fault and none succeeded after the last failure,
-    /// up to the end of the cell: the denied window is unbounded.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub not_recovered: bool,
-    /// The first success after the last failure (after the fault, if none failed).
-    pub first_success_s: Option<f64>,
-    /// Successful ops per second in the 10 s before the fault.
-    pub throughput_before: f64,
-    /// When a 1 s stretch first reached 90% of that again, after the denied window.
-    pub recovered_s: Option<f64>,
-    /// The same, per op kind (`get`, `set`, …): each kind's own failures,
-    /// denied window and first success. Empty inside a kind's own entry.
-    #[serde(default, skip_serializing_if = "indexmap::IndexMap::is_empty")]
-    pub per_op: indexmap::IndexMap<String, FaultImpact>,
-}
+pub use faultline_model::stats::FaultImpact;
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::spec::OpKind;
@@ -35,48 +34,9 @@ pub fn histogram_bytes() -> u64 {
     (new_histogram().distinct_values() * std::mem::size_of::<u64>()) as u64
 }
 
-/// Why an op failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// The client gave up at the deadline, or the server said it timed out.
-    Deadline,
-    /// No connection, or it broke while the op was outstanding.
-    Connection,
-    /// The server answered with an error.
-    Server,
-    /// Still running `hang_after` past its deadline: the watchdog abandoned it.
-    Hang,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorCounts {
-    pub deadline: u64,
-    pub connection: u64,
-    pub server: u64,
-    pub hang: u64,
-}
-
-impl ErrorCounts {
-    pub fn total(&self) -> u64 {
-        self.deadline + self.connection + self.server + self.hang
-    }
-
-    fn add(&mut self, class: ErrorClass) {
-        match class {
-            ErrorClass::Deadline => self.deadline += 1,
-            ErrorClass::Connection => self.connection += 1,
-            ErrorClass::Server => self.server += 1,
-            ErrorClass::Hang => self.hang += 1,
-        }
-    }
-
-    fn merge(&mut self, o: &ErrorCounts) {
-        self.deadline += o.deadline;
-        self.connection += o.connection;
-        self.server += o.server;
-        self.hang += o.hang;
-    }
-}
+pub use faultline_model::stats::{
+    status_class, CellStats, ErrorClass, ErrorCounts, ErrorLabel, LatencyStats, OpStats, OpenLoopStats, TimelinePoint,
+};
 
 /// What the progress display reads while a cell runs. `ok` and `failed`
 /// count exactly what the cell's result will count (ops of the measured
@@ -128,33 +88,6 @@ pub struct Completion<'a> {
 const EXAMPLES_PER_LABEL: usize = 3;
 /// Longest example message kept, in bytes.
 const EXAMPLE_MAX_LEN: usize = 200;
-
-/// Failures under one label: the error class, refined for server errors by
-/// the server's own error code (`server LOADING`, `server READONLY`), with
-/// the first few distinct messages as examples.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorLabel {
-    pub label: String,
-    pub count: u64,
-    pub examples: Vec<String>,
-}
-
-/// The status class a failure label counts under in gates: the HTTP status
-/// (`server 503 ServiceUnavailable` is `503`), `timeout` for deadlines and
-/// hangs, `network` for broken connections, `error` for a server error with
-/// no status (another kind's).
-pub fn status_class(label: &str) -> &str {
-    let mut words = label.split(' ');
-    match words.next() {
-        Some("deadline") | Some("hang") => "timeout",
-        Some("connection") => "network",
-        Some("server") => match words.next() {
-            Some(s) if s.len() == 3 && s.bytes().all(|b| b.is_ascii_digit()) => s,
-            _ => "error",
-        },
-        _ => "error",
-    }
-}
 
 /// Calls by status class: the successes as `200`, each failure by its label's class.
 fn status_classes(ok: u64, labels: &[ErrorLabel]) -> indexmap::IndexMap<String, u64> {
@@ -701,7 +634,7 @@ impl CellMetrics {
                     errors: k.errors,
                     over_deadline: k.over_deadline,
                     throughput: k.ok as f64 / secs,
-                    latency_ms: LatencyStats::from_histogram(&k.latency),
+                    latency_ms: latency_stats(&k.latency),
                     max_any_ms: k.max_any_us as f64 / 1e3,
                 },
             );
@@ -739,7 +672,7 @@ impl CellMetrics {
             per_op,
             timeline,
             timeline_step_s: step,
-            schedule_lag_ms: self.schedule_lag.as_ref().and_then(LatencyStats::from_histogram),
+            schedule_lag_ms: self.schedule_lag.as_ref().and_then(latency_stats),
             open_loop: open.map(|o| {
                 let sent = self.schedule_lag.as_ref().map_or(0, |h| h.len());
                 OpenLoopStats {
@@ -763,127 +696,20 @@ impl CellMetrics {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CellStats {
-    /// Successful ops in the measured window.
-    pub ok: u64,
-    pub failed: u64,
-    /// Successful ops per second.
-    pub throughput: f64,
-    pub errors: ErrorCounts,
-    pub over_deadline: u64,
-    pub per_op: indexmap::IndexMap<String, OpStats>,
-    pub timeline: Vec<TimelinePoint>,
-    /// The width of each timeline point, in seconds: 1, or 0.1 for windows
-    /// of 5 s or less (results written before it have 1).
-    #[serde(default = "one_second")]
-    pub timeline_step_s: f64,
-    /// Open loop only: how late ops started against the schedule.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub schedule_lag_ms: Option<LatencyStats>,
-    /// Open loop only: the schedule against what was sent.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub open_loop: Option<OpenLoopStats>,
-    /// Calls by status class (`200` the successes, then each failure's:
-    /// `503`, `400`, `timeout`, `network`, `error`), largest first.
-    #[serde(default)]
-    pub status_classes: indexmap::IndexMap<String, u64>,
-    /// Failures by label, most frequent first, with example messages.
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub error_labels: Vec<ErrorLabel>,
-    /// Cells with faults: what each fault cost.
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub fault_impact: Vec<FaultImpact>,
-    /// Cells with faults: latency before, during and after each fault.
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub window_latency: Vec<WindowLatency>,
-}
-
-/// An open loop's accounting: every op due in the measured window was sent
-/// (and then succeeded or failed) or is counted as unsent — due, but no free
-/// slot came before the window ended (k6's dropped iterations).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct OpenLoopStats {
-    /// The rate the profile asked for, ops per second.
-    pub rate: f64,
-    /// The share of the schedule that must be sent for the cell to count
-    /// as measured (the profile's `min_sent`).
-    pub min_sent: f64,
-    /// Ops the schedule had due in the measured window.
-    pub due: u64,
-    pub sent: u64,
-    pub unsent: u64,
-    /// Ops sent per second of the window.
-    pub achieved_rate: f64,
-}
-
-impl OpenLoopStats {
-    /// The share of the schedule that was sent (1 when nothing was due).
-    pub fn sent_fraction(&self) -> f64 {
-        if self.due == 0 {
-            1.0
-        } else {
-            self.sent as f64 / self.due as f64
-        }
+/// A histogram's percentiles in ms; none when it is empty.
+pub fn latency_stats(h: &Histogram<u64>) -> Option<LatencyStats> {
+    if h.is_empty() {
+        return None;
     }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OpStats {
-    pub ok: u64,
-    pub failed: u64,
-    pub errors: ErrorCounts,
-    pub over_deadline: u64,
-    pub throughput: f64,
-    /// Latency of successful ops; absent when none succeeded.
-    pub latency_ms: Option<LatencyStats>,
-    /// Longest op of any outcome, failures included.
-    pub max_any_ms: f64,
-}
-
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct LatencyStats {
-    pub p50: f64,
-    pub p95: f64,
-    pub p99: f64,
-    pub p999: f64,
-    pub max: f64,
-    pub mean: f64,
-}
-
-impl LatencyStats {
-    fn from_histogram(h: &Histogram<u64>) -> Option<Self> {
-        if h.is_empty() {
-            return None;
-        }
-        let ms = |us: u64| us as f64 / 1e3;
-        Some(LatencyStats {
-            p50: ms(h.value_at_quantile(0.50)),
-            p95: ms(h.value_at_quantile(0.95)),
-            p99: ms(h.value_at_quantile(0.99)),
-            p999: ms(h.value_at_quantile(0.999)),
-            max: ms(h.max()),
-            mean: h.mean() / 1e3,
-        })
-    }
-}
-
-fn one_second() -> f64 {
-    1.0
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TimelinePoint {
-    /// Seconds since the measured window began, at the point's start.
-    pub t: f64,
-    pub ok: u64,
-    pub failed: u64,
-    pub mean_ms: f64,
-    /// The second's 99th percentile of successes, at most 25% high (its log
-    /// bucket's upper edge); none when nothing succeeded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p99_ms: Option<f64>,
-    pub max_ms: f64,
+    let ms = |us: u64| us as f64 / 1e3;
+    Some(LatencyStats {
+        p50: ms(h.value_at_quantile(0.50)),
+        p95: ms(h.value_at_quantile(0.95)),
+        p99: ms(h.value_at_quantile(0.99)),
+        p999: ms(h.value_at_quantile(0.999)),
+        max: ms(h.max()),
+        mean: h.mean() / 1e3,
+    })
 }
 
 #[cfg(test)]

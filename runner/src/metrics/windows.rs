@@ -4,37 +4,10 @@
 //! the faults happen is known only once the cell has run. The same samples
 //! place reads against the role timeline (see [`WindowSamples::reads_inside`]).
 
-use serde::{Deserialize, Serialize};
-
-use super::{new_histogram, LatencyStats, HIST_MAX_US};
+use super::{new_histogram, HIST_MAX_US};
 use crate::spec::OpKind;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Side {
-    /// From the start of the measured window to the fault's request.
-    Before,
-    /// From the request to the heal (to the end, for a fault never healed).
-    During,
-    /// From the heal (the request, for a fault never healed) to the end.
-    After,
-}
-
-impl Side {
-    pub const ALL: [Side; 3] = [Side::Before, Side::During, Side::After];
-
-    pub fn from_name(name: &str) -> Option<Side> {
-        Self::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Side::Before => "before",
-            Side::During => "during",
-            Side::After => "after",
-        }
-    }
-}
+pub use faultline_model::stats::{Side, WindowLatency};
 
 #[derive(Debug, Clone, Copy)]
 struct Sample {
@@ -53,17 +26,6 @@ pub struct FaultSpan {
     pub fault: String,
     pub requested_s: f64,
     pub healed_s: Option<f64>,
-}
-
-/// Latency of the successful ops that ended in one window around a fault.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WindowLatency {
-    pub fault: String,
-    pub window: Side,
-    pub from_s: f64,
-    pub to_s: f64,
-    /// Per op kind; `null` when none of that kind succeeded in the window.
-    pub per_op: indexmap::IndexMap<String, Option<LatencyStats>>,
 }
 
 impl WindowSamples {
@@ -98,11 +60,8 @@ impl WindowSamples {
                         hists[i].saturating_record((s.latency_us as u64).clamp(1, HIST_MAX_US));
                     }
                 }
-                let per_op = kinds
-                    .iter()
-                    .zip(&hists)
-                    .map(|(k, h)| (k.as_str().to_string(), LatencyStats::from_histogram(h)))
-                    .collect();
+                let per_op =
+                    kinds.iter().zip(&hists).map(|(k, h)| (k.as_str().to_string(), super::latency_stats(h))).collect();
                 out.push(WindowLatency { fault: f.fault.clone(), window: side, from_s, to_s, per_op });
             }
         }

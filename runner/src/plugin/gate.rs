@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use super::sandbox::{PluginError, Sandbox};
 use super::{Limits, Plugin, PluginHost};
-use crate::checker::CheckStatus;
-use crate::metrics::{ErrorCounts, LatencyStats};
-use crate::results::{CellResult, CellStatus, Criterion, GateOutcome};
+use faultline_model::checks::CheckStatus;
+use faultline_model::results::{CellResult, CellStatus, Criterion, GateOutcome};
+use faultline_model::stats::{ErrorCounts, LatencyStats};
 
 mod bindings {
     wasmtime::component::bindgen!({ path: "../plugins/wit", world: "gate" });

@@ -304,7 +304,7 @@ impl Build<'_> {
             let ip = topology.ip(m).await.map_err(|e| (e, Some(m.clone())))?;
             addrs.push(format!("{ip}:{}", m.port.expect("validated: the discovery group has a port")));
         }
-        let kind = format!("{:?}", self.spec.kind).to_lowercase();
+        let kind = self.spec.kind.as_str();
         let uri = self
             .kind
             .discovery_uri(&addrs, &d.master)

@@ -9,7 +9,7 @@ pub mod matrix;
 mod memory;
 pub mod model;
 pub mod probe;
-pub mod units;
+pub use faultline_model::units;
 pub(crate) mod validate;
 
 use std::collections::HashMap;

@@ -34,7 +34,7 @@ pub struct Spec {
     /// whenever any is named): stale-read-after-ack, lost-acknowledged-write,
     /// final-state, linearizability.
     #[serde(default)]
-    pub checkers: Vec<crate::checker::CheckerName>,
+    pub checkers: Vec<faultline_model::checks::CheckerName>,
     #[serde(default)]
     pub gates: IndexMap<String, GateSpec>,
     #[serde(default)]
@@ -58,14 +58,7 @@ fn default_seed() -> u64 {
     1
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetKind {
-    Redis,
-    Mongodb,
-    /// The DynamoDB API (the service, DynamoDB Local, moto, a shim).
-    Dynamodb,
-}
+pub use faultline_model::ops::{OpKind, TargetKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -191,70 +184,6 @@ pub struct PluginRef {
 
 fn default_value_size() -> ValueSizeSpec {
     ValueSizeSpec::Fixed(Size(64))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum OpKind {
-    Get,
-    Set,
-    Incr,
-    Del,
-    /// Creates the key's document; fails when it exists (MongoDB, DynamoDB).
-    Insert,
-    /// Changes the stored item in place (DynamoDB's UpdateItem: a counter
-    /// added to, fields set, the op's id appended to a list).
-    Update,
-    /// Writes the key and its sibling items in one transaction (DynamoDB's
-    /// TransactWriteItems).
-    Transact,
-    /// Writes the key and its sibling items in one batch (BatchWriteItem).
-    Batch,
-    /// Reads the key's entry back through the table's index (Query).
-    Query,
-}
-
-impl OpKind {
-    /// In the order of their index: history records store it, so new kinds go last.
-    pub const ALL: [OpKind; 9] = [
-        OpKind::Get,
-        OpKind::Set,
-        OpKind::Incr,
-        OpKind::Del,
-        OpKind::Insert,
-        OpKind::Update,
-        OpKind::Transact,
-        OpKind::Batch,
-        OpKind::Query,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OpKind::Get => "get",
-            OpKind::Set => "set",
-            OpKind::Incr => "incr",
-            OpKind::Del => "del",
-            OpKind::Insert => "insert",
-            OpKind::Update => "update",
-            OpKind::Transact => "transact",
-            OpKind::Batch => "batch",
-            OpKind::Query => "query",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<OpKind> {
-        OpKind::ALL.into_iter().find(|k| k.as_str() == name)
-    }
-
-    /// Dense index for per-kind metric arrays.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// Whether the op writes its own value, which reads can then observe.
-    pub fn writes_value(self) -> bool {
-        matches!(self, OpKind::Set | OpKind::Insert | OpKind::Update | OpKind::Transact | OpKind::Batch)
-    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -564,7 +493,7 @@ pub struct ScenarioSpec {
     /// throughput, so a benchmark scenario beside a crash scenario can leave
     /// it off.
     #[serde(default)]
-    pub checkers: Option<Vec<crate::checker::CheckerName>>,
+    pub checkers: Option<Vec<faultline_model::checks::CheckerName>>,
 }
 
 /// One scheduled fault.

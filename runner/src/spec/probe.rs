@@ -23,29 +23,4 @@ pub struct ProbeSpec {
     pub targets: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ProbeWhen {
-    /// Once, when the target has started (its output goes into the run's
-    /// provenance manifest: the configuration the server really ran with).
-    Start,
-    /// Before each cell's load starts.
-    #[default]
-    Before,
-    /// After each cell's load has stopped.
-    After,
-    /// Started when the measured window opens and sent SIGINT when it
-    /// closes (which makes `strace -c` print its table).
-    Window,
-}
-
-impl ProbeWhen {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProbeWhen::Start => "start",
-            ProbeWhen::Before => "before",
-            ProbeWhen::After => "after",
-            ProbeWhen::Window => "window",
-        }
-    }
-}
+pub use faultline_model::probes::ProbeWhen;

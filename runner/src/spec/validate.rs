@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use crate::checker::CheckerName;
+use faultline_model::checks::CheckerName;
 
 use super::model::*;
 
@@ -96,7 +96,7 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
                 {
                     return Err((at.clone(), format!("no scenario has a fault named `{fault}`")));
                 }
-                let named = |c: &crate::checker::CheckerName| {
+                let named = |c: &CheckerName| {
                     spec.checkers.contains(c)
                         || spec.scenarios.iter().flat_map(|s| s.checkers.iter().flatten()).any(|k| k == c)
                 };
@@ -402,12 +402,12 @@ fn validate_checkers(spec: &Spec) -> Result<(), Problem> {
             ValueSizeSpec::Fixed(s) => s.0,
             ValueSizeSpec::Range { min, .. } => min.0,
         };
-        if (min as usize) < crate::history::VALUE_HEADER_MAX {
+        if (min as usize) < faultline_model::value::VALUE_HEADER_MAX {
             return Err((
                 format!("{at}.value_size"),
                 format!(
                     "with checkers, values need at least {}B to name their write",
-                    crate::history::VALUE_HEADER_MAX
+                    faultline_model::value::VALUE_HEADER_MAX
                 ),
             ));
         }
@@ -540,9 +540,7 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
                 }
                 let driver =
                     crate::target::driver(kind, options.as_ref()).map_err(|(f, e)| (format!("{at}.options.{f}"), e))?;
-                if !driver.acknowledges_writes()
-                    && spec.checkers.contains(&crate::checker::CheckerName::LostAcknowledgedWrite)
-                {
+                if !driver.acknowledges_writes() && spec.checkers.contains(&CheckerName::LostAcknowledgedWrite) {
                     return Err((
                         format!("{at}.options"),
                         format!("target `{t}` does not acknowledge writes (w: 0), so the lost-acknowledged-write checker has nothing to hold it to: use w: 1 or majority, or drop the checker"),
@@ -661,11 +659,7 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Proble
             if !driver.faults().contains(&f.action) {
                 return Err((
                     format!("{at}.action"),
-                    format!(
-                        "`{}` is not a fault of {} targets (`{target}`)",
-                        f.action.as_str(),
-                        format!("{:?}", t.kind).to_lowercase()
-                    ),
+                    format!("`{}` is not a fault of {} targets (`{target}`)", f.action.as_str(), t.kind.as_str()),
                 ));
             }
         }

@@ -83,7 +83,7 @@ fn no_options(kind: TargetKind, options: Option<&serde_json::Value>) -> Result<(
     match options {
         Some(serde_json::Value::Object(m)) if !m.is_empty() => {
             let first = m.keys().next().expect("not empty").clone();
-            Err((first, format!("{} targets take no options", format!("{kind:?}").to_lowercase())))
+            Err((first, format!("{} targets take no options", kind.as_str())))
         }
         _ => Ok(()),
     }

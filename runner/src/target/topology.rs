@@ -10,27 +10,7 @@ use std::sync::Arc;
 
 use crate::spec::TargetKind;
 
-/// A member's role, as the member itself reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Role {
-    /// Accepts writes.
-    Primary,
-    /// Follows a primary; `linked` when its replication link is up.
-    Replica { linked: bool },
-    /// Anything else the server said (e.g. a Sentinel, an arbiter).
-    Other(String),
-}
-
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Role::Primary => write!(f, "primary"),
-            Role::Replica { linked: true } => write!(f, "replica (link up)"),
-            Role::Replica { linked: false } => write!(f, "replica (link down)"),
-            Role::Other(s) => write!(f, "{s}"),
-        }
-    }
-}
+pub use faultline_model::roles::Role;
 
 #[async_trait::async_trait]
 pub trait TopologyKind: Send + Sync {

@@ -9,9 +9,10 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::history::{write_value, ValueId};
 use crate::plugin::shape::Feed;
-use crate::spec::{KeyDistribution, OpKind, PluginRef, ValueSizeSpec, WorkloadSpec};
+use crate::spec::{KeyDistribution, PluginRef, ValueSizeSpec, WorkloadSpec};
+use faultline_model::ops::OpKind;
+use faultline_model::value::{write_value, ValueId};
 use zipf::ZipfTable;
 
 /// One operation for a target to execute.
@@ -382,8 +383,8 @@ mod tests {
         let mut value = Vec::new();
         let op = Op { kind: OpKind::Set, key: 1, value_len: 40, write_id: Some(ids[0]), value: None };
         w.put_value(&op, &mut value);
-        let scope = crate::history::Scope { run: 0xabc, cell: 3 };
-        assert_eq!(crate::history::parse_value(&value, scope), crate::history::Observed::Write(ids[0]));
+        let scope = faultline_model::value::Scope { run: 0xabc, cell: 3 };
+        assert_eq!(faultline_model::value::parse_value(&value, scope), faultline_model::value::Observed::Write(ids[0]));
     }
 
     #[test]

@@ -31,10 +31,10 @@ use aws_sdk_dynamodb::Client;
 use aws_smithy_http_client::tls;
 
 use super::{Connection, IndexSettle, ServerInfo, StoredItem, TargetDriver};
-use crate::history::{parse_header, ValueId};
 use crate::ledger::{DynamoAccess, Resource};
-use crate::spec::OpKind;
 use crate::workload::Workload;
+use faultline_model::ops::OpKind;
+use faultline_model::value::{parse_header, ValueId};
 use ops::{value_of, DynamoClient, Item, Items};
 pub use options::DynamoOptions;
 use options::{Projection, RetrySpec};

@@ -30,11 +30,11 @@ use aws_sdk_dynamodb::Client;
 
 use super::errors::classify;
 use super::options::DynamoOptions;
-use crate::history::VALUE_HEADER_MAX;
-use crate::metrics::ErrorClass;
-use crate::spec::OpKind;
 use crate::target::{Applied, DriverError, ReadValue, RequestClient, Response};
 use crate::workload::{Op, Workload};
+use faultline_model::ops::OpKind;
+use faultline_model::stats::ErrorClass;
+use faultline_model::value::VALUE_HEADER_MAX;
 
 pub type Item = HashMap<String, AttributeValue>;
 

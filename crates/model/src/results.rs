@@ -1,0 +1,306 @@
+//! results.json: everything a run measured and decided. The schema is
+//! documented in docs/results.md; bump `SCHEMA_VERSION` on any
+//! incompatible change. Writing and reading the file is the runner's.
+
+use serde::{Deserialize, Serialize};
+
+use crate::checks::CheckResult;
+use crate::stats::CellStats;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    Incomplete,
+}
+
+impl Verdict {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Verdict::Pass => 0,
+            Verdict::Fail => 1,
+            Verdict::Incomplete => 2,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Incomplete => "INCOMPLETE",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    pub schema_version: u32,
+    pub run: RunInfo,
+    pub verdict: Verdict,
+    /// Why the verdict is what it is, in plain words.
+    pub verdict_reasons: Vec<String>,
+    pub gates: Vec<GateResult>,
+    pub targets: Vec<TargetInfo>,
+    pub cells: Vec<CellResult>,
+    /// Throughput and latency ratios of each variant against the first target
+    /// of its scenario.
+    pub comparisons: Vec<Comparison>,
+    /// Problems that stopped part of the run (a target that never came up, …).
+    pub errors: Vec<String>,
+    /// What ran, beyond `run` and `targets`: the commit, plugin hashes, how
+    /// competitors were isolated.
+    #[serde(default)]
+    pub manifest: crate::provenance::Manifest,
+    /// Per scenario, matrix point and variant: the crashes and clean
+    /// restarts, and whether every acknowledged write survived them.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub crash_recovery: Vec<crate::recovery::RecoveryRow>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub spec_path: String,
+    pub started: String,
+    pub finished: String,
+    pub seed: u64,
+    pub params: indexmap::IndexMap<String, serde_json::Value>,
+    pub quick: bool,
+    pub only: Vec<String>,
+    pub interrupted: bool,
+    pub faultline_version: String,
+    /// The git commit faultline was built from (`-dirty` with uncommitted changes).
+    #[serde(default)]
+    pub faultline_commit: String,
+    pub host: HostInfo,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub hostname: String,
+    pub os: String,
+    pub kernel: String,
+    pub cpus: usize,
+    pub cpu_model: String,
+    pub memory_gib: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetInfo {
+    pub name: String,
+    pub kind: String,
+    pub provider: String,
+    pub uri: String,
+    /// What the server said it is (e.g. `redis 7.0.15`), probed at start.
+    pub server: String,
+    /// The target with the matrix values its fields use (`cand[fsync=always]`),
+    /// when a matrix made several servers of it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub instance: Option<String>,
+    /// Its arguments as the spec gave them, matrix values filled in.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub args: Vec<String>,
+    /// Process targets: the working directory it ran in (`{target_dir}`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub work_dir: Option<String>,
+    /// Process targets: the binary it ran, with its SHA-256.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub binary: Option<crate::provenance::Binary>,
+    /// Docker targets: the image.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub image: Option<String>,
+    /// The scenario's `when: start` probes: the configuration it really ran with.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub probes: Vec<crate::probes::ProbeOutput>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CellStatus {
+    Completed,
+    /// Stopped early by Ctrl-C or SIGTERM; its numbers cover what ran.
+    Interrupted,
+    /// Could not run (no connection, …); see `error`.
+    Failed,
+    /// Never started because the run stopped before it.
+    Skipped,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellResult {
+    pub scenario: String,
+    pub profile: String,
+    /// `closed 3x32` or `open 20000/s over 4x64`.
+    pub shape: String,
+    pub target: String,
+    pub workload: String,
+    /// The target, or the workload in a scenario that compares workloads.
+    #[serde(default)]
+    pub variant: String,
+    /// The scenario's matrix point this cell ran, e.g. `{fsync: always, depth: 1}`.
+    #[serde(skip_serializing_if = "indexmap::IndexMap::is_empty", default)]
+    pub matrix: indexmap::IndexMap<String, String>,
+    pub repeat: u32,
+    pub status: CellStatus,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+    /// Length of the measured window in seconds (shorter if interrupted).
+    pub measured_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stats: Option<CellStats>,
+    /// The spec's checkers on this cell's history.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub checks: Vec<CheckResult>,
+    /// The scenario's faults as they were applied and healed in this cell.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub faults: Vec<crate::faults::FaultRecord>,
+    /// Cells with faults on a target with members (or one MongoDB server):
+    /// each member's role changes over the measured window.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub roles: Vec<crate::roles::RoleChange>,
+    /// Cells whose roles were sampled, on a kind with a read concern: reads
+    /// answered while no member was primary, judged when the read concern
+    /// requires the primary.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub non_primary_reads: Option<crate::roles::NonPrimaryReads>,
+    /// The scenario's probes run before, after and over this cell.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub probes: Vec<crate::probes::ProbeOutput>,
+    /// `isolation: stop`: the other targets frozen while this cell ran.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub frozen: Vec<String>,
+}
+
+impl CellResult {
+    pub fn label(&self) -> String {
+        let point = crate::labels::matrix_suffix(&self.matrix);
+        format!("{}{point}/{}/{}#{}", self.scenario, self.profile, self.variant(), self.repeat)
+    }
+
+    /// Results written before variants named themselves used the target.
+    pub fn variant(&self) -> &str {
+        if self.variant.is_empty() {
+            &self.target
+        } else {
+            &self.variant
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateOutcome {
+    Pass,
+    Fail,
+    /// Could not be evaluated (nothing measured, a metric missing).
+    Incomplete,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GateResult {
+    pub name: String,
+    /// The expression, or `plugin FILE` for a gate plugin.
+    pub expr: String,
+    pub result: GateOutcome,
+    /// The measured values behind the result, e.g. the worst cell.
+    pub evidence: String,
+    /// A gate plugin's criteria table, row by row.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub criteria: Vec<Criterion>,
+    /// Reported, but not part of the verdict.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub informational: bool,
+    /// A built-in gate in each cell it covers (a ratio gate: in each group
+    /// of cells it compares), e.g. for one JUnit testcase each.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub cells: Vec<GateCell>,
+}
+
+/// A built-in gate's outcome in one cell (or group of cells).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GateCell {
+    /// The cell's label, `scenario/profile/variant#repeat`, or a group's,
+    /// `scenario/profile`.
+    pub cell: String,
+    pub result: GateOutcome,
+    pub evidence: String,
+}
+
+/// One row of a gate plugin's criteria table.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Criterion {
+    pub name: String,
+    pub evidence: String,
+    pub result: GateOutcome,
+}
+
+/// One variant against its scenario's baseline (the first variant) in one
+/// group of cells: the same scenario, matrix point and profile.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Comparison {
+    pub scenario: String,
+    /// The matrix point both sides ran.
+    #[serde(skip_serializing_if = "indexmap::IndexMap::is_empty", default)]
+    pub matrix: indexmap::IndexMap<String, String>,
+    pub profile: String,
+    pub baseline: String,
+    pub target: String,
+    /// Repeats both sides completed, paired by their number.
+    pub repeats: u32,
+    pub baseline_stats: VariantStats,
+    pub target_stats: VariantStats,
+    /// target / baseline of the mean throughput.
+    pub throughput: Ratio,
+    /// target / baseline of the mean p50 and p99 (of the worst op kind).
+    pub p50: Ratio,
+    pub p99: Ratio,
+    /// The throughput's word, only where its interval is clear of the
+    /// parity band: WIN above it, LOSS below it, parity inside it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub word: Option<Word>,
+    /// Ratios within 1 ± this count as no difference (the spec's `report.parity`).
+    pub parity_band: f64,
+}
+
+/// One variant's numbers over its completed repeats.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct VariantStats {
+    pub repeats: u32,
+    /// Successful ops per second.
+    pub mean_throughput: f64,
+    pub median_throughput: f64,
+    /// Mean over repeats of the worst op kind's percentile, in ms.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub p99_ms: Option<f64>,
+}
+
+/// A ratio with its noise.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Ratio {
+    /// Of the means; none when the baseline's is 0 or missing.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub value: Option<f64>,
+    /// Median of the per-repeat ratios of paired repeats.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub paired_median: Option<f64>,
+    /// 95% bootstrap interval; none with fewer than two repeats.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interval: Option<crate::compare::Interval>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Word {
+    #[serde(rename = "WIN")]
+    Win,
+    #[serde(rename = "parity")]
+    Parity,
+    #[serde(rename = "LOSS")]
+    Loss,
+}

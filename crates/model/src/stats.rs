@@ -1,0 +1,253 @@
+//! A cell's measured statistics as results.json holds them: op counts,
+//! error classes and labels, latency percentiles, the timeline, the open
+//! loop's accounting, each fault's cost and the latency around it. The
+//! recording that produces them (histograms, the hot path) is the engine's.
+
+use serde::{Deserialize, Serialize};
+
+/// Why an op failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The client gave up at the deadline, or the server said it timed out.
+    Deadline,
+    /// No connection, or it broke while the op was outstanding.
+    Connection,
+    /// The server answered with an error.
+    Server,
+    /// Still running `hang_after` past its deadline: the watchdog abandoned it.
+    Hang,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorCounts {
+    pub deadline: u64,
+    pub connection: u64,
+    pub server: u64,
+    pub hang: u64,
+}
+
+impl ErrorCounts {
+    pub fn total(&self) -> u64 {
+        self.deadline + self.connection + self.server + self.hang
+    }
+
+    pub fn add(&mut self, class: ErrorClass) {
+        match class {
+            ErrorClass::Deadline => self.deadline += 1,
+            ErrorClass::Connection => self.connection += 1,
+            ErrorClass::Server => self.server += 1,
+            ErrorClass::Hang => self.hang += 1,
+        }
+    }
+
+    pub fn merge(&mut self, o: &ErrorCounts) {
+        self.deadline += o.deadline;
+        self.connection += o.connection;
+        self.server += o.server;
+        self.hang += o.hang;
+    }
+}
+
+/// Failures under one label: the error class, refined for server errors by
+/// the server's own error code (`server LOADING`, `server READONLY`), with
+/// the first few distinct messages as examples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorLabel {
+    pub label: String,
+    pub count: u64,
+    pub examples: Vec<String>,
+}
+
+/// The status class a failure label counts under in gates: the HTTP status
+/// (`server 503 ServiceUnavailable` is `503`), `timeout` for deadlines and
+/// hangs, `network` for broken connections, `error` for a server error with
+/// no status (another kind's).
+pub fn status_class(label: &str) -> &str {
+    let mut words = label.split(' ');
+    match words.next() {
+        Some("deadline") | Some("hang") => "timeout",
+        Some("connection") => "network",
+        Some("server") => match words.next() {
+            Some(s) if s.len() == 3 && s.bytes().all(|b| b.is_ascii_digit()) => s,
+            _ => "error",
+        },
+        _ => "error",
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellStats {
+    /// Successful ops in the measured window.
+    pub ok: u64,
+    pub failed: u64,
+    /// Successful ops per second.
+    pub throughput: f64,
+    pub errors: ErrorCounts,
+    pub over_deadline: u64,
+    pub per_op: indexmap::IndexMap<String, OpStats>,
+    pub timeline: Vec<TimelinePoint>,
+    /// The width of each timeline point, in seconds: 1, or 0.1 for windows
+    /// of 5 s or less (results written before it have 1).
+    #[serde(default = "one_second")]
+    pub timeline_step_s: f64,
+    /// Open loop only: how late ops started against the schedule.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub schedule_lag_ms: Option<LatencyStats>,
+    /// Open loop only: the schedule against what was sent.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub open_loop: Option<OpenLoopStats>,
+    /// Calls by status class (`200` the successes, then each failure's:
+    /// `503`, `400`, `timeout`, `network`, `error`), largest first.
+    #[serde(default)]
+    pub status_classes: indexmap::IndexMap<String, u64>,
+    /// Failures by label, most frequent first, with example messages.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub error_labels: Vec<ErrorLabel>,
+    /// Cells with faults: what each fault cost.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub fault_impact: Vec<FaultImpact>,
+    /// Cells with faults: latency before, during and after each fault.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub window_latency: Vec<WindowLatency>,
+}
+
+/// An open loop's accounting: every op due in the measured window was sent
+/// (and then succeeded or failed) or is counted as unsent — due, but no free
+/// slot came before the window ended (k6's dropped iterations).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OpenLoopStats {
+    /// The rate the profile asked for, ops per second.
+    pub rate: f64,
+    /// The share of the schedule that must be sent for the cell to count
+    /// as measured (the profile's `min_sent`).
+    pub min_sent: f64,
+    /// Ops the schedule had due in the measured window.
+    pub due: u64,
+    pub sent: u64,
+    pub unsent: u64,
+    /// Ops sent per second of the window.
+    pub achieved_rate: f64,
+}
+
+impl OpenLoopStats {
+    /// The share of the schedule that was sent (1 when nothing was due).
+    pub fn sent_fraction(&self) -> f64 {
+        if self.due == 0 {
+            1.0
+        } else {
+            self.sent as f64 / self.due as f64
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpStats {
+    pub ok: u64,
+    pub failed: u64,
+    pub errors: ErrorCounts,
+    pub over_deadline: u64,
+    pub throughput: f64,
+    /// Latency of successful ops; absent when none succeeded.
+    pub latency_ms: Option<LatencyStats>,
+    /// Longest op of any outcome, failures included.
+    pub max_any_ms: f64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct LatencyStats {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+/// serde's default for `timeline_step_s`.
+pub fn one_second() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    /// Seconds since the measured window began, at the point's start.
+    pub t: f64,
+    pub ok: u64,
+    pub failed: u64,
+    pub mean_ms: f64,
+    /// The second's 99th percentile of successes, at most 25% high (its log
+    /// bucket's upper edge); none when nothing succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    pub max_ms: f64,
+}
+
+/// One fault's cost, times in seconds after the fault was requested.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FaultImpact {
+    pub fault: String,
+    /// Ops that ended between this fault and the next (the last fault: until
+    /// the cell's last op ended, also after the window).
+    pub ops: u64,
+    pub failed: u64,
+    /// Longest op, failures included.
+    pub max_latency_ms: f64,
+    /// Until the last failed op ended; absent when nothing failed, and when
+    /// the target had not recovered (see `not_recovered`).
+    pub denied_window_s: Option<f64>,
+    /// Not recovered: until the last failed op the cell saw, a lower bound.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub denied_at_least_s: Option<f64>,
+    /// Ops failed after the fault and none succeeded after the last failure,
+    /// up to the end of the cell: the denied window is unbounded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_recovered: bool,
+    /// The first success after the last failure (after the fault, if none failed).
+    pub first_success_s: Option<f64>,
+    /// Successful ops per second in the 10 s before the fault.
+    pub throughput_before: f64,
+    /// When a 1 s stretch first reached 90% of that again, after the denied window.
+    pub recovered_s: Option<f64>,
+    /// The same, per op kind (`get`, `set`, …): each kind's own failures,
+    /// denied window and first success. Empty inside a kind's own entry.
+    #[serde(default, skip_serializing_if = "indexmap::IndexMap::is_empty")]
+    pub per_op: indexmap::IndexMap<String, FaultImpact>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// From the start of the measured window to the fault's request.
+    Before,
+    /// From the request to the heal (to the end, for a fault never healed).
+    During,
+    /// From the heal (the request, for a fault never healed) to the end.
+    After,
+}
+
+impl Side {
+    pub const ALL: [Side; 3] = [Side::Before, Side::During, Side::After];
+
+    pub fn from_name(name: &str) -> Option<Side> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Before => "before",
+            Side::During => "during",
+            Side::After => "after",
+        }
+    }
+}
+
+/// Latency of the successful ops that ended in one window around a fault.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WindowLatency {
+    pub fault: String,
+    pub window: Side,
+    pub from_s: f64,
+    pub to_s: f64,
+    /// Per op kind; `null` when none of that kind succeeded in the window.
+    pub per_op: indexmap::IndexMap<String, Option<LatencyStats>>,
+}
