@@ -26,6 +26,8 @@ mod results;
 mod run;
 mod spec;
 mod stdout;
+#[cfg(test)]
+mod synthetic_results;
 mod target;
 mod teardown;
 mod topology;

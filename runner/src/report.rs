@@ -312,68 +312,80 @@ mod tests {
         assert_eq!(sparkline(&[0.0, 0.0]), "▁▁");
     }
 
+    /// One fixture of fixtures/results/ (index.json): a shipped spec's
+    /// synthetic results, full or `--quick`, filling every section of the
+    /// report, and the spec's own template. The runner writes them.
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        spec: String,
+        quick: bool,
+        results: String,
+        template: Option<String>,
+    }
+
+    fn repository() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    fn fixtures() -> Vec<(Fixture, Results)> {
+        let dir = repository().join("fixtures/results");
+        let index: Vec<Fixture> =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).unwrap()).unwrap();
+        assert!(index.len() >= 10, "{} fixtures", index.len());
+        index
+            .into_iter()
+            .map(|f| {
+                let text = std::fs::read_to_string(dir.join(&f.results)).unwrap();
+                let results: Results = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.results));
+                (f, results)
+            })
+            .collect()
+    }
+
     /// Every shipped spec's report, rendered from results that fill every
     /// section (faults, an unrecovered target, roles, checks with witnesses,
     /// error examples, an under-sent open loop, plugin criteria) and no
     /// description, is valid Markdown: each table parses as one, with as
     /// many cells in each row as in its header, and each bullet is its own
     /// list item.
-    fn shipped_specs() -> Vec<PathBuf> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
-        // specs/ also holds the specs' templates/.
-        let mut specs: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-            .collect();
-        specs.sort();
-        assert!(specs.len() >= 5, "{specs:?}");
-        specs
-    }
-
     #[test]
     fn every_shipped_spec_renders_valid_markdown() {
-        for path in shipped_specs() {
-            let spec = crate::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}")).spec;
-            let options = crate::plan::PlanOptions { quick: false, only: vec![] };
-            let loaded = crate::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
-            let plan = crate::plan::build(&loaded, &options).unwrap();
-            let results = synthetic::results(&spec, &plan);
+        for (fixture, results) in fixtures().into_iter().filter(|(f, _)| !f.quick) {
+            let path = &fixture.spec;
             let planned = charts::plan(&results);
             assert!(!planned.is_empty());
             let text =
                 render(&results, Template::Default, None, ChartLinks { charts: &planned, dir: "charts" }).unwrap();
-            let expected = synthetic::expected_items(&results);
+            let expected = expected_items(&results);
             if let Err(e) = markdown::check(&text, &expected) {
-                panic!("{}: {e}\n\n{text}", path.display());
+                panic!("{path}: {e}\n\n{text}");
             }
             // A scenario with several variants has its ratios, and a chart of them.
-            let comparing = spec.scenarios.iter().any(|s| s.variants().len() > 1);
-            assert_eq!(comparing, !results.comparisons.is_empty(), "{}", path.display());
-            assert_eq!(comparing, text.contains("| Throughput | Paired median | 95% interval |"), "{}", path.display());
+            let comparing = !results.comparisons.is_empty();
+            assert_eq!(comparing, text.contains("| Throughput | Paired median | 95% interval |"), "{path}");
             for chart in &planned {
-                assert!(text.contains(&format!("](charts/{})", chart.file)), "{}: {}", path.display(), chart.file);
+                assert!(text.contains(&format!("](charts/{})", chart.file)), "{path}: {}", chart.file);
             }
             let section =
                 render(&results, Template::Section, None, ChartLinks { charts: &planned, dir: "s-charts" }).unwrap();
             if let Err(e) = markdown::check(&section, &[]) {
-                panic!("{} as a section: {e}\n\n{section}", path.display());
+                panic!("{path} as a section: {e}\n\n{section}");
             }
             // The spec's own template, and every template shows the provenance.
             let mut rendered = vec![("default", text), ("section", section)];
-            if let Some(own) = &spec.report.template {
-                let file = path.parent().unwrap().join(own);
+            if let Some(own) = &fixture.template {
+                let file = repository().join(own);
                 let links = ChartLinks { charts: &planned, dir: "charts" };
                 let text = render(&results, Template::File(&file), None, links).unwrap();
                 if let Err(e) = markdown::check(&text, &[]) {
-                    panic!("{} with {own}: {e}\n\n{text}", path.display());
+                    panic!("{path} with {own}: {e}\n\n{text}");
                 }
                 rendered.push(("its own", text));
             }
             for (which, text) in rendered {
                 let row = "| Target `kv` | redis 7.0.15 (redis via process, redis://127.0.0.1:1); `/usr/bin/redis-server` sha256 0123456789abcdef; args `--save a\\|b` |";
-                assert!(text.contains(row), "{} {which}: no target row\n{text}", path.display());
-                assert!(text.contains("| Host | "), "{} {which}: no host row", path.display());
+                assert!(text.contains(row), "{path} {which}: no target row\n{text}");
+                assert!(text.contains("| Host | "), "{path} {which}: no host row");
             }
         }
     }
@@ -384,337 +396,66 @@ mod tests {
     /// percentile chart has a colour per variant, not per repeat.
     #[test]
     fn every_shipped_spec_draws_charts_whose_labels_do_not_overlap() {
-        for path in shipped_specs() {
-            let loaded = crate::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
-            for quick in [false, true] {
-                let plan = crate::plan::build(&loaded, &crate::plan::PlanOptions { quick, only: vec![] }).unwrap();
-                let results = synthetic::results(&loaded.spec, &plan);
-                let dir = tempfile::tempdir().unwrap();
-                for chart in charts::draw_all(&results, dir.path()).unwrap() {
-                    let svg = std::fs::read_to_string(dir.path().join(&chart.file)).unwrap();
-                    let boxes = charts::svg_text::boxes(&svg);
-                    assert!(!boxes.is_empty(), "{}", chart.file);
-                    for (i, a) in boxes.iter().enumerate() {
-                        for b in &boxes[i + 1..] {
-                            assert!(
-                                !a.overlaps(b),
-                                "{}: {}: `{}` runs into `{}`: {a:?} {b:?}",
-                                path.display(),
-                                chart.file,
-                                a.text,
-                                b.text
-                            );
-                        }
+        for (fixture, results) in fixtures() {
+            let path = &fixture.results;
+            let dir = tempfile::tempdir().unwrap();
+            for chart in charts::draw_all(&results, dir.path()).unwrap() {
+                let svg = std::fs::read_to_string(dir.path().join(&chart.file)).unwrap();
+                let boxes = charts::svg_text::boxes(&svg);
+                assert!(!boxes.is_empty(), "{}", chart.file);
+                for (i, a) in boxes.iter().enumerate() {
+                    for b in &boxes[i + 1..] {
+                        assert!(
+                            !a.overlaps(b),
+                            "{path}: {}: `{}` runs into `{}`: {a:?} {b:?}",
+                            chart.file,
+                            a.text,
+                            b.text
+                        );
                     }
-                    if chart.kind == "percentiles" {
-                        let mut variants: Vec<&str> = results
-                            .cells
-                            .iter()
-                            .filter(|c| c.stats.is_some() && crate::comparison::Group::of(c).label() == chart.of)
-                            .map(|c| c.variant())
-                            .collect();
-                        variants.dedup();
-                        variants.sort();
-                        variants.dedup();
-                        let mut colours: Vec<&str> = svg
-                            .split("<polyline")
-                            .skip(1)
-                            .filter(|l| l.contains("stroke-width=\"2\""))
-                            .filter_map(|l| l.split("stroke=\"").nth(1)?.split('"').next())
-                            .filter(|c| *c != "#000000")
-                            .collect();
-                        colours.sort();
-                        colours.dedup();
-                        assert_eq!(colours.len(), variants.len(), "{}: {variants:?} {colours:?}", chart.file);
-                    }
+                }
+                if chart.kind == "percentiles" {
+                    let mut variants: Vec<&str> = results
+                        .cells
+                        .iter()
+                        .filter(|c| c.stats.is_some() && crate::comparison::Group::of(c).label() == chart.of)
+                        .map(|c| c.variant())
+                        .collect();
+                    variants.dedup();
+                    variants.sort();
+                    variants.dedup();
+                    let mut colours: Vec<&str> = svg
+                        .split("<polyline")
+                        .skip(1)
+                        .filter(|l| l.contains("stroke-width=\"2\""))
+                        .filter_map(|l| l.split("stroke=\"").nth(1)?.split('"').next())
+                        .filter(|c| *c != "#000000")
+                        .collect();
+                    colours.sort();
+                    colours.dedup();
+                    assert_eq!(colours.len(), variants.len(), "{}: {variants:?} {colours:?}", chart.file);
                 }
             }
         }
     }
 
-    /// Results with every section of the report filled.
-    mod synthetic {
-        use crate::checker::lost_write_times::Spread;
-        use crate::checker::{CheckResult, CheckStatus};
-        use crate::fault::FaultRecord;
-        use crate::metrics::fault_impact::FaultImpact;
-        use crate::metrics::roles::RoleChange;
-        use crate::metrics::*;
-        use crate::plan::{Cell, Plan};
-        use crate::results::*;
-        use crate::spec::{Load, Spec};
-
-        pub fn results(spec: &Spec, plan: &Plan) -> Results {
-            let cells: Vec<CellResult> = plan.cells.iter().enumerate().map(|(i, c)| cell(spec, c, i)).collect();
-            let gates = spec
-                .gates
-                .keys()
-                .map(|name| GateResult {
-                    name: name.clone(),
-                    expr: spec.gates[name].describe(),
-                    result: GateOutcome::Fail,
-                    evidence: "fails in 1 of 2 cells: p99(get) = 40ms in s/a/t#1 | with a pipe".into(),
-                    criteria: vec![Criterion {
-                        name: "automatic recovery | pipe".into(),
-                        evidence: "line one\nline two".into(),
-                        result: GateOutcome::Incomplete,
-                    }],
-                    informational: false,
-                    cells: vec![GateCell {
-                        cell: "s/p/t#1 | pipe".into(),
-                        result: GateOutcome::Fail,
-                        evidence: "p99(get) = 40ms".into(),
-                    }],
-                })
-                .collect();
-            Results {
-                schema_version: SCHEMA_VERSION,
-                run: RunInfo {
-                    id: "r".into(),
-                    name: spec.name.clone(),
-                    description: String::new(),
-                    spec_path: "specs/x.yaml".into(),
-                    started: "then".into(),
-                    finished: "now".into(),
-                    seed: 1,
-                    params: Default::default(),
-                    quick: false,
-                    only: vec![],
-                    interrupted: false,
-                    faultline_version: "0".into(),
-                    faultline_commit: "0123abc".into(),
-                    host: host_info(),
-                },
-                verdict: Verdict::Fail,
-                verdict_reasons: vec!["gate `g` failed".into()],
-                gates,
-                targets: vec![TargetInfo {
-                    name: "kv".into(),
-                    kind: "redis".into(),
-                    provider: "process".into(),
-                    uri: "redis://127.0.0.1:1".into(),
-                    server: "redis 7.0.15".into(),
-                    instance: None,
-                    args: vec!["--save".into(), "a|b".into()],
-                    work_dir: None,
-                    binary: Some(crate::provenance::Binary {
-                        path: "/usr/bin/redis-server".into(),
-                        sha256: "0123456789abcdef0123".into(),
-                    }),
-                    image: None,
-                    probes: vec![],
-                }],
-                comparisons: crate::comparison::compare(spec, &cells),
-                errors: vec!["a target did not come up".into()],
-                manifest: Default::default(),
-                crash_recovery: crate::durability::matrix(&cells, &Default::default()),
-                cells,
-            }
-        }
-
-        fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
-            let scenario = spec.scenarios.iter().find(|s| s.name == c.scenario).unwrap();
-            let latency = Some(LatencyStats { p50: 0.1, p95: 0.2, p99: 0.3, p999: 0.4, max: 5.0, mean: 0.15 });
-            let op = OpStats {
-                ok: 1000,
-                failed: 3,
-                errors: ErrorCounts { server: 3, ..Default::default() },
-                over_deadline: 0,
-                throughput: 500.0,
-                latency_ms: latency,
-                max_any_ms: 5.0,
-            };
-            let open = matches!(spec.profiles[&c.profile].load(), Load::Open(_));
-            // A cell that did not run has no faults either.
-            let ran = index % 5 != 4;
-            let faults: Vec<FaultRecord> = scenario
-                .faults
-                .iter()
-                .filter(|_| ran)
-                .map(|f| FaultRecord {
-                    hit: vec!["kv-0".into()],
-                    confirmed_s: Some(1.01),
-                    evidence: "gone".into(),
-                    error: Some("heal failed | twice\nsecond line".into()),
-                    lost_writes: Some(crate::checker::lost_write_times::LostWritesAround {
-                        lost: Spread { count: 5, first_s: Some(1.0), last_s: Some(2.5) },
-                        demoted_primaries: vec![],
-                        outside_demoted: Spread { count: 5, first_s: Some(1.0), last_s: Some(2.5) },
-                    }),
-                    ..FaultRecord::requested(&f.name, "kill", "kv.primary", 1.0)
-                })
-                .collect();
-            let faults_empty = faults.is_empty();
-            let stats = CellStats {
-                ok: 1000,
-                failed: 3,
-                throughput: 500.0,
-                errors: op.errors,
-                over_deadline: 0,
-                status_classes: Default::default(),
-                per_op: [("get".to_string(), op.clone()), ("set".to_string(), op)].into_iter().collect(),
-                timeline: (0..3)
-                    .map(|t| TimelinePoint {
-                        t: t as f64,
-                        ok: 10 * t,
-                        failed: 1,
-                        mean_ms: 0.1,
-                        p99_ms: Some(0.5),
-                        max_ms: 1.0,
-                    })
-                    .collect(),
-                timeline_step_s: 1.0,
-                schedule_lag_ms: open.then_some(latency).flatten(),
-                open_loop: open.then_some(OpenLoopStats {
-                    rate: 1000.0,
-                    min_sent: 0.99,
-                    due: 3000,
-                    sent: 1003,
-                    unsent: 1997,
-                    achieved_rate: 501.5,
-                }),
-                error_labels: vec![ErrorLabel {
-                    label: "server LOADING".into(),
-                    count: 3,
-                    examples: vec!["LOADING Redis is loading | the dataset\nin memory".into()],
-                }],
-                fault_impact: faults
-                    .iter()
-                    .enumerate()
-                    .map(|(k, f)| FaultImpact {
-                        fault: f.name.clone(),
-                        ops: 10,
-                        failed: 3,
-                        max_latency_ms: 5.0,
-                        denied_window_s: (k % 2 == 1).then_some(0.5),
-                        denied_at_least_s: (k % 2 == 0).then_some(1.5),
-                        not_recovered: k % 2 == 0,
-                        first_success_s: (k % 2 == 1).then_some(0.6),
-                        throughput_before: 500.0,
-                        recovered_s: None,
-                        per_op: ["get", "set"]
-                            .into_iter()
-                            .map(|op| {
-                                let own = FaultImpact {
-                                    fault: f.name.clone(),
-                                    ops: 5,
-                                    failed: if op == "set" { 3 } else { 0 },
-                                    max_latency_ms: 5.0,
-                                    denied_window_s: (op == "set").then_some(0.5),
-                                    denied_at_least_s: None,
-                                    not_recovered: false,
-                                    first_success_s: Some(0.6),
-                                    throughput_before: 250.0,
-                                    recovered_s: Some(1.0),
-                                    per_op: Default::default(),
-                                };
-                                (op.to_string(), own)
-                            })
-                            .collect(),
-                    })
-                    .collect(),
-                window_latency: vec![],
-            };
-            let roles = match faults.is_empty() {
-                true => vec![],
-                false => vec![
-                    RoleChange { at_s: 0.0, previous_sample_s: 0.0, member: "kv-0".into(), role: "primary".into() },
-                    RoleChange { at_s: 0.0, previous_sample_s: 0.0, member: "kv-1".into(), role: "replica".into() },
-                ],
-            };
-            CellResult {
-                scenario: c.scenario.clone(),
-                profile: c.profile.clone(),
-                shape: spec.profiles[&c.profile].load().to_string(),
-                target: c.target.clone(),
-                workload: c.workload.clone(),
-                variant: c.variant.clone(),
-                repeat: c.repeat,
-                // Every fifth cell did not run: the report says why.
-                status: if index % 5 == 4 { CellStatus::Failed } else { CellStatus::Completed },
-                error: (index % 5 == 4).then(|| "cannot open 3 connections | refused\nretry".into()),
-                measured_s: 3.0,
-                stats: (index % 5 != 4).then_some(stats),
-                checks: spec
-                    .checkers
-                    .iter()
-                    .map(|k| CheckResult {
-                        checker: k.as_str().into(),
-                        status: CheckStatus::Violated,
-                        checked: 10,
-                        judged: k.judges().into(),
-                        violations: 2,
-                        witnesses: vec!["key 1 | lost at 3 ms".into(), "key 2 lost\nat 4 ms".into()],
-                        note: String::new(),
-                        index: None,
-                    })
-                    .collect(),
-                faults,
-                roles,
-                non_primary_reads: (!faults_empty).then(|| crate::metrics::roles::NonPrimaryReads {
-                    read_concern: "linearizable".into(),
-                    requires_primary: true,
-                    judged: 900,
-                    count: 2,
-                    spans: vec![crate::metrics::roles::NoPrimarySpan {
-                        from_s: 1.25,
-                        to_s: 2.5,
-                        roles: "kv-0: replica | x".into(),
-                    }],
-                    examples: vec!["get answered 1.300 s into the window | pipe\nline".into()],
-                }),
-                matrix: c.matrix().clone(),
-                probes: vec![
-                    crate::probe::ProbeOutput {
-                        name: "strace".into(),
-                        when: crate::spec::probe::ProbeWhen::Window,
-                        target: c.instance.clone(),
-                        command: "strace -c -f -p 1".into(),
-                        status: crate::probe::ProbeStatus::Ok,
-                        note: String::new(),
-                        file: "probes/001-a-strace-window.txt".into(),
-                        output: String::new(),
-                        syscalls: vec![crate::probe::SyscallCount {
-                            syscall: "futex".into(),
-                            calls: 149_718,
-                            errors: 0,
-                        }],
-                    },
-                    crate::probe::ProbeOutput {
-                        name: "perf | x".into(),
-                        when: crate::spec::probe::ProbeWhen::Before,
-                        target: c.instance.clone(),
-                        command: "perf".into(),
-                        status: crate::probe::ProbeStatus::Unavailable,
-                        note: "command not found:\nsh: perf".into(),
-                        file: String::new(),
-                        output: String::new(),
-                        syscalls: vec![],
-                    },
-                ],
-                frozen: vec![],
-            }
-        }
-
-        /// How many list items the report must have, by what they begin with.
-        pub fn expected_items(results: &Results) -> Vec<(&'static str, usize)> {
-            let measured = results.cells.iter().filter(|c| c.stats.is_some()).count();
-            let not_run = results.cells.len() - measured;
-            let witnesses = results.cells.iter().flat_map(|c| &c.checks).map(|k| k.witnesses.len()).sum();
-            let members = results.cells.iter().filter(|c| !c.roles.is_empty() && c.stats.is_some()).count() * 2;
-            let judged_reads =
-                results.cells.iter().filter(|c| c.non_primary_reads.is_some() && c.stats.is_some()).count();
-            let fault_errors = results.cells.iter().filter(|c| c.stats.is_some()).map(|c| c.faults.len()).sum();
-            vec![
-                ("ops/s over the window", measured),
-                (" failed:", not_run),
-                ("witness: ", witnesses),
-                (" role: ", members),
-                ("fault error (", fault_errors),
-                ("5 lost writes, acknowledged between", fault_errors),
-                ("reads answered while no member was primary", judged_reads),
-            ]
-        }
+    /// How many list items the report must have, by what they begin with.
+    fn expected_items(results: &Results) -> Vec<(&'static str, usize)> {
+        let measured = results.cells.iter().filter(|c| c.stats.is_some()).count();
+        let not_run = results.cells.len() - measured;
+        let witnesses = results.cells.iter().flat_map(|c| &c.checks).map(|k| k.witnesses.len()).sum();
+        let members = results.cells.iter().filter(|c| !c.roles.is_empty() && c.stats.is_some()).count() * 2;
+        let judged_reads = results.cells.iter().filter(|c| c.non_primary_reads.is_some() && c.stats.is_some()).count();
+        let fault_errors = results.cells.iter().filter(|c| c.stats.is_some()).map(|c| c.faults.len()).sum();
+        vec![
+            ("ops/s over the window", measured),
+            (" failed:", not_run),
+            ("witness: ", witnesses),
+            (" role: ", members),
+            ("fault error (", fault_errors),
+            ("5 lost writes, acknowledged between", fault_errors),
+            ("reads answered while no member was primary", judged_reads),
+        ]
     }
 
     /// A Markdown checker for the report: tables and list items as a
