@@ -3,7 +3,6 @@
 //! spec → plan → engine (targets, executors) → metrics → gates → results.json → report
 
 mod check;
-mod checker;
 mod command_line;
 mod comparison;
 mod docker;
@@ -11,7 +10,6 @@ mod durability;
 mod engine;
 mod fault;
 mod gate;
-mod history;
 mod ledger;
 mod leftovers;
 mod metrics;
@@ -36,6 +34,7 @@ mod workload;
 
 use std::path::PathBuf;
 
+use faultline_check::{checker, history};
 use faultline_model::input_file;
 use std::process::ExitCode;
 
@@ -185,7 +184,7 @@ enum HistoryCommand {
     Export {
         run_dir: PathBuf,
         #[arg(long, value_enum, default_value = "edn")]
-        format: history::export::Format,
+        format: ExportFormat,
     },
     /// Write a partitioned kv history with a known answer (EDN lines for
     /// `faultline check --model kv`): clients over keys k0, k1, …, an
@@ -215,6 +214,25 @@ enum HistoryCommand {
         #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
         keys: u64,
     },
+}
+
+/// `history export --format`: the command line's name for the check
+/// crate's [`history::export::Format`].
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ExportFormat {
+    /// Jepsen EDN events, one map per line (what `faultline check --model kv` reads).
+    Edn,
+    /// Porcupine-style JSON: an array of {client_id, input, call, output, return}.
+    Json,
+}
+
+impl From<ExportFormat> for history::export::Format {
+    fn from(format: ExportFormat) -> Self {
+        match format {
+            ExportFormat::Edn => history::export::Format::Edn,
+            ExportFormat::Json => history::export::Format::Json,
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -289,14 +307,15 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::History { command: HistoryCommand::Export { run_dir, format } } => match run::export(&run_dir, format)
-        {
-            Ok(()) => 0,
-            Err(e) => {
-                crate::stdout::say_err!("error: {e:#}");
-                EXIT_USAGE
+        Command::History { command: HistoryCommand::Export { run_dir, format } } => {
+            match run::export(&run_dir, format.into()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    crate::stdout::say_err!("error: {e:#}");
+                    EXIT_USAGE
+                }
             }
-        },
+        }
         Command::History {
             command: HistoryCommand::GenerateKv { out, clients, keys, ops, hard, violations, seed },
         } => {

@@ -64,7 +64,7 @@ pub fn manifest(spec: &crate::spec::Spec, spec_path: &Path) -> Manifest {
 /// and digest or image, arguments, start probes), isolation, plugins, the
 /// host and faultline itself.
 pub fn markdown(results: &crate::results::Results) -> String {
-    use crate::durability::one_line;
+    use faultline_model::format::one_line;
     let run = &results.run;
     let mut out = String::from("| Item | Value |\n|---|---|\n");
     out.push_str(&format!(

@@ -95,7 +95,7 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
             });
         }
         for f in &cell.faults {
-            if let Some(line) = crate::checker::lost_write_times::describe(f) {
+            if let Some(line) = faultline_check::checker::lost_write_times::describe(f) {
                 table.lost_writes.push(format!("{} #{} fault {}: {line}", cell.variant(), cell.repeat, f.name));
             }
         }

@@ -229,7 +229,7 @@ fn execute(
         targets: outcome.targets,
         comparisons,
         manifest: crate::provenance::manifest(spec, &args.spec),
-        crash_recovery: crate::durability::matrix(&outcome.cells, &fault_signals(spec)),
+        crash_recovery: faultline_check::durability::matrix(&outcome.cells, &fault_signals(spec)),
         cells: outcome.cells,
         errors: outcome.errors,
     };
@@ -355,7 +355,7 @@ pub fn rerender(run_dir: &Path, template: Option<&Path>, into: Option<(&Path, &s
 }
 
 /// `faultline history export RUN_DIR`: every recorded cell, one file each.
-pub fn export(run_dir: &Path, format: crate::history::export::Format) -> anyhow::Result<()> {
+pub fn export(run_dir: &Path, format: faultline_check::history::export::Format) -> anyhow::Result<()> {
     let root = run_dir.join("history");
     let mut cells: Vec<PathBuf> = std::fs::read_dir(&root)
         .with_context(|| format!("{} has no recorded history (the spec named no checkers)", run_dir.display()))?
@@ -364,15 +364,15 @@ pub fn export(run_dir: &Path, format: crate::history::export::Format) -> anyhow:
         .collect();
     cells.sort();
     let extension = match format {
-        crate::history::export::Format::Edn => "edn",
-        crate::history::export::Format::Json => "json",
+        faultline_check::history::export::Format::Edn => "edn",
+        faultline_check::history::export::Format::Json => "json",
     };
     for cell in cells {
         let path = cell.with_extension(extension);
         let mut out = std::io::BufWriter::new(
             std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?,
         );
-        let ops = crate::history::export::export(&cell, format, &mut out)?;
+        let ops = faultline_check::history::export::export(&cell, format, &mut out)?;
         std::io::Write::flush(&mut out)?;
         crate::stdout::say!("{}: {ops} ops", path.display());
     }

@@ -6,10 +6,10 @@
 
 use tokio::time::Instant;
 
-use crate::history::{HistoryWriter, Observed, OpRecord, Outcome, Scope};
 use crate::metrics::{Completion, ErrorClass, Recorder};
 use crate::plan::CellTiming;
 use crate::workload::{Op, OpStream};
+use faultline_check::history::{HistoryWriter, Observed, OpRecord, Outcome, Scope};
 
 use super::rounds::RoundSeat;
 use super::schedule::{Issue, Pacing};

@@ -20,10 +20,7 @@ use anyhow::Context;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::checker::lost_write_times::{self, AckTimes};
-use crate::checker::{self, CheckResult, CheckerName};
 use crate::fault;
-use crate::history::{HistoryWriter, Scope};
 use crate::metrics::windows::FaultSpan;
 use crate::metrics::{roles, CellMetrics, LiveCounters, Recorder, SharedTimelines};
 use crate::plan::{Cell, Plan};
@@ -37,6 +34,9 @@ use crate::spec::probe::{ProbeSpec, ProbeWhen};
 use crate::spec::{Load, OpKind, Spec};
 use crate::target::{self, Connection};
 use crate::workload::{OpStream, Workload};
+use faultline_check::checker::lost_write_times::{self, AckTimes};
+use faultline_check::checker::{self, CheckResult, CheckerName};
+use faultline_check::history::{HistoryWriter, Scope};
 use instances::Instances;
 use progress::Progress;
 

@@ -22,10 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::books::{Books, Ending, HistoryLog, LaneEnd, Pending, Settings};
 use super::schedule::Issuer;
-use crate::history::{parse_value, Observed, Outcome};
 use crate::metrics::Recorder;
 use crate::target::{Applied, ReadValue, RequestClient, Response};
 use crate::workload::OpStream;
+use faultline_check::history::{parse_value, Observed, Outcome};
 
 type Request = Pin<Box<dyn Future<Output = (u64, Response)> + Send>>;
 

@@ -15,8 +15,25 @@
 use std::collections::HashMap;
 
 use super::lost_write_times::AckTimes;
-use super::{describe_write, ms, CheckResult, CheckerName, Writes, WITNESSES};
+use super::{
+    describe_write, ms, CheckContext, CheckResult, Checker, CheckerName, Judgement, Observer, Writes, WITNESSES,
+};
 use crate::history::{parse_value, Observed, Outcome, Scope};
+
+/// The lost-acknowledged-write checker; it also says when the lost writes
+/// were acknowledged.
+pub struct LostWrite;
+
+impl Checker for LostWrite {
+    fn name(&self) -> CheckerName {
+        CheckerName::LostAcknowledgedWrite
+    }
+
+    fn judge(&self, cx: &CheckContext<'_>, _seen: Option<Box<dyn Observer>>) -> Judgement {
+        let (result, times) = check(cx.writes, cx.stored.values, cx.scope, cx.demoted_spans);
+        Judgement { result, ack_times: Some(times) }
+    }
+}
 
 /// `spans` are `[from, to]` on the history's clock (ns since the cell's
 /// clock started).

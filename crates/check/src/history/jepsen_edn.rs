@@ -852,7 +852,7 @@ INFO  jepsen.util - 0\t:invoke\t:read\tnil
     fn shared_histories() -> PathBuf {
         std::env::var_os("FAULTLINE_SHARED_HISTORIES")
             .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/histories"))
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/histories"))
     }
 
     fn read(path: &Path) -> String {

@@ -12,9 +12,9 @@ use std::io::Write;
 use std::path::Path;
 
 use super::{Merged, Observed, OpRecord, Outcome};
-use crate::spec::OpKind;
+use faultline_model::ops::OpKind;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// Jepsen EDN events, one map per line (what `faultline check --model kv` reads).
     Edn,

@@ -41,13 +41,33 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use super::{describe_write, CheckResult, CheckerName, WITNESSES};
+use super::{describe_write, CheckContext, CheckResult, Checker, CheckerName, Judgement, Observer, WITNESSES};
 use crate::history::{is_whole_value, parse_value, Merged, Observed, OpRecord, Outcome, Scope, ValueId};
-use crate::spec::OpKind;
-use crate::target::{IndexSettle, StoredItem, StreamChange};
+use faultline_model::items::{IndexSettle, StoredItem, StreamChange};
+use faultline_model::ops::OpKind;
 
 /// Most records the checker holds in memory; a longer history is `unknown`.
 const MAX_RECORDS: usize = 20_000_000;
+
+/// The hot-key checker: it reads the history again, each key's ops, and
+/// holds them against the stored items.
+pub struct HotKey;
+
+impl Checker for HotKey {
+    fn name(&self) -> CheckerName {
+        CheckerName::HotKey
+    }
+
+    fn judge(&self, cx: &CheckContext<'_>, _seen: Option<Box<dyn Observer>>) -> Judgement {
+        let name = self.name();
+        match (cx.stored.items, read_writes(cx.dir)) {
+            (None, _) => CheckResult::unknown(name, "the target did not report its stored items".into()),
+            (_, Err(e)) => CheckResult::unknown(name, format!("cannot read the history: {e:#}")),
+            (Some(items), Ok(writes)) => check(&writes, items, cx.scope, cx.stored.fresh_keys),
+        }
+        .into()
+    }
+}
 
 /// The write records of each key, from the cell's history.
 pub fn read_writes(dir: &Path) -> anyhow::Result<BTreeMap<u64, Vec<OpRecord>>> {
@@ -531,7 +551,7 @@ fn check_index(key: u64, item: &StoredItem, out: &mut Judged, lag: &mut Option<I
     match (problem, settle) {
         (Some(p), IndexSettle { window, .. }) => {
             lag.still_wrong += 1;
-            let window = crate::spec::units::format_duration(window);
+            let window = faultline_model::units::format_duration(window);
             out.violation(format!("key {key}: {p}, still when its {window} settle window ended (table.index.settle)"))
         }
         (None, IndexSettle { late: Some(after), .. }) => {

@@ -12,7 +12,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::{HistoryWriter, Observed, OpRecord, Outcome, ValueId};
 use crate::checker::{self, CheckerName};
-use crate::spec::OpKind;
+use faultline_model::ops::OpKind;
 
 const WRITERS: u16 = 64;
 /// The generated writes belong to run 0, cell 0.

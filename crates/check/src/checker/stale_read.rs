@@ -18,9 +18,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{describe, describe_write, ms, CheckResult, CheckerName, Writes, WITNESSES};
+use super::{
+    describe, describe_write, ms, CheckContext, CheckResult, Checker, CheckerName, Judgement, Observer, Writes,
+    WITNESSES,
+};
 use crate::history::{Observed, OpRecord, Outcome, ValueId};
-use crate::spec::OpKind;
+use faultline_model::ops::OpKind;
 
 #[derive(Default)]
 struct KeyAcks {
@@ -68,6 +71,37 @@ impl KeyAcks {
             self.window.drain(..self.head);
             self.head = 0;
         }
+    }
+}
+
+/// The stale-read-after-ack checker: it judges reads as the first pass
+/// streams them by.
+pub struct StaleRead;
+
+impl Checker for StaleRead {
+    fn name(&self) -> CheckerName {
+        CheckerName::StaleReadAfterAck
+    }
+
+    fn observer(&self, longest_op: Duration) -> Option<Box<dyn Observer>> {
+        Some(Box::new(StaleReads::new(longest_op)))
+    }
+
+    fn judge(&self, _cx: &CheckContext<'_>, seen: Option<Box<dyn Observer>>) -> Judgement {
+        match seen {
+            Some(observer) => observer.result().into(),
+            None => CheckResult::unknown(self.name(), "the first pass did not observe the history".into()).into(),
+        }
+    }
+}
+
+impl Observer for StaleReads {
+    fn observe(&mut self, r: &OpRecord, writes: &Writes) {
+        StaleReads::observe(self, r, writes)
+    }
+
+    fn result(self: Box<Self>) -> CheckResult {
+        StaleReads::result(&self)
     }
 }
 

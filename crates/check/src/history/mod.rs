@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::spec::OpKind;
+use faultline_model::ops::OpKind;
 
 pub use faultline_model::value::{
     is_whole_value, parse_header, parse_value, write_value, Observed, Outcome, Scope, ValueId,
@@ -137,8 +137,8 @@ pub struct HistoryReader {
 
 impl HistoryReader {
     pub fn open(path: &Path) -> anyhow::Result<HistoryReader> {
-        let file =
-            crate::input_file::open(path).with_context(|| format!("cannot open history file {}", path.display()))?;
+        let file = faultline_model::input_file::open(path)
+            .with_context(|| format!("cannot open history file {}", path.display()))?;
         Ok(HistoryReader { input: BufReader::with_capacity(256 * 1024, file), path: path.to_path_buf() })
     }
 

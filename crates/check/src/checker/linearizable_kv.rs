@@ -8,11 +8,25 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::linearizability::{check_with_limits, Input, Limits, Model, Operation, Output, Verdict};
-use super::{CheckResult, CheckStatus, CheckerName};
+use super::{CheckContext, CheckResult, CheckStatus, Checker, CheckerName, Judgement, Observer};
 use crate::history::{Merged, Observed, Outcome};
-use crate::spec::OpKind;
+use faultline_model::ops::OpKind;
 
 pub const MAX_OPS: u64 = 2_000_000;
+
+/// The linearizability checker: it reads the history again, as per-key
+/// operations for the search.
+pub struct Linearizability;
+
+impl Checker for Linearizability {
+    fn name(&self) -> CheckerName {
+        CheckerName::Linearizability
+    }
+
+    fn judge(&self, cx: &CheckContext<'_>, _seen: Option<Box<dyn Observer>>) -> Judgement {
+        check(cx.dir, cx.ops, cx.budget).into()
+    }
+}
 
 pub fn check(dir: &Path, ops: u64, budget: Duration) -> CheckResult {
     let name = CheckerName::Linearizability;

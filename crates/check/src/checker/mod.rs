@@ -1,6 +1,9 @@
 //! Safety checkers over a cell's recorded history: what the clients saw is
-//! held against what the database promised. Each checker is one file behind
-//! [`Checker`]; [`run`] streams the history once for all of them.
+//! held against what the database promised. Each checker is one file with
+//! one type behind [`Checker`], registered in [`REGISTERED`].
+//! [`first_pass`] streams the history once, building the write table and
+//! feeding every checker that judges ops as they go by (its [`Observer`]);
+//! [`run`] then asks each named checker for its judgement of the cell.
 
 mod final_state;
 pub mod hot_key;
@@ -15,6 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::history::{Merged, OpRecord, Outcome, Scope, ValueId};
+use lost_write_times::AckTimes;
 
 pub use faultline_model::checks::{CheckResult, CheckStatus, CheckerName};
 
@@ -63,13 +67,77 @@ impl Writes {
     }
 }
 
+/// One checker: which it is, and how it judges a cell.
+pub trait Checker: Send + Sync {
+    /// The spec's name for it (and what its `checked` counts).
+    fn name(&self) -> CheckerName;
+    /// What judges ops as the first pass streams them by, if this checker
+    /// does; `longest_op` bounds how long any op that ended can have taken.
+    fn observer(&self, _longest_op: Duration) -> Option<Box<dyn Observer>> {
+        None
+    }
+    /// Judges the cell; `seen` is the observer it gave the first pass.
+    fn judge(&self, cx: &CheckContext<'_>, seen: Option<Box<dyn Observer>>) -> Judgement;
+}
+
+/// A checker's part of the first pass: it sees every record once, in time
+/// order, with the writes so far.
+pub trait Observer: Send {
+    fn observe(&mut self, r: &OpRecord, writes: &Writes);
+    /// The judgement, after the last record.
+    fn result(self: Box<Self>) -> CheckResult;
+}
+
+/// Everything a checker may judge a cell by.
+pub struct CheckContext<'a> {
+    /// The cell's history folder (for checkers that read it again).
+    pub dir: &'a Path,
+    pub writes: &'a Writes,
+    /// How many ops the history holds.
+    pub ops: u64,
+    pub stored: &'a Stored<'a>,
+    pub scope: Scope,
+    /// How long the linearizability search may take.
+    pub budget: Duration,
+    /// The spans (`[from, to]`, ns on the history's clock) a demoted primary
+    /// was still primary.
+    pub demoted_spans: &'a [(u64, u64)],
+}
+
+/// A checker's answer, and for lost-acknowledged-write when the lost
+/// writes were acknowledged.
+pub struct Judgement {
+    pub result: CheckResult,
+    pub ack_times: Option<AckTimes>,
+}
+
+impl From<CheckResult> for Judgement {
+    fn from(result: CheckResult) -> Judgement {
+        Judgement { result, ack_times: None }
+    }
+}
+
+/// Every checker, one per [`CheckerName`].
+pub static REGISTERED: &[&dyn Checker] = &[
+    &stale_read::StaleRead,
+    &lost_write::LostWrite,
+    &final_state::FinalState,
+    &linearizable_kv::Linearizability,
+    &hot_key::HotKey,
+];
+
+/// The registered checker of that name.
+pub fn checker(name: CheckerName) -> &'static dyn Checker {
+    REGISTERED.iter().copied().find(|c| c.name() == name).expect("every checker name is registered")
+}
+
 /// The first streaming pass: the write table, the keys written, and the
 /// checkers that judge ops as they go by.
 pub struct FirstPass {
     pub writes: Writes,
     pub written_keys: BTreeSet<u64>,
     pub ops: u64,
-    stale: Option<stale_read::StaleReads>,
+    observers: Vec<(CheckerName, Box<dyn Observer>)>,
 }
 
 /// Reads the cell's history once. `longest_op` bounds how long any op that
@@ -80,7 +148,7 @@ pub fn first_pass(dir: &Path, names: &[CheckerName], longest_op: Duration) -> an
         writes: Writes::default(),
         written_keys: BTreeSet::new(),
         ops: 0,
-        stale: names.contains(&CheckerName::StaleReadAfterAck).then(|| stale_read::StaleReads::new(longest_op)),
+        observers: names.iter().filter_map(|&n| Some((n, checker(n).observer(longest_op)?))).collect(),
     };
     let mut merged = Merged::open(dir)?;
     while let Some(r) = merged.next_record()? {
@@ -94,8 +162,8 @@ pub fn first_pass(dir: &Path, names: &[CheckerName], longest_op: Duration) -> an
             // stored (or in a stream) is a violation only a read can show.
             pass.written_keys.insert(r.key);
         }
-        if let Some(stale) = &mut pass.stale {
-            stale.observe(&r, &pass.writes);
+        for (_, observer) in &mut pass.observers {
+            observer.observe(&r, &pass.writes);
         }
     }
     Ok(pass)
@@ -107,7 +175,7 @@ pub struct Stored<'a> {
     /// Each key's value (None: the key is absent).
     pub values: &'a HashMap<u64, Option<Vec<u8>>>,
     /// Each key's whole item, for the hot-key checker (targets with items).
-    pub items: Option<&'a HashMap<u64, crate::target::StoredItem>>,
+    pub items: Option<&'a HashMap<u64, faultline_model::items::StoredItem>>,
     /// The keys were new to the cell (contention rounds).
     pub fresh_keys: bool,
 }
@@ -125,26 +193,27 @@ pub fn run(
     scope: Scope,
     linearizability_budget: Duration,
     demoted_spans: &[(u64, u64)],
-) -> (Vec<CheckResult>, Option<lost_write_times::AckTimes>) {
-    let final_values = stored.values;
-    let FirstPass { writes, ops, stale, .. } = pass;
+) -> (Vec<CheckResult>, Option<AckTimes>) {
+    let FirstPass { writes, ops, mut observers, .. } = pass;
+    let cx = CheckContext {
+        dir,
+        writes: &writes,
+        ops,
+        stored: &stored,
+        scope,
+        budget: linearizability_budget,
+        demoted_spans,
+    };
     let mut ack_times = None;
     let results = names
         .iter()
-        .map(|name| match name {
-            CheckerName::StaleReadAfterAck => stale.as_ref().expect("enabled with its checker").result(),
-            CheckerName::LostAcknowledgedWrite => {
-                let (result, times) = lost_write::check(&writes, final_values, scope, demoted_spans);
-                ack_times = Some(times);
-                result
+        .map(|&name| {
+            let seen = observers.iter().position(|(n, _)| *n == name).map(|i| observers.swap_remove(i).1);
+            let judgement = checker(name).judge(&cx, seen);
+            if judgement.ack_times.is_some() {
+                ack_times = judgement.ack_times;
             }
-            CheckerName::FinalState => final_state::check(&writes, final_values, scope),
-            CheckerName::Linearizability => linearizable_kv::check(dir, ops, linearizability_budget),
-            CheckerName::HotKey => match (stored.items, hot_key::read_writes(dir)) {
-                (None, _) => CheckResult::unknown(*name, "the target did not report its stored items".into()),
-                (_, Err(e)) => CheckResult::unknown(*name, format!("cannot read the history: {e:#}")),
-                (Some(items), Ok(writes)) => hot_key::check(&writes, items, scope, stored.fresh_keys),
-            },
+            judgement.result
         })
         .collect();
     (results, ack_times)
@@ -181,6 +250,15 @@ mod tests {
     }
 
     const SCOPE: Scope = Scope { run: 9, cell: 1 };
+
+    #[test]
+    fn every_checker_name_is_registered_once() {
+        use CheckerName::*;
+        for name in [StaleReadAfterAck, LostAcknowledgedWrite, FinalState, Linearizability, HotKey] {
+            assert_eq!(REGISTERED.iter().filter(|c| c.name() == name).count(), 1, "{name:?}");
+        }
+        assert_eq!(REGISTERED.len(), 5);
+    }
 
     fn value(seq: u32, len: usize) -> Option<Vec<u8>> {
         let mut v = Vec::new();

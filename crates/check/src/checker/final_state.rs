@@ -3,8 +3,21 @@
 
 use std::collections::HashMap;
 
-use super::{describe_write, CheckResult, CheckerName, Writes, WITNESSES};
+use super::{describe_write, CheckContext, CheckResult, Checker, CheckerName, Judgement, Observer, Writes, WITNESSES};
 use crate::history::{is_whole_value, parse_header, Outcome, Scope};
+
+/// The final-state checker.
+pub struct FinalState;
+
+impl Checker for FinalState {
+    fn name(&self) -> CheckerName {
+        CheckerName::FinalState
+    }
+
+    fn judge(&self, cx: &CheckContext<'_>, _seen: Option<Box<dyn Observer>>) -> Judgement {
+        check(cx.writes, cx.stored.values, cx.scope).into()
+    }
+}
 
 pub fn check(writes: &Writes, final_values: &HashMap<u64, Option<Vec<u8>>>, scope: Scope) -> CheckResult {
     let (mut checked, mut bad, mut witnesses) = (0u64, 0u64, Vec::new());
