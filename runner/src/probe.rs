@@ -5,7 +5,7 @@
 //! is not permitted, the target has no pid — is recorded as `unavailable`
 //! with the reason, and one that fails or prints nothing as `failed`: never
 //! an empty result that reads as "nothing happened". `strace -c` tables are
-//! read into per-syscall counts for the report.
+//! read into per-syscall counts; the report (faultline-report) renders them.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -15,10 +15,7 @@ use tokio::process::{Child, Command};
 
 use crate::provider::RunningTarget;
 use crate::spec::probe::ProbeSpec;
-use faultline_model::format::{one_line, thousands};
-use faultline_model::labels::matrix_suffix;
 use faultline_model::probes::ProbeWhen;
-use faultline_model::results::{CellResult, TargetInfo};
 
 /// How long a `start`, `before` or `after` probe may run.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -267,97 +264,6 @@ pub fn strace_table(text: &str) -> Vec<SyscallCount> {
     }
     rows.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.syscall.cmp(&b.syscall)));
     rows
-}
-
-/// The report's section: `strace -c` counts side by side per variant (the
-/// mean per cell over its repeats), what the other probes saved, and every
-/// probe that could not run, with why.
-pub fn markdown(cells: &[CellResult], targets: &[TargetInfo]) -> String {
-    use std::collections::BTreeSet;
-    // Scenario, matrix point (as its label) and probe.
-    type Key = (String, String, String);
-    let mut tables: Vec<(Key, Vec<String>)> = Vec::new();
-    let mut counts: std::collections::HashMap<(Key, String), (u64, Vec<SyscallCount>)> = Default::default();
-    let mut saved: indexmap::IndexMap<String, usize> = indexmap::IndexMap::new();
-    let mut missing: BTreeSet<String> = BTreeSet::new();
-    let all = cells.iter().flat_map(|c| c.probes.iter().map(move |p| (Some(c), p)));
-    for (cell, p) in all.chain(targets.iter().flat_map(|t| t.probes.iter().map(|p| (None, p)))) {
-        if p.status != ProbeStatus::Ok {
-            missing.insert(one_line(&format!(
-                "- `{}` ({}) on {}: {:?} — {}",
-                p.name,
-                p.when.as_str(),
-                p.target,
-                p.status,
-                p.note
-            )));
-            continue;
-        }
-        *saved.entry(format!("`{}` ({})", p.name, p.when.as_str())).or_default() += 1;
-        let (Some(cell), false) = (cell, p.syscalls.is_empty()) else { continue };
-        let key: Key = (cell.scenario.clone(), matrix_suffix(&cell.matrix), p.name.clone());
-        match tables.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, variants)) if !variants.contains(&cell.variant().to_string()) => {
-                variants.push(cell.variant().into())
-            }
-            Some(_) => {}
-            None => tables.push((key.clone(), vec![cell.variant().into()])),
-        }
-        let entry = counts.entry((key, cell.variant().to_string())).or_default();
-        entry.0 += 1;
-        for s in &p.syscalls {
-            match entry.1.iter_mut().find(|e| e.syscall == s.syscall) {
-                Some(e) => e.calls += s.calls,
-                None => entry.1.push(s.clone()),
-            }
-        }
-    }
-    if tables.is_empty() && saved.is_empty() && missing.is_empty() {
-        return String::new();
-    }
-    let mut out = String::from("## Probes\n");
-    for (key, variants) in &tables {
-        let (scenario, matrix, probe) = key;
-        out.push_str(&format!(
-            "\n### `{probe}`: {scenario}{matrix}\n\nSyscalls per cell (mean over repeats), the most frequent first.\n\n| syscall |"
-        ));
-        for v in variants {
-            out.push_str(&format!(" {v} |"));
-        }
-        out.push_str(&format!("\n|---|{}\n", "---:|".repeat(variants.len())));
-        let mean = |v: &str, syscall: &str| {
-            let (n, rows) = &counts[&(key.clone(), v.to_string())];
-            rows.iter().find(|r| r.syscall == syscall).map(|r| r.calls as f64 / *n as f64)
-        };
-        let mut syscalls: Vec<(String, f64)> = Vec::new();
-        for v in variants {
-            for r in &counts[&(key.clone(), v.clone())].1 {
-                let top = variants.iter().filter_map(|v| mean(v, &r.syscall)).fold(0.0, f64::max);
-                if !syscalls.iter().any(|(s, _)| *s == r.syscall) {
-                    syscalls.push((r.syscall.clone(), top));
-                }
-            }
-        }
-        syscalls.sort_by(|a, b| b.1.total_cmp(&a.1));
-        for (syscall, _) in syscalls.iter().take(10) {
-            out.push_str(&format!("| {syscall} |"));
-            for v in variants {
-                let shown = mean(v, syscall).map(|m| thousands(m.round() as u64)).unwrap_or_else(|| "0".into());
-                out.push_str(&format!(" {shown} |"));
-            }
-            out.push('\n');
-        }
-    }
-    if !saved.is_empty() {
-        let each: Vec<String> = saved.iter().map(|(k, n)| format!("{k} {n}x")).collect();
-        out.push_str(&format!("\nOutputs saved under `probes/`: {}.\n", each.join(", ")));
-    }
-    if !missing.is_empty() {
-        out.push_str("\nNot available or failed:\n\n");
-        out.push_str(&missing.into_iter().collect::<Vec<_>>().join("\n"));
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]

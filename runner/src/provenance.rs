@@ -3,9 +3,8 @@
 //! (faultline's version and commit, host, kernel, CPU, seed, params) are in
 //! results.json's `run`, each target's server version, arguments, binary
 //! checksum and probed configuration in `targets`; this adds what belongs
-//! to neither: the plugins' hashes and how competitors were isolated. It
-//! also renders all of it as the report's provenance table, which every
-//! shipped template shows (`provenance` in the template context).
+//! to neither: the plugins' hashes and how competitors were isolated. The
+//! report (faultline-report) renders all of it as its provenance table.
 
 use std::path::Path;
 
@@ -57,76 +56,4 @@ pub fn manifest(spec: &crate::spec::Spec, spec_path: &Path) -> Manifest {
         .map(|s| (s.name.clone(), s.isolation.as_str().to_string()))
         .collect();
     Manifest { plugins, isolation }
-}
-
-/// The report's provenance table, the same in every shipped template: the
-/// run, the spec, each target (the server as it described itself, binary
-/// and digest or image, arguments, start probes), isolation, plugins, the
-/// host and faultline itself.
-pub fn markdown(results: &crate::results::Results) -> String {
-    use faultline_model::format::one_line;
-    let run = &results.run;
-    let mut out = String::from("| Item | Value |\n|---|---|\n");
-    out.push_str(&format!(
-        "| Run | `{}`, {} → {}{} |\n",
-        run.id,
-        run.started,
-        run.finished,
-        if run.interrupted { " (interrupted)" } else { "" }
-    ));
-    let mut spec = format!("`{}`, seed {}", run.spec_path, run.seed);
-    for (k, v) in &run.params {
-        let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
-        spec.push_str(&format!(", {k}={v}"));
-    }
-    if run.quick {
-        spec.push_str(", --quick");
-    }
-    if !run.only.is_empty() {
-        spec.push_str(&format!(", --only {}", run.only.join(",")));
-    }
-    out.push_str(&format!("| Spec | {} |\n", one_line(&spec)));
-    for t in &results.targets {
-        let mut row = format!("{} ({} via {}, {})", t.server, t.kind, t.provider, t.uri);
-        if let Some(b) = &t.binary {
-            row.push_str(&format!("; `{}` sha256 {}", b.path, b.sha256.get(..16).unwrap_or(&b.sha256)));
-        }
-        if let Some(image) = &t.image {
-            row.push_str(&format!("; image `{image}`"));
-        }
-        if !t.args.is_empty() {
-            row.push_str(&format!("; args `{}`", t.args.join(" ")));
-        } else if t.binary.is_some() {
-            row.push_str("; no args beyond faultline's own (port, data directory)");
-        }
-        for p in &t.probes {
-            match p.status {
-                crate::probe::ProbeStatus::Ok => row.push_str(&format!("; {}: `{}`", p.name, p.output.trim())),
-                _ => row.push_str(&format!("; {}: {:?} ({})", p.name, p.status, p.note)),
-            }
-        }
-        out.push_str(&format!("| Target `{}` | {} |\n", t.instance.as_deref().unwrap_or(&t.name), one_line(&row)));
-    }
-    for (scenario, isolation) in &results.manifest.isolation {
-        let how = match isolation.as_str() {
-            "stop" => "the other targets frozen (SIGSTOP) during each cell",
-            "own-cells" => "each target running only for its own cells",
-            _ => "the other targets up and idle during each cell",
-        };
-        out.push_str(&format!("| Isolation, `{scenario}` | {isolation}: {how} |\n"));
-    }
-    for p in &results.manifest.plugins {
-        out.push_str(&format!("| Plugin `{}` | sha256 {} |\n", p.path, p.sha256));
-    }
-    let h = &run.host;
-    out.push_str(&format!(
-        "| Host | {}: {} × {}, {} GiB, {}, Linux {} |\n",
-        h.hostname, h.cpus, h.cpu_model, h.memory_gib, h.os, h.kernel
-    ));
-    let commit = match run.faultline_commit.is_empty() {
-        true => String::new(),
-        false => format!(", commit {}", run.faultline_commit),
-    };
-    out.push_str(&format!("| faultline | {}{commit} |\n", run.faultline_version));
-    out
 }

@@ -11,7 +11,8 @@ use crate::engine::{progress::Progress, Engine};
 use crate::plan::{self, PlanOptions};
 use crate::plugin::SpecPlugins;
 use crate::results::{Results, ResultsFile, RunInfo, SCHEMA_VERSION};
-use crate::{comparison, gate, report, results, spec, verdict, EXIT_USAGE};
+use crate::{comparison, gate, results, spec, verdict, EXIT_USAGE};
+use faultline_report as report;
 
 pub struct RunArgs {
     pub spec: PathBuf,

@@ -22,9 +22,7 @@ use crate::topology::Topology;
 /// How often every member is asked.
 const EVERY: Duration = Duration::from_millis(250);
 
-pub use faultline_model::roles::{
-    demoted_primaries, no_primary_spans, per_second, NoPrimarySpan, NonPrimaryReads, RoleChange,
-};
+pub use faultline_model::roles::{demoted_primaries, no_primary_spans, NoPrimarySpan, NonPrimaryReads, RoleChange};
 
 /// Whose roles are sampled.
 pub enum Watched {

@@ -8,7 +8,6 @@
 //! when the spans do not explain the loss.
 
 use faultline_model::faults::FaultRecord;
-use faultline_model::format::thousands;
 use faultline_model::roles::DemotedPrimary;
 
 /// What the lost-write checker saw, on the history's clock (ns since the
@@ -63,58 +62,6 @@ pub fn place(faults: &mut [FaultRecord], spans: &[DemotedPrimary], times: &AckTi
     }
 }
 
-/// The report's sentence for one fault, e.g. "531,322 lost writes, all
-/// acknowledged between 11.02 s and 14.87 s; kv-0 was a demoted primary still
-/// answering as primary (10.75–14.90 s; kv-2 primary since 11.00 s): 600,112
-/// writes acknowledged then (by any member), 531,322 of them lost (…)". None
-/// when there is nothing to place.
-pub fn describe(fault: &FaultRecord) -> Option<String> {
-    let (around, requested_s) = (fault.lost_writes.as_ref()?, fault.requested_s);
-    if around.lost.count == 0 && around.demoted_primaries.is_empty() {
-        return None;
-    }
-    let between = |s: &Spread| match (s.first_s, s.last_s) {
-        (Some(f), Some(l)) => format!("between {f:.2} s and {l:.2} s"),
-        _ => String::new(),
-    };
-    let mut parts = Vec::new();
-    let lost = &around.lost;
-    let inside = lost.count - around.outside_demoted.count;
-    parts.push(match (lost.count, inside, around.demoted_primaries.is_empty()) {
-        (0, _, _) => "no lost writes".to_string(),
-        (n, _, true) => format!(
-            "{} lost writes, acknowledged {}, with no demoted primary in the role timeline",
-            thousands(n),
-            between(lost)
-        ),
-        (n, i, false) if i == n => format!("{} lost writes, all acknowledged {}", thousands(n), between(lost)),
-        (n, i, false) => format!(
-            "{} lost writes, {} of them acknowledged outside every demoted-primary span ({}; the fault was requested at {:.2} s), {} inside",
-            thousands(n),
-            thousands(n - i),
-            between(&around.outside_demoted),
-            requested_s,
-            thousands(i)
-        ),
-    });
-    for d in &around.demoted_primaries {
-        let s = &d.span;
-        parts.push(format!(
-            "{} was a demoted primary still answering as primary ({:.2}–{:.2} s{}; {} primary since {:.2} s): {} writes acknowledged then (by any member), {} of them lost{}",
-            s.member,
-            s.from_s,
-            s.to_s,
-            if s.open_at_end { " and on past the window's end" } else { "" },
-            s.successor,
-            s.seen_s,
-            thousands(d.acked_writes),
-            thousands(d.lost.count),
-            if d.lost.count > 0 { format!(" (acknowledged {})", between(&d.lost)) } else { String::new() }
-        ));
-    }
-    Some(parts.join("; "))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,22 +102,19 @@ mod tests {
         let d = &graceful.demoted_primaries[0];
         assert_eq!((d.acked_writes, d.lost.count), (900, 3));
         assert!((d.lost.first_s.unwrap() - 11.02).abs() < 1e-6 && (d.lost.last_s.unwrap() - 14.87).abs() < 1e-6);
-        let text = describe(&faults[1]).unwrap();
-        assert!(
-            text.starts_with("4 lost writes, 1 of them acknowledged outside every demoted-primary span (between 16.00 s and 16.00 s; the fault was requested at 10.00 s), 3 inside"),
-            "{text}"
-        );
-        assert!(text.contains("kv-0 was a demoted primary still answering as primary (10.75–14.90 s; kv-2 primary since 11.00 s): 900 writes acknowledged then (by any member), 3 of them lost (acknowledged between 11.02 s and 14.87 s)"), "{text}");
+        let outside = &graceful.outside_demoted;
+        assert_eq!((outside.first_s, outside.last_s), (Some(16.0), Some(16.0)));
 
-        // All inside: said so; nothing lost and no span: nothing to say.
+        // All inside; nothing lost and no span: nothing placed but the count.
         let times = AckTimes { lost: vec![ns(11.02), ns(14.87)], acked_in_spans: vec![900] };
         let mut faults = [fault("graceful", 10.0)];
         place(&mut faults, std::slice::from_ref(&span), &times, ns(0.0));
-        let text = describe(&faults[0]).unwrap();
-        assert!(text.starts_with("2 lost writes, all acknowledged between 11.02 s and 14.87 s; kv-0 was"), "{text}");
+        let placed = faults[0].lost_writes.clone().unwrap();
+        assert_eq!((placed.lost.count, placed.outside_demoted.count), (2, 0));
         let mut faults = [fault("coordinated", 10.0)];
         place(&mut faults, &[], &AckTimes::default(), ns(0.0));
-        assert_eq!(describe(&faults[0]), None);
+        let placed = faults[0].lost_writes.clone().unwrap();
+        assert_eq!((placed.lost.count, placed.demoted_primaries.len()), (0, 0));
 
         // Two members demoted primaries at once (overlapping spans): each
         // lost write is placed once.

@@ -12,8 +12,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Serialize;
 
-use crate::comparison::Group;
-use crate::results::{CellResult, Comparison, Results};
+use faultline_model::compare::Group;
+use faultline_model::results::{CellResult, Comparison, Results};
 
 /// One chart written: what it shows, and its file name in the chart folder.
 #[derive(Debug, Clone, Serialize)]
@@ -120,7 +120,9 @@ fn unique_name(used: &mut Vec<String>, stem: &str) -> String {
 
 /// Leaves a file whose bytes are already right untouched (its time too).
 pub fn write_if_changed(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    if crate::input_file::read(path, crate::input_file::MAX_TEXT_BYTES).is_ok_and(|old| old == bytes) {
+    if faultline_model::input_file::read(path, faultline_model::input_file::MAX_TEXT_BYTES)
+        .is_ok_and(|old| old == bytes)
+    {
         return Ok(());
     }
     std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
@@ -271,7 +273,8 @@ fn percentiles(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
         if kinds.is_empty() {
             return None;
         }
-        let worst = |f: fn(&crate::metrics::LatencyStats) -> f64| kinds.iter().map(|l| f(l)).fold(0.0, f64::max);
+        let worst =
+            |f: fn(&faultline_model::stats::LatencyStats) -> f64| kinds.iter().map(|l| f(l)).fold(0.0, f64::max);
         Some([worst(|l| l.p50), worst(|l| l.p95), worst(|l| l.p99), worst(|l| l.p999), worst(|l| l.max)])
     };
     let colors = variant_colors(cells);
@@ -436,8 +439,8 @@ fn ratios(title: &str, rows: &[&Comparison]) -> DrawResult<String> {
         for (i, c) in rows.iter().enumerate() {
             let x = i as f64;
             let color = match c.word {
-                Some(crate::results::Word::Win) => PALETTE[2],
-                Some(crate::results::Word::Loss) => PALETTE[3],
+                Some(faultline_model::results::Word::Win) => PALETTE[2],
+                Some(faultline_model::results::Word::Loss) => PALETTE[3],
                 _ => PALETTE[0],
             };
             if let Some(v) = c.throughput.value {

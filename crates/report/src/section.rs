@@ -213,7 +213,7 @@ impl Destination {
                         meta.permissions().mode() & 0o777
                     );
                 }
-                let bytes = crate::input_file::read(&path, crate::input_file::MAX_TEXT_BYTES)
+                let bytes = faultline_model::input_file::read(&path, faultline_model::input_file::MAX_TEXT_BYTES)
                     .with_context(|| format!("cannot read {}", path.display()))?;
                 let text = String::from_utf8(bytes)
                     .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text: not changing it", path.display()))?;

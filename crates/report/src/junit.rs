@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use crate::results::{CellStatus, GateOutcome, Results, Verdict};
+use faultline_model::results::{CellStatus, GateOutcome, Results, Verdict};
 
 struct Case {
     class: String,

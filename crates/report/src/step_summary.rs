@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::results::{GateOutcome, Results};
+use faultline_model::results::{GateOutcome, Results};
 
 pub fn markdown(results: &Results, report: &Path) -> String {
     let mut md = format!("### faultline {}: {}\n\n", results.run.name, results.verdict.as_str());
@@ -30,7 +30,7 @@ pub fn markdown(results: &Results, report: &Path) -> String {
     if !results.comparisons.is_empty() {
         md.push_str("| Cell | Variant | vs | Throughput ratio | 95% interval | |\n|---|---|---|---|---|---|\n");
         for c in &results.comparisons {
-            let group = crate::comparison::Group {
+            let group = faultline_model::compare::Group {
                 scenario: c.scenario.clone(),
                 matrix: c.matrix.clone(),
                 profile: c.profile.clone(),
@@ -64,6 +64,6 @@ pub fn append_if_asked(results: &Results, report: &Path) -> anyhow::Result<()> {
         .append(true)
         .open(path)
         .with_context(|| format!("cannot append to $GITHUB_STEP_SUMMARY ({})", path.display()))?;
-    file.write_all(crate::redact::text(&markdown(results, report)).as_bytes())
+    file.write_all(faultline_model::redact::text(&markdown(results, report)).as_bytes())
         .with_context(|| format!("cannot append to $GITHUB_STEP_SUMMARY ({})", path.display()))
 }

@@ -1,7 +1,17 @@
-//! Renders results.json as Markdown with minijinja: the default template in
-//! reports/templates/, or the spec's own; with its charts, as a section of
-//! another document, as JUnit XML and as a CI step summary.
+//! The report: renders results.json as Markdown with minijinja (the default
+//! template in reports/templates/, or the spec's own), with its SVG charts
+//! ([`charts`]), as a section of another document (`report --into`,
+//! [`section`]), as JUnit XML ([`junit`]) and as a CI step summary
+//! ([`step_summary`]).
+//!
+//! It reads the results model (faultline-model) and nothing else of
+//! faultline's: no spec, no engine, no runtime. Everything a report shows
+//! is in results.json, so `faultline report` renders a finished run exactly
+//! as the run itself did, and these tests work from committed results
+//! (fixtures/results/). Text that is easier to build in Rust than in a
+//! template ([`blocks`]) is handed to every template ready-made.
 
+pub mod blocks;
 pub mod charts;
 pub mod junit;
 pub mod section;
@@ -13,16 +23,16 @@ use anyhow::Context;
 use minijinja::{context, Environment, Value};
 use serde::Serialize;
 
-use crate::metrics::LatencyStats;
-use crate::results::{CellResult, Results, Word};
+use faultline_model::results::{CellResult, Results, Word};
+use faultline_model::stats::LatencyStats;
 
-pub const DEFAULT_TEMPLATE: &str = include_str!("../../reports/templates/default.md.j2");
+pub const DEFAULT_TEMPLATE: &str = include_str!("../../../reports/templates/default.md.j2");
 /// What `report --into` writes unless a template is chosen: the campaign as
 /// a section of a longer document.
-pub const SECTION_TEMPLATE: &str = include_str!("../../reports/templates/section.md.j2");
+pub const SECTION_TEMPLATE: &str = include_str!("../../../reports/templates/section.md.j2");
 /// The comparison tables, rendered on their own and given to every
 /// template as `comparison_tables`.
-const COMPARISONS_PARTIAL: &str = include_str!("../../reports/templates/comparisons.md.j2");
+const COMPARISONS_PARTIAL: &str = include_str!("../../../reports/templates/comparisons.md.j2");
 
 /// One latency table: a scenario × profile, all targets and repeats.
 #[derive(Serialize)]
@@ -64,7 +74,7 @@ struct Row<'a> {
 fn tables(results: &Results) -> Vec<Table<'_>> {
     let mut tables: Vec<Table> = Vec::new();
     for cell in &results.cells {
-        let matrix = crate::plan::matrix_suffix(&cell.matrix);
+        let matrix = faultline_model::labels::matrix_suffix(&cell.matrix);
         let index = match tables
             .iter()
             .position(|t| t.scenario == cell.scenario && t.matrix == matrix && t.profile == cell.profile)
@@ -72,7 +82,7 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
             Some(i) => i,
             None => {
                 tables.push(Table {
-                    group: crate::comparison::Group::of(cell).label(),
+                    group: faultline_model::compare::Group::of(cell).label(),
                     scenario: &cell.scenario,
                     matrix,
                     profile: &cell.profile,
@@ -91,11 +101,11 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
             table.roles.push(RoleTimeline {
                 variant: cell.variant(),
                 repeat: cell.repeat,
-                members: crate::metrics::roles::per_second(&cell.roles, cell.measured_s),
+                members: faultline_model::roles::per_second(&cell.roles, cell.measured_s),
             });
         }
         for f in &cell.faults {
-            if let Some(line) = faultline_check::checker::lost_write_times::describe(f) {
+            if let Some(line) = blocks::lost_writes(f) {
                 table.lost_writes.push(format!("{} #{} fault {}: {line}", cell.variant(), cell.repeat, f.name));
             }
         }
@@ -141,7 +151,7 @@ fn environment(template: Template) -> anyhow::Result<(Environment<'static>, Stri
     let (name, source) = match template {
         Template::File(p) => (
             p.display().to_string(),
-            crate::input_file::read_to_string(p, crate::input_file::MAX_TEXT_BYTES)
+            faultline_model::input_file::read_to_string(p, faultline_model::input_file::MAX_TEXT_BYTES)
                 .with_context(|| format!("cannot read report template {}", p.display()))?,
         ),
         Template::Default => ("default.md.j2".to_string(), DEFAULT_TEMPLATE.to_string()),
@@ -216,9 +226,9 @@ pub fn render(
             charts => Value::from_serialize(charts.charts),
             chart_dir => charts.dir,
             manifest => Value::from_serialize(&results.manifest),
-            crash_recovery => crate::durability::markdown(&results.crash_recovery),
-            probes => crate::probe::markdown(&results.cells, &results.targets),
-            provenance => crate::provenance::markdown(results),
+            crash_recovery => blocks::crash_recovery(&results.crash_recovery),
+            probes => blocks::probes(&results.cells, &results.targets),
+            provenance => blocks::provenance(results),
         })
         .with_context(|| format!("report template {name} failed to render"))
 }
@@ -232,7 +242,7 @@ struct ServerTargets<'r> {
     targets: Vec<&'r str>,
 }
 
-fn servers(targets: &[crate::results::TargetInfo]) -> Vec<ServerTargets<'_>> {
+fn servers(targets: &[faultline_model::results::TargetInfo]) -> Vec<ServerTargets<'_>> {
     let mut out: Vec<ServerTargets> = Vec::new();
     for t in targets {
         match out.iter_mut().find(|s| s.server == t.server) {
@@ -255,7 +265,7 @@ pub fn write_run_report(
     let template = template.map_or(Template::Default, Template::File);
     let markdown = render(results, template, title, ChartLinks { charts: &drawn, dir: "charts" })?;
     let path = run_dir.join("report.md");
-    std::fs::write(&path, crate::redact::text(&markdown).as_bytes())
+    std::fs::write(&path, faultline_model::redact::text(&markdown).as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
 }
@@ -282,7 +292,7 @@ pub fn write_section(
     let planned = charts::plan(results);
     let template = template.map_or(Template::Section, Template::File);
     let markdown = render(results, template, title, ChartLinks { charts: &planned, dir: &relative })?;
-    let markdown = crate::redact::text(&markdown);
+    let markdown = faultline_model::redact::text(&markdown);
     let text = section::splice(&destination.text, name, &markdown)
         .map_err(|e| anyhow::anyhow!("{}: {e}; the file was not changed", destination.path.display()))?;
     let drawn = charts::draw_all(results, &folder)?;
@@ -324,7 +334,7 @@ mod tests {
     }
 
     fn repository() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
     }
 
     fn fixtures() -> Vec<(Fixture, Results)> {
@@ -418,7 +428,7 @@ mod tests {
                     let mut variants: Vec<&str> = results
                         .cells
                         .iter()
-                        .filter(|c| c.stats.is_some() && crate::comparison::Group::of(c).label() == chart.of)
+                        .filter(|c| c.stats.is_some() && faultline_model::compare::Group::of(c).label() == chart.of)
                         .map(|c| c.variant())
                         .collect();
                     variants.dedup();
