@@ -4,7 +4,6 @@
 
 mod check;
 mod checker;
-mod command_line;
 mod comparison;
 mod docker;
 mod durability;
@@ -15,7 +14,6 @@ mod history;
 mod ledger;
 mod leftovers;
 mod metrics;
-mod plan;
 mod plugin;
 mod probe;
 mod provenance;
@@ -24,7 +22,8 @@ mod redact;
 mod report;
 mod results;
 mod run;
-mod spec;
+#[cfg(test)]
+mod spec_fuzz;
 mod stdout;
 mod target;
 mod teardown;
@@ -34,7 +33,9 @@ mod workload;
 
 use std::path::PathBuf;
 
-use faultline_model::input_file;
+use faultline_model::{command_line, input_file};
+use faultline_spec as spec;
+use faultline_spec::plan;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -244,7 +245,9 @@ fn main() -> ExitCode {
             comparison::runs::command(&run_a, &run_b, threshold, json)
         }
         Command::Validate { spec, set } => {
-            match spec::load(&spec, &set).and_then(|loaded| plugin::SpecPlugins::load(&spec, &loaded).map(|_| loaded)) {
+            match spec::load(&spec, &set, &target::CATALOG)
+                .and_then(|loaded| plugin::SpecPlugins::load(&spec, &loaded).map(|_| loaded))
+            {
                 Ok(loaded) => {
                     for warning in loaded.warnings(&spec) {
                         eprintln!("warning: {warning}");

@@ -334,9 +334,9 @@ mod tests {
     #[test]
     fn every_shipped_spec_renders_valid_markdown() {
         for path in shipped_specs() {
-            let spec = crate::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}")).spec;
+            let spec = crate::spec::load(&path, &[], &crate::target::CATALOG).unwrap_or_else(|e| panic!("{e}")).spec;
             let options = crate::plan::PlanOptions { quick: false, only: vec![] };
-            let loaded = crate::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
+            let loaded = crate::spec::load(&path, &[], &crate::target::CATALOG).unwrap_or_else(|e| panic!("{e}"));
             let plan = crate::plan::build(&loaded, &options).unwrap();
             let results = synthetic::results(&spec, &plan);
             let planned = charts::plan(&results);
@@ -385,7 +385,7 @@ mod tests {
     #[test]
     fn every_shipped_spec_draws_charts_whose_labels_do_not_overlap() {
         for path in shipped_specs() {
-            let loaded = crate::spec::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
+            let loaded = crate::spec::load(&path, &[], &crate::target::CATALOG).unwrap_or_else(|e| panic!("{e}"));
             for quick in [false, true] {
                 let plan = crate::plan::build(&loaded, &crate::plan::PlanOptions { quick, only: vec![] }).unwrap();
                 let results = synthetic::results(&loaded.spec, &plan);
