@@ -3,7 +3,6 @@
 //! spec → plan → engine (targets, executors) → metrics → gates → results.json → report
 
 mod check;
-mod command_line;
 mod comparison;
 mod docker;
 mod engine;
@@ -12,7 +11,6 @@ mod gate;
 mod ledger;
 mod leftovers;
 mod metrics;
-mod plan;
 mod plugin;
 mod probe;
 mod provenance;
@@ -20,7 +18,8 @@ mod provider;
 mod redact;
 mod results;
 mod run;
-mod spec;
+#[cfg(test)]
+mod spec_fuzz;
 mod stdout;
 #[cfg(test)]
 mod synthetic_results;
@@ -30,10 +29,12 @@ mod topology;
 mod verdict;
 mod workload;
 
-use std::path::PathBuf;
 
 use faultline_check::{checker, history};
-use faultline_model::input_file;
+use faultline_model::{command_line, input_file};
+use faultline_spec as spec;
+use faultline_spec::plan;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -262,7 +263,9 @@ fn main() -> ExitCode {
             comparison::runs::command(&run_a, &run_b, threshold, json)
         }
         Command::Validate { spec, set } => {
-            match spec::load(&spec, &set).and_then(|loaded| plugin::SpecPlugins::load(&spec, &loaded).map(|_| loaded)) {
+            match spec::load(&spec, &set, &target::CATALOG)
+                .and_then(|loaded| plugin::SpecPlugins::load(&spec, &loaded).map(|_| loaded))
+            {
                 Ok(loaded) => {
                     for warning in loaded.warnings(&spec) {
                         eprintln!("warning: {warning}");

@@ -13,6 +13,7 @@
 //! template stays with its layer; see docs/architecture.md.
 
 pub mod checks;
+pub mod command_line;
 pub mod compare;
 pub mod faults;
 pub mod format;

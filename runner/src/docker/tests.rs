@@ -242,7 +242,8 @@ scenarios:
     #[test]
     fn roles_are_resolved_at_the_moment_they_are_asked_for() {
         let _one = exclusive();
-        let spec = crate::spec::parse(std::path::Path::new("roles.yaml"), SPEC, &[]).unwrap().spec;
+        let spec =
+            crate::spec::parse(std::path::Path::new("roles.yaml"), SPEC, &[], &crate::target::CATALOG).unwrap().spec;
         let dir = tempfile::tempdir().unwrap();
         let log_dir = dir.path().join("roles-run").join("logs");
         std::fs::create_dir_all(&log_dir).unwrap();

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::RunningTarget;
-use crate::spec::{FaultAction, FaultSpec, Spec};
+use crate::spec::{FaultSpec, Spec};
 
 pub use faultline_model::faults::FaultRecord;
 
@@ -139,42 +139,6 @@ fn settle(record: &mut FaultRecord, healed: anyhow::Result<String>, at: f64) {
                 None => message,
             });
         }
-    }
-}
-
-impl FaultAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FaultAction::Kill => "kill",
-            FaultAction::Stop => "stop",
-            FaultAction::Start => "start",
-            FaultAction::Restart => "restart",
-            FaultAction::Pause => "pause",
-            FaultAction::Unpause => "unpause",
-            FaultAction::Disconnect => "disconnect",
-            FaultAction::Reconnect => "reconnect",
-            FaultAction::Isolate => "isolate",
-            FaultAction::Rejoin => "rejoin",
-            FaultAction::Exec => "exec",
-            FaultAction::Failover => "failover",
-            FaultAction::Stepdown => "stepdown",
-            FaultAction::Freeze => "freeze",
-            FaultAction::Stepup => "stepup",
-        }
-    }
-
-    /// Whether the action leaves something to undo (and may take `heal_after`).
-    /// A `restart` undoes itself: it is a kill and a start, confirmed.
-    pub fn heals(self) -> bool {
-        matches!(
-            self,
-            FaultAction::Kill
-                | FaultAction::Stop
-                | FaultAction::Pause
-                | FaultAction::Disconnect
-                | FaultAction::Isolate
-                | FaultAction::Freeze
-        )
     }
 }
 

@@ -9,7 +9,7 @@
 //! fails it). A gate that names faults covers only the cells whose scenario
 //! schedules them.
 
-pub mod expr;
+pub use faultline_spec::gate as expr;
 
 use indexmap::IndexMap;
 

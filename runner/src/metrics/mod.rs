@@ -28,12 +28,6 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_US, 3).expect("static histogram bounds")
 }
 
-/// The memory one latency histogram takes (its counts), for the spec's
-/// memory check.
-pub fn histogram_bytes() -> u64 {
-    (new_histogram().distinct_values() * std::mem::size_of::<u64>()) as u64
-}
-
 pub use faultline_model::stats::{
     status_class, CellStats, ErrorClass, ErrorCounts, ErrorLabel, LatencyStats, OpStats, OpenLoopStats, TimelinePoint,
 };
@@ -715,6 +709,12 @@ pub fn latency_stats(h: &Histogram<u64>) -> Option<LatencyStats> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_spec_reckons_with_the_histograms_real_size() {
+        let bytes = (new_histogram().distinct_values() * std::mem::size_of::<u64>()) as u64;
+        assert_eq!(faultline_spec::memory::HISTOGRAM_BYTES, bytes);
+    }
 
     #[test]
     fn warmup_is_excluded_and_classes_are_counted() {

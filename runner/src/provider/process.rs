@@ -284,7 +284,7 @@ fn spawn(launch: &Launch) -> anyhow::Result<ManagedProcess> {
         cmd.pre_exec(process_group::detach_into_own_group);
     }
     let child = cmd.spawn().map_err(|e| {
-        let hint = match (e.kind(), install_hint(command)) {
+        let hint = match (e.kind(), faultline_spec::host::install_hint(command)) {
             (std::io::ErrorKind::NotFound, Some(how)) => {
                 format!(" — `{command}` is not installed or not on PATH ({how})")
             }
@@ -324,41 +324,6 @@ async fn ready(launch: &Launch, process: &mut ManagedProcess) -> anyhow::Result<
             tail(&launch.log_path, 15)
         )
     })
-}
-
-/// Whether `command` names a program that can be started: a path (with `/`,
-/// from the working directory) to an executable file, or a name found on
-/// PATH. Checked before anything starts, so a typo costs no ready_timeout.
-/// A command with a `{placeholder}` is only known at start and passes.
-pub fn check_program(command: &str) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    if command.contains('{') {
-        return Ok(());
-    }
-    let executable = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.is_file(), m.permissions().mode() & 0o111 != 0));
-    if command.contains('/') {
-        return match executable(Path::new(command)) {
-            Some((true, true)) => Ok(()),
-            Some((true, false)) => Err(format!("`{command}` is not executable: `chmod +x {command}`")),
-            Some((false, _)) => Err(format!("`{command}` is not a file: name the server's program")),
-            None => Err(format!("`{command}` does not exist: give the path of the server's program")),
-        };
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    if std::env::split_paths(&path).any(|dir| executable(&dir.join(command)) == Some((true, true))) {
-        return Ok(());
-    }
-    let how = install_hint(command).map(|h| format!(" ({h})")).unwrap_or_default();
-    Err(format!("`{command}` is not installed or not on PATH{how}: install it, or give its path in `command:`"))
-}
-
-/// How to install a server faultline knows, for an error that says it is missing.
-fn install_hint(command: &str) -> Option<&'static str> {
-    match command {
-        "redis-server" | "redis-sentinel" => Some("on Debian: apt-get install redis-server"),
-        "secantusd-rs" => Some("scripts/install-deps.sh installs it (cargo install secantus-mdb)"),
-        _ => None,
-    }
 }
 
 fn tail(path: &Path, lines: usize) -> String {

@@ -14,9 +14,23 @@ use super::redis::RedisDriver;
 use super::TargetDriver;
 use crate::spec::TargetKind;
 
-/// A problem with a kind's options: the field under `options` (dotted, may
-/// be empty for the whole map) and what is wrong.
-pub type OptionsError = (String, String);
+pub use faultline_spec::options::{overlay, OptionsError};
+
+/// The kinds this build holds, for the spec loader.
+pub struct Kinds;
+
+/// The one catalog: every spec is loaded against it.
+pub static CATALOG: Kinds = Kinds;
+
+impl faultline_spec::Catalog for Kinds {
+    fn kind(
+        &self,
+        kind: TargetKind,
+        options: Option<&serde_json::Value>,
+    ) -> Result<Arc<dyn faultline_spec::KindInfo>, OptionsError> {
+        driver(kind, options).map(|d| d as Arc<dyn faultline_spec::KindInfo>)
+    }
+}
 
 /// The driver for `kind` with `options` (the target's, overlaid by a
 /// scenario's when it has some).
@@ -37,36 +51,6 @@ pub fn driver(kind: TargetKind, options: Option<&serde_json::Value>) -> Result<A
             Arc::new(DynamoDriver::new(options))
         }
     })
-}
-
-/// `scenario`'s options over `target`'s: maps merge key by key (deeply),
-/// anything else is replaced.
-pub fn overlay(target: Option<&serde_json::Value>, scenario: Option<&serde_json::Value>) -> Option<serde_json::Value> {
-    fn merge(base: &mut serde_json::Value, over: &serde_json::Value) {
-        match (base, over) {
-            (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
-                for (k, v) in o {
-                    match b.get_mut(k) {
-                        Some(existing) => merge(existing, v),
-                        None => {
-                            b.insert(k.clone(), v.clone());
-                        }
-                    }
-                }
-            }
-            (b, o) => *b = o.clone(),
-        }
-    }
-    match (target, scenario) {
-        (None, None) => None,
-        (Some(t), None) => Some(t.clone()),
-        (None, Some(s)) => Some(s.clone()),
-        (Some(t), Some(s)) => {
-            let mut merged = t.clone();
-            merge(&mut merged, s);
-            Some(merged)
-        }
-    }
 }
 
 fn parse<T: DeserializeOwned>(options: Option<&serde_json::Value>) -> Result<T, OptionsError> {

@@ -18,10 +18,11 @@ use std::sync::Arc;
 use tokio::net::TcpStream;
 
 use crate::metrics::ErrorClass;
-use crate::spec::{FaultAction, FaultSpec, OpKind};
+use crate::spec::FaultSpec;
 use crate::workload::{Op, Workload};
 
-pub use kinds::driver;
+pub use faultline_spec::KindInfo;
+pub use kinds::{driver, CATALOG};
 
 pub use faultline_model::items::{IndexSettle, StoredItem, StreamChange};
 
@@ -47,7 +48,9 @@ pub struct ReadRule {
 }
 
 #[async_trait::async_trait]
-pub trait TargetDriver: Send + Sync {
+/// A kind's driver: what validation asks of the kind ([`KindInfo`]) and
+/// how to start, reach, load and read a server of it.
+pub trait TargetDriver: KindInfo {
     /// The read concern reads are sent under; None for kinds without one.
     fn read_rule(&self) -> Option<ReadRule> {
         None
@@ -57,17 +60,10 @@ pub trait TargetDriver: Send + Sync {
     fn has_roles(&self) -> bool {
         false
     }
-    /// The binary a `process` provider starts when the spec names none.
-    fn default_command(&self) -> &'static str;
     /// Arguments that make the server listen on `port` on loopback only and
     /// keep its files in `data_dir` (the target's own, under the run's).
     fn listen_args(&self, port: u16, data_dir: &Path) -> Vec<String>;
     fn uri(&self, host: &str, port: u16) -> String;
-    /// Whether an external target's `uri` is one this kind can reach (its
-    /// scheme, host and port parse), checked before anything starts: the
-    /// problem and the fix otherwise.
-    fn check_uri(&self, uri: &str) -> Result<(), String>;
-    fn supports(&self, op: OpKind) -> bool;
     /// One round trip that succeeds only when the server can serve requests.
     async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo>;
     /// Opens one load connection.
@@ -87,27 +83,13 @@ pub trait TargetDriver: Send + Sync {
         let _ = uri;
         Ok(String::new())
     }
-    /// Whether a put or delete answers with the item it replaced (DynamoDB's
-    /// `ALL_OLD`), which the hot-key checker follows.
-    fn returns_old_images(&self) -> bool {
-        false
-    }
     /// The whole stored items of `keys`, read as strongly as the server
     /// offers, with their index entries: for kinds that return old images.
     async fn stored_items(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<StoredItem>> {
         let _ = (uri, keys);
         anyhow::bail!("this kind has no items to inspect")
     }
-    /// Whether the server acknowledges writes (MongoDB's `w: 0` does not),
-    /// which the lost-acknowledged-write checker needs.
-    fn acknowledges_writes(&self) -> bool {
-        true
-    }
-    /// The kind's own faults (e.g. MongoDB's `stepdown`), sent by [`Self::fault`].
-    fn faults(&self) -> &'static [FaultAction] {
-        &[]
-    }
-    /// Applies one of [`Self::faults`] to the server at `uri` and confirms
+    /// Applies one of [`KindInfo::faults`] to the server at `uri` and confirms
     /// it took effect; the evidence comes back.
     async fn fault(&self, uri: &str, fault: &FaultSpec) -> anyhow::Result<String> {
         let _ = uri;

@@ -19,25 +19,9 @@ use crate::workload::{Op, Workload};
 
 pub struct RedisDriver;
 
-#[async_trait::async_trait]
-impl TargetDriver for RedisDriver {
+impl faultline_spec::KindInfo for RedisDriver {
     fn default_command(&self) -> &'static str {
         "redis-server"
-    }
-
-    fn listen_args(&self, port: u16, data_dir: &Path) -> Vec<String> {
-        // No persistence by default: a benchmark should not measure a stray RDB save
-        // unless the spec asks for it (its own args come after and win). What
-        // it does persist lands in the target's own directory, never in the
-        // user's working directory or another target's.
-        let dir = data_dir.display().to_string();
-        ["--port", &port.to_string(), "--dir", &dir, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-            .map(String::from)
-            .to_vec()
-    }
-
-    fn uri(&self, host: &str, port: u16) -> String {
-        format!("redis://{host}:{port}")
     }
 
     fn check_uri(&self, uri: &str) -> Result<(), String> {
@@ -55,6 +39,24 @@ impl TargetDriver for RedisDriver {
 
     fn supports(&self, op: OpKind) -> bool {
         matches!(op, OpKind::Get | OpKind::Set | OpKind::Incr | OpKind::Del)
+    }
+}
+
+#[async_trait::async_trait]
+impl TargetDriver for RedisDriver {
+    fn listen_args(&self, port: u16, data_dir: &Path) -> Vec<String> {
+        // No persistence by default: a benchmark should not measure a stray RDB save
+        // unless the spec asks for it (its own args come after and win). What
+        // it does persist lands in the target's own directory, never in the
+        // user's working directory or another target's.
+        let dir = data_dir.display().to_string();
+        ["--port", &port.to_string(), "--dir", &dir, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn uri(&self, host: &str, port: u16) -> String {
+        format!("redis://{host}:{port}")
     }
 
     async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {

@@ -9,7 +9,7 @@
 use rand::RngCore;
 
 /// 12 bytes a key: a 1M-key table is 12 MiB.
-pub const TABLE_MAX_KEYS: u64 = 1 << 20;
+pub use faultline_spec::memory::ZIPF_TABLE_MAX_KEYS as TABLE_MAX_KEYS;
 
 /// P(key k) ∝ 1 / (k + 1)^s for k in 0..n: key 0 is the hottest.
 #[derive(Debug)]

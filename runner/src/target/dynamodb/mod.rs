@@ -354,19 +354,9 @@ fn torn(item: &Item) -> Option<String> {
     None
 }
 
-#[async_trait::async_trait]
-impl TargetDriver for DynamoDriver {
+impl faultline_spec::KindInfo for DynamoDriver {
     fn default_command(&self) -> &'static str {
         "moto_server"
-    }
-
-    fn listen_args(&self, port: u16, _data_dir: &Path) -> Vec<String> {
-        // moto keeps everything in memory; another server takes its own args.
-        vec!["-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()]
-    }
-
-    fn uri(&self, host: &str, port: u16) -> String {
-        format!("http://{host}:{port}")
     }
 
     fn check_uri(&self, uri: &str) -> Result<(), String> {
@@ -399,6 +389,18 @@ impl TargetDriver for DynamoDriver {
 
     fn returns_old_images(&self) -> bool {
         true
+    }
+}
+
+#[async_trait::async_trait]
+impl TargetDriver for DynamoDriver {
+    fn listen_args(&self, port: u16, _data_dir: &Path) -> Vec<String> {
+        // moto keeps everything in memory; another server takes its own args.
+        vec!["-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()]
+    }
+
+    fn uri(&self, host: &str, port: u16) -> String {
+        format!("http://{host}:{port}")
     }
 
     async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {

@@ -58,12 +58,36 @@ impl MongoDriver {
     }
 }
 
-#[async_trait::async_trait]
-impl TargetDriver for MongoDriver {
+impl faultline_spec::KindInfo for MongoDriver {
     fn default_command(&self) -> &'static str {
         "secantusd-rs"
     }
 
+    fn check_uri(&self, uri: &str) -> Result<(), String> {
+        // No DNS SRV resolver is built in, so a `mongodb+srv://` URI would fail later.
+        if !uri.starts_with("mongodb://") {
+            return Err("is not a MongoDB URI: write mongodb://[USER:PASSWORD@]HOST:PORT[,…]/[?OPTIONS] (mongodb+srv:// is not supported)".into());
+        }
+        mongodb::options::ConnectionString::parse(uri)
+            .map(|_| ())
+            .map_err(|e| format!("is not a valid MongoDB URI: {}", errors::explain(&e)))
+    }
+
+    fn supports(&self, op: OpKind) -> bool {
+        matches!(op, OpKind::Get | OpKind::Set | OpKind::Incr | OpKind::Del | OpKind::Insert)
+    }
+
+    fn acknowledges_writes(&self) -> bool {
+        self.options.acknowledged_writes()
+    }
+
+    fn faults(&self) -> &'static [FaultAction] {
+        &[FaultAction::Stepdown, FaultAction::Freeze, FaultAction::Stepup]
+    }
+}
+
+#[async_trait::async_trait]
+impl TargetDriver for MongoDriver {
     fn read_rule(&self) -> Option<super::ReadRule> {
         use options::ReadConcernLevel as Level;
         // Without a read concern the server's default (local) applies.
@@ -92,28 +116,6 @@ impl TargetDriver for MongoDriver {
 
     fn uri(&self, host: &str, port: u16) -> String {
         format!("mongodb://{host}:{port}/?directConnection=true")
-    }
-
-    fn check_uri(&self, uri: &str) -> Result<(), String> {
-        // No DNS SRV resolver is built in, so a `mongodb+srv://` URI would fail later.
-        if !uri.starts_with("mongodb://") {
-            return Err("is not a MongoDB URI: write mongodb://[USER:PASSWORD@]HOST:PORT[,…]/[?OPTIONS] (mongodb+srv:// is not supported)".into());
-        }
-        mongodb::options::ConnectionString::parse(uri)
-            .map(|_| ())
-            .map_err(|e| format!("is not a valid MongoDB URI: {}", errors::explain(&e)))
-    }
-
-    fn supports(&self, op: OpKind) -> bool {
-        matches!(op, OpKind::Get | OpKind::Set | OpKind::Incr | OpKind::Del | OpKind::Insert)
-    }
-
-    fn acknowledges_writes(&self) -> bool {
-        self.options.acknowledged_writes()
-    }
-
-    fn faults(&self) -> &'static [FaultAction] {
-        &[FaultAction::Stepdown, FaultAction::Freeze, FaultAction::Stepup]
     }
 
     async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {

@@ -1,22 +1,36 @@
-//! The spec language: YAML text → typed, validated [`Spec`].
+//! The spec language: YAML text → typed, validated [`Spec`], its matrix
+//! points, and the [`plan`] of cells a run goes through; the gate grammar
+//! ([`gate`]) and fault selectors ([`selector`]) are part of the language.
+//!
+//! It knows target kinds only through a [`Catalog`] the caller passes in
+//! (the CLI registers the kinds it was built with), so the language and its
+//! checks build and test without any database driver, runtime or Docker:
+//! `cargo test -p faultline-spec`. Errors name the file, line, column and
+//! field (see [`locate`]).
 
+pub mod catalog;
+mod credentials;
 pub mod docker;
-#[cfg(test)]
-mod fuzz;
+pub mod gate;
+pub mod host;
 pub mod limits;
 pub mod locate;
 pub mod matrix;
-mod memory;
+pub mod memory;
 pub mod model;
+pub mod options;
+pub mod plan;
 pub mod probe;
+pub mod selector;
 pub use faultline_model::units;
-pub(crate) mod validate;
+pub mod validate;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use catalog::{Catalog, KindInfo};
 pub use model::*;
 
 /// A problem with a spec, located in its file.
@@ -73,7 +87,7 @@ impl LoadedSpec {
 }
 
 /// Reads, substitutes params, parses and validates a spec file.
-pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<LoadedSpec, SpecError> {
+pub fn load(path: &Path, overrides: &[(String, String)], catalog: &dyn Catalog) -> Result<LoadedSpec, SpecError> {
     let err_at = |at: Option<(usize, usize)>, message: String| SpecError {
         file: path.to_path_buf(),
         line: at.map(|a| a.0),
@@ -84,7 +98,7 @@ pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<LoadedSpec, S
     // One byte past the limit is enough to know it is too large; a huge file
     // (or /dev/zero) is never read whole.
     let mut bytes = Vec::new();
-    crate::input_file::open(path)
+    faultline_model::input_file::open(path)
         .and_then(|f| {
             std::io::Read::read_to_end(&mut std::io::Read::take(f, limits::MAX_SPEC_BYTES as u64 + 1), &mut bytes)
         })
@@ -110,10 +124,16 @@ pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<LoadedSpec, S
             return Err(err_at(Some(at), "not UTF-8 text: a spec is YAML in UTF-8".into()));
         }
     };
-    parse(path, &text, overrides)
+    parse(path, &text, overrides, catalog)
 }
 
-pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<LoadedSpec, SpecError> {
+/// Parses and validates a spec's text; `path` names it in errors.
+pub fn parse(
+    path: &Path,
+    text: &str,
+    overrides: &[(String, String)],
+    catalog: &dyn Catalog,
+) -> Result<LoadedSpec, SpecError> {
     let err_at = |line: Option<usize>, column: Option<usize>, field: Option<String>, message: String| SpecError {
         file: path.to_path_buf(),
         line,
@@ -205,7 +225,7 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
     // against the scenarios that use its field.
     // Text the typed parse would refuse has no matrix to read: it reports it.
     let tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&resolved_text).unwrap_or(serde_yaml_ng::Value::Null);
-    crate::redact::remember_spec(&tree);
+    credentials::remember_spec(&tree);
     let located = |(field, message): (String, String)| {
         let (line, column) = locate::locate(&resolved_text, &locate::parse_path(&field)).unzip();
         err_at(line, column, Some(field), message)
@@ -216,7 +236,7 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
     // Pass 4: the typed spec, with every dimension at its first value, and
     // one per point of each scenario's matrix.
     let first = matrix::first_values(&dims);
-    let spec = typed(path, &matrix::fill(&resolved_text, &first), &params, None)?;
+    let spec = typed(path, &matrix::fill(&resolved_text, &first), &params, None, catalog)?;
     let mut expanded = matrix::Expanded { points: HashMap::new(), target_dims };
     for (scenario, dims) in spec.scenarios.iter().zip(&dims).filter(|(_, d)| !d.is_empty()) {
         let mut points = Vec::new();
@@ -224,7 +244,7 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, String)]) -> Result<
             let mut all = first.clone();
             all.extend(values.clone());
             let at = format!("scenario `{}` at {}", scenario.name, matrix::Point::label(&values));
-            let spec = typed(path, &matrix::fill(&resolved_text, &all), &params, Some(&at))?;
+            let spec = typed(path, &matrix::fill(&resolved_text, &all), &params, Some(&at), catalog)?;
             points.push(Arc::new(matrix::Point { values, spec }));
         }
         expanded.points.insert(scenario.name.clone(), points);
@@ -264,6 +284,7 @@ fn typed(
     resolved_text: &str,
     params: &indexmap::IndexMap<String, serde_json::Value>,
     point: Option<&str>,
+    catalog: &dyn Catalog,
 ) -> Result<Spec, SpecError> {
     let err_at = |line: Option<usize>, column: Option<usize>, field: Option<String>, message: String| SpecError {
         file: path.to_path_buf(),
@@ -305,7 +326,7 @@ fn typed(
     spec.params = params.clone();
 
     // Cross-references and value ranges.
-    validate::validate(&spec).map_err(|(field, message)| {
+    validate::validate(&spec, catalog).map_err(|(field, message)| {
         let (line, column) = locate::locate(resolved_text, &locate::parse_path(&field)).unzip();
         err_at(line, column, Some(field), message)
     })?;

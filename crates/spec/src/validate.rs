@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use faultline_model::checks::CheckerName;
 
 use super::model::*;
+use crate::catalog::{Catalog, KindInfo};
 
 /// The failing field's dotted path and the message.
 pub type Problem = (String, String);
@@ -29,12 +30,12 @@ pub const MAX_CELLS: u64 = 10_000;
 /// round's key fits in a key number whatever the cell.
 pub const MAX_ROUNDS: u64 = 1_000_000;
 
-pub fn validate(spec: &Spec) -> Result<(), Problem> {
+pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
     if spec.name.trim().is_empty() {
         return Err(("name".into(), "must not be empty".into()));
     }
     for (name, target) in &spec.targets {
-        validate_target(&format!("targets.{name}"), name, target)?;
+        validate_target(&format!("targets.{name}"), name, target, catalog)?;
     }
     for (name, workload) in &spec.workloads {
         validate_workload(&format!("workloads.{name}"), workload)?;
@@ -74,7 +75,7 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
         }
     }
     validate_timing("timing", &spec.timing)?;
-    validate_scenarios(spec)?;
+    validate_scenarios(spec, catalog)?;
     validate_checkers(spec)?;
     if let Some(band) = spec.report.parity {
         if !(0.0..1.0).contains(&band) {
@@ -88,7 +89,7 @@ pub fn validate(spec: &Spec) -> Result<(), Problem> {
         let at = format!("gates.{name}");
         match &gate.rule {
             GateRule::Expr(text) => {
-                let expr = crate::gate::expr::parse(text).map_err(|e| (at.clone(), e))?;
+                let expr = crate::gate::parse(text).map_err(|e| (at.clone(), e))?;
                 if let Some(fault) = expr
                     .faults()
                     .into_iter()
@@ -200,7 +201,7 @@ fn validate_ratio_pair(
     ))
 }
 
-fn validate_target(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> {
+fn validate_target(at: &str, name: &str, t: &TargetSpec, catalog: &dyn Catalog) -> Result<(), Problem> {
     if t.provider != ProviderKind::Docker {
         if let Some(field) = super::docker::docker_only_fields(t) {
             return Err((format!("{at}.{field}"), "applies only to provider: docker".into()));
@@ -218,12 +219,10 @@ fn validate_target(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> 
             // The program must exist before anything starts: a missing one
             // would cost the ready_timeout after earlier cells ran.
             match &t.command {
-                Some(command) => {
-                    crate::provider::process::check_program(command).map_err(|e| (format!("{at}.command"), e))?
-                }
+                Some(command) => crate::host::check_program(command).map_err(|e| (format!("{at}.command"), e))?,
                 None => {
-                    let default = kind_driver(t)?.default_command();
-                    crate::provider::process::check_program(default)
+                    let default = kind_info(t, catalog)?.default_command();
+                    crate::host::check_program(default)
                         .map_err(|e| (at.to_string(), format!("the default server of this kind: {e}")))?
                 }
             }
@@ -232,9 +231,9 @@ fn validate_target(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> 
             let Some(uri) = &t.uri else {
                 return Err((at.into(), "provider: external needs `uri`, e.g. redis://127.0.0.1:6379".into()));
             };
-            kind_driver(t)?
+            kind_info(t, catalog)?
                 .check_uri(uri)
-                .map_err(|e| (format!("{at}.uri"), format!("`{}` {e}", crate::redact::text(uri))))?;
+                .map_err(|e| (format!("{at}.uri"), format!("`{}` {e}", faultline_model::redact::text(uri))))?;
             if t.command.is_some() {
                 return Err((format!("{at}.command"), "applies only to provider: process".into()));
             }
@@ -246,18 +245,23 @@ fn validate_target(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> 
     if t.ready_timeout.0.is_zero() {
         return Err((format!("{at}.ready_timeout"), "must be longer than 0s".into()));
     }
-    validate_options(&format!("{at}.options"), t, t.options.as_ref())
+    validate_options(&format!("{at}.options"), t, t.options.as_ref(), catalog)
 }
 
 /// The kind's driver with its default options (what a URI or a program
 /// check needs); options are checked on their own.
-fn kind_driver(t: &TargetSpec) -> Result<std::sync::Arc<dyn crate::target::TargetDriver>, Problem> {
-    crate::target::driver(t.kind, None)
+fn kind_info(t: &TargetSpec, catalog: &dyn Catalog) -> Result<std::sync::Arc<dyn KindInfo>, Problem> {
+    catalog.kind(t.kind, None)
 }
 
 /// A kind's options, parsed by the kind itself: the error names the field.
-fn validate_options(at: &str, t: &TargetSpec, options: Option<&serde_json::Value>) -> Result<(), Problem> {
-    match crate::target::driver(t.kind, options) {
+fn validate_options(
+    at: &str,
+    t: &TargetSpec,
+    options: Option<&serde_json::Value>,
+    catalog: &dyn Catalog,
+) -> Result<(), Problem> {
+    match catalog.kind(t.kind, options) {
         Ok(_) => Ok(()),
         Err((field, e)) if field.is_empty() => Err((at.into(), e)),
         Err((field, e)) => Err((format!("{at}.{field}"), e)),
@@ -480,7 +484,7 @@ fn fits_in_memory(
     Ok(())
 }
 
-fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
+fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
     if spec.scenarios.is_empty() {
         return Err(("scenarios".into(), "needs at least one scenario".into()));
     }
@@ -534,12 +538,11 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
             for t in &targets {
                 let target = &spec.targets[t];
                 let kind = target.kind;
-                let options = crate::target::kinds::overlay(target.options.as_ref(), s.options.as_ref());
+                let options = crate::options::overlay(target.options.as_ref(), s.options.as_ref());
                 if s.options.is_some() {
-                    validate_options(&format!("{at}.options"), target, options.as_ref())?;
+                    validate_options(&format!("{at}.options"), target, options.as_ref(), catalog)?;
                 }
-                let driver =
-                    crate::target::driver(kind, options.as_ref()).map_err(|(f, e)| (format!("{at}.options.{f}"), e))?;
+                let driver = catalog.kind(kind, options.as_ref()).map_err(|(f, e)| (format!("{at}.options.{f}"), e))?;
                 if !driver.acknowledges_writes() && spec.checkers.contains(&CheckerName::LostAcknowledgedWrite) {
                     return Err((
                         format!("{at}.options"),
@@ -582,7 +585,7 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
             }
             fits_in_memory(spec, s, p, profile, &workloads)?;
         }
-        validate_faults(spec, s, &at)?;
+        validate_faults(spec, s, &at, catalog)?;
         cells = cells.saturating_add(cells_of(spec, s));
         if cells > MAX_CELLS {
             return Err((
@@ -608,7 +611,7 @@ fn validate_scenarios(spec: &Spec) -> Result<(), Problem> {
     Ok(())
 }
 
-fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Problem> {
+fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn Catalog) -> Result<(), Problem> {
     let duration = s.timing.as_ref().and_then(|t| t.duration).unwrap_or(spec.timing.duration);
     let targets = s.target.names();
     let mut names = HashSet::new();
@@ -644,7 +647,7 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Proble
         let field = format!("{at}.target");
         let (target, docker) = match spec.targets.get(f.target.as_str()) {
             Some(t) => (f.target.clone(), t.provider == ProviderKind::Docker),
-            None => match crate::topology::parse_selector(&f.target, spec) {
+            None => match crate::selector::parse_selector(&f.target, spec) {
                 Ok(sel) => (sel.target, true),
                 Err(e) => return Err((field, e)),
             },
@@ -654,7 +657,8 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Proble
         }
         if admin {
             let t = &spec.targets[&target];
-            let driver = crate::target::driver(t.kind, t.options.as_ref())
+            let driver = catalog
+                .kind(t.kind, t.options.as_ref())
                 .map_err(|(f, e)| (format!("targets.{target}.options.{f}"), e))?;
             if !driver.faults().contains(&f.action) {
                 return Err((
@@ -705,8 +709,8 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Proble
             return Err((format!("{at}.coordinated"), "applies only to action: failover".into()));
         }
         if f.action == FaultAction::Failover {
-            let on_primary = crate::topology::parse_selector(&f.target, spec)
-                .is_ok_and(|s| s.selector == crate::topology::Selector::Primary);
+            let on_primary = crate::selector::parse_selector(&f.target, spec)
+                .is_ok_and(|s| s.selector == crate::selector::Selector::Primary);
             if !on_primary {
                 return Err((field, format!("a failover switches away from the primary: name it, `{target}.primary`")));
             }

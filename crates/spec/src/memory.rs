@@ -31,6 +31,15 @@ fn cost(kind: TargetKind) -> KindCost {
 /// A zipfian key space's alias table: 12 bytes a key, for at most 2^20 keys.
 const ZIPF_TABLE_BYTES_PER_KEY: u64 = 12;
 
+/// The most keys a zipfian key space draws from an alias table; past it
+/// the workload draws by rejection and holds no table.
+pub const ZIPF_TABLE_MAX_KEYS: u64 = 1 << 20;
+
+/// The memory one latency histogram takes (its counts): 1 µs to an hour at
+/// 3 significant digits. The engine's histograms are made to match (a test
+/// there holds it to this).
+pub const HISTOGRAM_BYTES: u64 = 23_552 * 8;
+
 /// The share of the machine's memory a cell's load may take: the rest is
 /// for the server under test, the checkers and everything else.
 const MACHINE_SHARE_DIVISOR: u64 = 2;
@@ -67,14 +76,12 @@ pub fn need(load: Load<'_>, workload: &WorkloadSpec, kind: TargetKind) -> Need {
         ValueSizeSpec::Range { max, .. } => max.0,
     };
     let key_space = match workload.keys.distribution {
-        KeyDistribution::Zipfian => {
-            workload.keys.count.min(crate::workload::zipf::TABLE_MAX_KEYS) * ZIPF_TABLE_BYTES_PER_KEY
-        }
+        KeyDistribution::Zipfian => workload.keys.count.min(ZIPF_TABLE_MAX_KEYS) * ZIPF_TABLE_BYTES_PER_KEY,
         _ => 0,
     };
     Need {
         connections,
-        per_connection: histograms * crate::metrics::histogram_bytes() + cost.connection,
+        per_connection: histograms * HISTOGRAM_BYTES + cost.connection,
         slots: connections.saturating_mul(in_flight),
         per_slot: cost.slot.saturating_add(value),
         key_space,
@@ -141,7 +148,7 @@ fn bytes_text(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::model::ClosedShape;
+    use crate::model::ClosedShape;
 
     fn workload(yaml: &str) -> WorkloadSpec {
         serde_yaml_ng::from_str(yaml).unwrap()

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 
-use crate::spec::matrix::Point;
-use crate::spec::units::format_duration;
-use crate::spec::{LoadedSpec, Spec};
+use crate::matrix::Point;
+use crate::units::format_duration;
+use crate::{LoadedSpec, Spec};
 
 #[derive(Debug, Clone, Default)]
 pub struct PlanOptions {
@@ -64,7 +64,7 @@ pub struct CellTiming {
 
 impl CellTiming {
     /// A scenario's faults as this cell schedules them (see `fault_scale`).
-    pub fn scaled_faults(&self, faults: &[crate::spec::FaultSpec]) -> Vec<crate::spec::FaultSpec> {
+    pub fn scaled_faults(&self, faults: &[crate::FaultSpec]) -> Vec<crate::FaultSpec> {
         let scale = |d: Duration| Duration::from_secs_f64(d.as_secs_f64() * self.fault_scale);
         faults
             .iter()
@@ -181,7 +181,7 @@ pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String>
                     for (target, workload) in order {
                         // Refused as soon as it is too many, so a huge matrix
                         // is never built in memory first.
-                        if cells.len() as u64 >= crate::spec::validate::MAX_CELLS {
+                        if cells.len() as u64 >= crate::validate::MAX_CELLS {
                             return Err(too_many_cells(&campaign_scenario.name));
                         }
                         let instance = instance_name(loaded, &scenario.name, &target, point.as_deref());
@@ -208,7 +208,7 @@ fn too_many_cells(scenario: &str) -> String {
     format!(
         "the plan would hold more than {} cells (scenarios x matrix points x repeats x profiles x variants; \
          it passed the limit in scenario `{scenario}`): fewer matrix values, repeats or profiles, or --only",
-        crate::spec::validate::MAX_CELLS
+        crate::validate::MAX_CELLS
     )
 }
 
@@ -242,7 +242,7 @@ impl Plan {
     }
 
     /// The plan as `--dry-run` prints it.
-    pub fn describe(&self, spec: &Spec) -> String {
+    pub fn describe(&self, spec: &Spec, catalog: &dyn crate::Catalog) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -279,9 +279,10 @@ impl Plan {
             }
             shown.push(&c.instance);
             let t = &c.spec(spec).targets[&c.target];
-            let default = crate::target::driver(t.kind, None).map(|d| d.default_command()).unwrap_or("?");
+            let default = catalog.kind(t.kind, None).map(|d| d.default_command()).unwrap_or("?");
             let command = t.command.as_deref().unwrap_or(default);
-            let line = crate::command_line::shown(std::iter::once(command).chain(t.args.iter().map(String::as_str)));
+            let line =
+                faultline_model::command_line::shown(std::iter::once(command).chain(t.args.iter().map(String::as_str)));
             let _ = writeln!(out, "  {:<40} {line}", c.instance);
         }
         out
@@ -297,7 +298,7 @@ mod tests {
     use super::*;
 
     fn spec(yaml: &str) -> LoadedSpec {
-        crate::spec::parse(std::path::Path::new("t.yaml"), yaml, &[]).unwrap()
+        crate::parse(std::path::Path::new("t.yaml"), yaml, &[], &crate::catalog::plain::Plain).unwrap()
     }
 
     const TWO_TARGETS: &str = "name: ab\ntargets:\n  a: {kind: redis, provider: external, uri: 'redis://127.0.0.1:1'}\n  b: {kind: redis, provider: external, uri: 'redis://127.0.0.1:2'}\nworkloads:\n  w: {ops: {get: 1}}\nprofiles:\n  p: {closed: 1x1}\n  q: {closed: 2x2}\ntiming: {repeats: 2, duration: 3s}\nscenarios:\n  - {name: s, target: [a, b], workload: w, profiles: [p, q]}\n  - {name: t, target: a, workload: w, profiles: [p]}\n";
@@ -347,9 +348,10 @@ mod tests {
         // `b` uses only fsync: one server per fsync value, in this scenario; `a` uses none.
         assert_eq!(last.instance, "b[fsync=everysec]@s");
         assert_eq!(plan.cells[0].instance, "a");
-        let described = plan.describe(&loaded.spec);
+        let described = plan.describe(&loaded.spec, &crate::catalog::plain::Plain);
         assert!(described.contains("b[fsync=always]@s"), "{described}");
-        assert!(described.contains("redis-server --appendfsync everysec"), "{described}");
+        // The test catalog serves every kind with `true`.
+        assert!(described.contains("true --appendfsync everysec"), "{described}");
     }
 
     #[test]

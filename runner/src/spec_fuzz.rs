@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::plan::{self, PlanOptions};
+use crate::spec::SpecError;
 use crate::workload::Workload;
 
 /// Cases per run (about a second in release); `FAULTLINE_FUZZ_CASES` and
@@ -151,11 +152,11 @@ fn mutate(rng: &mut impl Rng, text: &str) -> String {
 
 /// What `validate` and `run --dry-run` do with a spec, plus the workloads'
 /// first ops: the error if it is refused.
-fn exercise(path: &Path, text: &str) -> Result<(), super::SpecError> {
-    let loaded = super::parse(path, text, &[])?;
+fn exercise(path: &Path, text: &str) -> Result<(), SpecError> {
+    let loaded = crate::spec::parse(path, text, &[], &crate::target::CATALOG)?;
     for quick in [false, true] {
         if let Ok(plan) = plan::build(&loaded, &PlanOptions { quick, only: vec![] }) {
-            plan.describe(&loaded.spec);
+            plan.describe(&loaded.spec, &crate::target::CATALOG);
             for i in 0..plan.cells.len().min(3) {
                 plan.time_after(i);
             }

@@ -139,7 +139,7 @@ mod tests {
         let nested = format!("a: {}1{}\n", "[".repeat(63), "]".repeat(63));
         assert_eq!(check(&nested), Ok(()));
         assert_eq!(check("a: [1, 2\nb: {"), Ok(()));
-        for spec in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../specs")).unwrap() {
+        for spec in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../specs")).unwrap() {
             let path = spec.unwrap().path();
             if path.extension().is_some_and(|e| e == "yaml") {
                 assert_eq!(check(&std::fs::read_to_string(&path).unwrap()), Ok(()), "{}", path.display());

@@ -565,6 +565,42 @@ pub enum FaultAction {
     Stepup,
 }
 
+impl FaultAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultAction::Kill => "kill",
+            FaultAction::Stop => "stop",
+            FaultAction::Start => "start",
+            FaultAction::Restart => "restart",
+            FaultAction::Pause => "pause",
+            FaultAction::Unpause => "unpause",
+            FaultAction::Disconnect => "disconnect",
+            FaultAction::Reconnect => "reconnect",
+            FaultAction::Isolate => "isolate",
+            FaultAction::Rejoin => "rejoin",
+            FaultAction::Exec => "exec",
+            FaultAction::Failover => "failover",
+            FaultAction::Stepdown => "stepdown",
+            FaultAction::Freeze => "freeze",
+            FaultAction::Stepup => "stepup",
+        }
+    }
+
+    /// Whether the action leaves something to undo (and may take `heal_after`).
+    /// A `restart` undoes itself: it is a kill and a start, confirmed.
+    pub fn heals(self) -> bool {
+        matches!(
+            self,
+            FaultAction::Kill
+                | FaultAction::Stop
+                | FaultAction::Pause
+                | FaultAction::Disconnect
+                | FaultAction::Isolate
+                | FaultAction::Freeze
+        )
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum OneOrMany {

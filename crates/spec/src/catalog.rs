@@ -1,0 +1,80 @@
+//! What the spec language needs to know of the target kinds a build
+//! holds, asked through a [`Catalog`] the caller passes to [`crate::load`]:
+//! whether a kind's options parse, its default program, whether a URI is
+//! one it can reach, the op kinds and faults it supports and what its
+//! answers let the checkers judge. The kinds themselves (drivers, clients)
+//! live above this crate; the CLI's catalog answers from them.
+
+use std::sync::Arc;
+
+use faultline_model::ops::{OpKind, TargetKind};
+
+use crate::model::FaultAction;
+use crate::options::OptionsError;
+
+/// A kind, with the options one target (or scenario) gave it, as validation
+/// sees it.
+pub trait KindInfo: Send + Sync {
+    /// The binary a `process` provider starts when the spec names none.
+    fn default_command(&self) -> &'static str;
+    /// Whether an external target's `uri` is one this kind can reach (its
+    /// scheme, host and port parse): the problem and the fix otherwise.
+    fn check_uri(&self, uri: &str) -> Result<(), String>;
+    fn supports(&self, op: OpKind) -> bool;
+    /// Whether the server acknowledges writes (MongoDB's `w: 0` does not),
+    /// which the lost-acknowledged-write checker needs.
+    fn acknowledges_writes(&self) -> bool {
+        true
+    }
+    /// Whether a put or delete answers with the item it replaced (DynamoDB's
+    /// `ALL_OLD`), which the hot-key checker follows.
+    fn returns_old_images(&self) -> bool {
+        false
+    }
+    /// The kind's own faults (e.g. MongoDB's `stepdown`), sent to the server.
+    fn faults(&self) -> &'static [FaultAction] {
+        &[]
+    }
+}
+
+/// The target kinds a build holds.
+pub trait Catalog: Sync {
+    /// `kind` with `options` (the target's, overlaid by a scenario's); the
+    /// error names the field under `options` and what is wrong.
+    fn kind(&self, kind: TargetKind, options: Option<&serde_json::Value>) -> Result<Arc<dyn KindInfo>, OptionsError>;
+}
+
+/// The catalog this crate's own tests load specs against: every kind takes
+/// no options, supports every op and is served by `true`, a program every
+/// machine has. What a real kind accepts is tested with the kinds.
+#[cfg(test)]
+pub(crate) mod plain {
+    use super::*;
+
+    pub struct Plain;
+
+    impl KindInfo for Plain {
+        fn default_command(&self) -> &'static str {
+            "true"
+        }
+        fn check_uri(&self, _uri: &str) -> Result<(), String> {
+            Ok(())
+        }
+        fn supports(&self, _op: OpKind) -> bool {
+            true
+        }
+    }
+
+    impl Catalog for Plain {
+        fn kind(
+            &self,
+            _kind: TargetKind,
+            options: Option<&serde_json::Value>,
+        ) -> Result<Arc<dyn KindInfo>, OptionsError> {
+            match options {
+                Some(serde_json::Value::Object(m)) if !m.is_empty() => Err((String::new(), "takes no options".into())),
+                _ => Ok(Arc::new(Plain)),
+            }
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! What the spec loader checks on this host before anything starts: that a
+//! process target's program exists and can be run (a typo must not cost a
+//! ready_timeout after earlier cells ran), with how to install the servers
+//! faultline knows.
+
+use std::path::Path;
+
+/// Whether `command` names a program that can be started: a path (with `/`,
+/// from the working directory) to an executable file, or a name found on
+/// PATH. Checked before anything starts, so a typo costs no ready_timeout.
+/// A command with a `{placeholder}` is only known at start and passes.
+pub fn check_program(command: &str) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    if command.contains('{') {
+        return Ok(());
+    }
+    let executable = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.is_file(), m.permissions().mode() & 0o111 != 0));
+    if command.contains('/') {
+        return match executable(Path::new(command)) {
+            Some((true, true)) => Ok(()),
+            Some((true, false)) => Err(format!("`{command}` is not executable: `chmod +x {command}`")),
+            Some((false, _)) => Err(format!("`{command}` is not a file: name the server's program")),
+            None => Err(format!("`{command}` does not exist: give the path of the server's program")),
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path).any(|dir| executable(&dir.join(command)) == Some((true, true))) {
+        return Ok(());
+    }
+    let how = install_hint(command).map(|h| format!(" ({h})")).unwrap_or_default();
+    Err(format!("`{command}` is not installed or not on PATH{how}: install it, or give its path in `command:`"))
+}
+
+/// How to install a server faultline knows, for an error that says it is missing.
+pub fn install_hint(command: &str) -> Option<&'static str> {
+    match command {
+        "redis-server" | "redis-sentinel" => Some("on Debian: apt-get install redis-server"),
+        "secantusd-rs" => Some("scripts/install-deps.sh installs it (cargo install secantus-mdb)"),
+        _ => None,
+    }
+}
