@@ -113,6 +113,9 @@ gates:
 
 /// An open loop on the request/response executor keeps its schedule when
 /// the server can serve it, and reports what it could not send when not.
+/// Asked to send all of it (`min_sent: 1`), a rate the server serves is a
+/// pass, or, if the machine was too slow for it that moment, INCOMPLETE
+/// saying so; a flood is always the latter.
 #[test]
 fn an_open_loop_on_mongodb_counts_every_op_due() {
     let _load = exclusive();
@@ -122,7 +125,7 @@ fn an_open_loop_on_mongodb_counts_every_op_due() {
             "{ops: {get: 1}, keys: {count: 100}}",
             &format!(
                 r#"profiles:
-  paced: {{open: {{rate: {rate}, connections: 2, in_flight: 4}}}}
+  paced: {{open: {{rate: {rate}, connections: 2, in_flight: 4, min_sent: 1}}}}
 timing: {{warmup: 500ms, duration: 3s}}
 scenarios:
   - {{name: s, target: db, workload: w, profiles: [paced]}}
@@ -134,10 +137,10 @@ gates:
     };
     let (_d, kept) = spec_file(&spec("200"));
     let run_kept = run(&kept, &[]);
+    let passed = measured_as_asked(&run_kept, &[]);
     let open = &run_kept.results()["cells"][0]["stats"]["open_loop"];
-    assert_eq!(open["unsent"], 0, "{open}");
     assert_eq!(open["due"], 600, "{open}");
-    assert_eq!(run_kept.code(), 0, "{}", run_kept.stderr());
+    assert_eq!(passed, open["unsent"] == 0, "{open}");
     let (_d, flooded) = spec_file(&spec("1000000"));
     let run_flooded = run(&flooded, &[]);
     let r = run_flooded.results();
