@@ -113,9 +113,14 @@ gates:
     )
 }
 
-/// CLIENT PAUSE makes a real redis-server hold every command for 2 s, a
+/// CLIENT PAUSE makes a real redis-server hold every command for 2.2 s, a
 /// second after the load reached it (seen on the server, not guessed from
-/// how long faultline takes to start).
+/// how long faultline takes to start). Without cancelling, an op is given
+/// up 800 ms after it was sent (300 ms deadline, 500 ms hang_after), so the
+/// ops in flight at the thaw were sent 1.6 s into the pause and end 0.3 s
+/// past their deadline: over-deadline (0.1 s to 0.5 s past) with 0.2 s to
+/// spare either way. (A 2 s pause put them 0.1 s past, on the edge, and a
+/// watchdog firing a few ms late on a busy machine moved them off it.)
 fn run_with_pause(cancel_at_deadline: bool) -> serde_json::Value {
     let _load = exclusive();
     let server = RedisServer::start();
@@ -124,7 +129,7 @@ fn run_with_pause(cancel_at_deadline: bool) -> serde_json::Value {
         let pauser = scope.spawn(|| {
             assert!(wait_until(Duration::from_secs(30), || server.load_clients() == 2), "the load never came");
             std::thread::sleep(Duration::from_secs(1));
-            server.cli(&["CLIENT", "PAUSE", "2000", "ALL"])
+            server.cli(&["CLIENT", "PAUSE", "2200", "ALL"])
         });
         let run = run(&spec, &[]);
         assert_eq!(pauser.join().unwrap().as_deref(), Some("OK"));

@@ -128,7 +128,8 @@ fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
     let before = docker_snapshot();
     let (_d, spec) = spec_file(DOCKER_FAULTS);
     let run = run(&spec, &[]);
-    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    // How long the frozen primary denied writes judges this machine's speed.
+    measured_as_asked(&run, &["primary-freeze-denied"]);
     let r = run.results();
     let faults = r["cells"][0]["faults"].as_array().unwrap();
     assert_eq!(faults.len(), 5);
@@ -147,7 +148,11 @@ fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
     let impact = r["cells"][0]["stats"]["fault_impact"].as_array().unwrap();
     assert!(impact[3]["failed"].as_u64().unwrap() > 0, "{}", impact[3]);
     // The role timeline: everyone's role at the start, and the primary
-    // unreachable while frozen (3.5 s to 4.5 s), then primary again.
+    // unreachable while frozen, then primary again. A sample is placed when
+    // it was asked, and an ask reads unreachable when no answer comes within
+    // two 250 ms periods: asked at most 0.5 s before the freeze was
+    // requested, and before it was healed (on faultline's clock, however
+    // late a busy machine made either).
     let roles = r["cells"][0]["roles"].as_array().unwrap();
     let at = |c: &serde_json::Value| c["at_s"].as_f64().unwrap();
     let start: Vec<(&str, &str)> = roles
@@ -159,7 +164,9 @@ fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
     let kv0: Vec<(f64, &str)> =
         roles.iter().filter(|c| c["member"] == "kv-0").map(|c| (at(c), c["role"].as_str().unwrap())).collect();
     let frozen = kv0.iter().find(|(_, role)| *role == "unreachable").unwrap_or_else(|| panic!("{kv0:?}"));
-    assert!((3.4..4.6).contains(&frozen.0), "{kv0:?}");
+    let freeze = &faults[3];
+    let (requested, healed) = (freeze["requested_s"].as_f64().unwrap(), freeze["healed_s"].as_f64().unwrap());
+    assert!((requested - 0.5..=healed).contains(&frozen.0), "{kv0:?}, {freeze}");
     assert!(kv0.iter().any(|(t, role)| *t > frozen.0 && *role == "primary"), "{kv0:?}");
     assert!(run.report().contains("Roles per second"), "{}", run.report());
     assert_eq!(docker_snapshot(), before, "containers or networks left behind");

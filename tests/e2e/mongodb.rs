@@ -61,8 +61,13 @@ fn the_local_campaign_runs_every_scenario_and_its_checks_hold() {
     let gates = r["gates"].as_array().unwrap();
     let majority = gates.iter().find(|g| g["name"] == "majority-no-errors").unwrap();
     assert_eq!(majority["informational"], true);
+    // The bounds on the denied windows judge this machine's speed: a FAIL
+    // there is faultline measuring right; no other gate may fail.
     for g in gates.iter().filter(|g| g["informational"] != true) {
-        assert_ne!(g["result"], "fail", "{g}");
+        assert!(
+            g["result"] != "fail" || ["step-down-bounded", "pause-bounded"].contains(&g["name"].as_str().unwrap()),
+            "{g}"
+        );
     }
     let report = run.report();
     assert!(report.contains("(information only)"), "{report}");
@@ -358,7 +363,8 @@ fn a_server_that_is_not_primary_by_the_ready_timeout_is_refused_clearly() {
 /// they found. So is whether a 1 s stretch after the restart reaches 90% of
 /// the throughput before it (`recovered()`): on a busy machine it sometimes
 /// does not within the window (unmeasured, never a pass), so the gate here
-/// is on the first success after the crash.
+/// is on the first success after the crash, and how soon that comes judges
+/// this machine's speed (a FAIL is faultline measuring right).
 #[test]
 fn a_killed_server_restarts_on_its_data_and_the_checks_run_across_the_crash() {
     let _load = exclusive();
@@ -381,7 +387,7 @@ gates:
     );
     let (_d, path) = spec_file(&spec);
     let run = run(&path, &[]);
-    assert_eq!(run.code(), 0, "{}", run.stderr());
+    measured_as_asked(&run, &["resumes"]);
     let r = run.results();
     let cell = &r["cells"][0];
     let evidence = cell["faults"][0]["evidence"].as_str().unwrap();
