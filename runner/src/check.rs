@@ -7,7 +7,7 @@ use std::io::{self, BufReader, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use faultline_check::checker::linearizability::{self, Limits, Model, Verdict};
+use faultline_check::checker::linearizability::{self, Limits, Model, Verdict, Witness};
 use faultline_check::history::jepsen_edn::{self, ReadError};
 
 pub const EXIT_LINEARIZABLE: u8 = 0;
@@ -38,7 +38,7 @@ pub fn run(model: Model, file: &Path, budget: Duration, max_bytes: usize) -> u8 
         }
         Err(ReadError::OutOfTime { line }) => {
             let why = format!("time budget of {}s ran out while reading the file (line {line})", budget.as_secs_f64());
-            return unknown(&mut out, file, &why);
+            return unknown(&mut out, file, &why, started.elapsed());
         }
         Err(ReadError::OutOfMemory { line, bytes }) => {
             let why = format!(
@@ -46,7 +46,7 @@ pub fn run(model: Model, file: &Path, budget: Duration, max_bytes: usize) -> u8 
                 max_bytes >> 20,
                 bytes >> 20
             );
-            return unknown(&mut out, file, &why);
+            return unknown(&mut out, file, &why, started.elapsed());
         }
     };
     let ops = parsed.ops;
@@ -66,6 +66,7 @@ pub fn run(model: Model, file: &Path, budget: Duration, max_bytes: usize) -> u8 
                 if let Some(key) = &w.partition {
                     writeln!(out, "  key: {key}")?;
                 }
+                writeln!(out, "  {}", search_effort(&w))?;
                 writeln!(out, "  {}", w.explanation)?;
                 writeln!(out, "  ops involved (times are line numbers of the history):")?;
                 for op in &w.ops {
@@ -74,15 +75,39 @@ pub fn run(model: Model, file: &Path, budget: Duration, max_bytes: usize) -> u8 
                 Ok(())
             })()
         }),
-        Verdict::Unknown(why) => return unknown(&mut out, file, &why),
+        Verdict::Unknown(why) => return unknown(&mut out, file, &why, started.elapsed()),
     };
     report_write_error(written.and_then(|()| out.flush()));
     code
 }
 
-fn unknown(out: &mut impl Write, file: &Path, why: &str) -> u8 {
-    report_write_error(writeln!(out, "{}: unknown — {why}", file.display()).and_then(|()| out.flush()));
+/// The unknown verdict, with when the command gave up counted from its
+/// start: how much of the budget it used, as it measured it.
+fn unknown(out: &mut impl Write, file: &Path, why: &str, stopped: Duration) -> u8 {
+    let line = format!("{}: unknown — {why}; stopped after {:.3} s", file.display(), stopped.as_secs_f64());
+    report_write_error(writeln!(out, "{line}").and_then(|()| out.flush()));
     EXIT_UNKNOWN
+}
+
+/// How far the search went: the failing partition's steps, and each other
+/// partition still undecided with its own. Partitions take turns, so none
+/// of those has had much more than the failing one.
+fn search_effort(w: &Witness) -> String {
+    const MAX_NAMED: usize = 5;
+    let steps = faultline_model::format::thousands(w.steps);
+    if w.undecided.is_empty() {
+        return format!("found after {steps} search steps");
+    }
+    let mut named: Vec<String> = w
+        .undecided
+        .iter()
+        .take(MAX_NAMED)
+        .map(|(partition, steps)| format!("{partition} after {} steps", faultline_model::format::thousands(*steps)))
+        .collect();
+    if w.undecided.len() > MAX_NAMED {
+        named.push(format!("{} more", w.undecided.len() - MAX_NAMED));
+    }
+    format!("found after {steps} search steps; still undecided then: {}", named.join(", "))
 }
 
 /// A reader that went away is not an error worth a word; anything else

@@ -188,7 +188,14 @@ fn a_crash_restart_keeps_the_data_and_the_check_finds_what_a_server_without_pers
     assert!(!row["examples"].as_array().unwrap().is_empty(), "{row}");
     let (earliest, latest) =
         (row["lost_acked_relative_s"][0].as_f64().unwrap(), row["lost_acked_relative_s"][1].as_f64().unwrap());
-    assert!(earliest < -0.5 && latest <= 0.1, "{row}");
+    // Acknowledged from the start of the load until the kill landed, which
+    // is before faultline confirmed the server back (on its own clock: a
+    // busy machine may take its time between the two, never reorder them).
+    let landed_by = cells(&r)
+        .iter()
+        .map(|c| c["faults"][0]["confirmed_s"].as_f64().unwrap() - c["faults"][0]["requested_s"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(earliest < -0.5 && latest <= landed_by, "{row}, confirmed {landed_by} s after the request");
     assert!(run.report().contains("0/2 crashes with nothing lost"), "{}", run.report());
 }
 

@@ -131,16 +131,12 @@ fn interrupt_docker_run(signal: i32, when_up: &str, extra: &str) {
         .spawn()
         .unwrap();
     if when_up == "load" {
-        // The target is up and the cell's load is running.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !run_dir(out.path())
-            .and_then(|d| std::fs::read_to_string(d.join("run.log")).ok())
-            .is_some_and(|log| log.contains("target `kv` is up"))
-        {
-            assert!(Instant::now() < deadline, "the target did not come up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        std::thread::sleep(Duration::from_millis(1500));
+        // The target is up and the cell's load is on the primary (seen
+        // there): after the 300 ms warm-up, part of the window is measured.
+        let dir = wait_for_log(out.path(), "target `kv` is up", Duration::from_secs(60));
+        let run = dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(wait_until(Duration::from_secs(20), || load_clients_on(&run, "kv-0") == 2), "no load on kv-0");
+        std::thread::sleep(Duration::from_secs(1));
     } else {
         wait_for_container(when_up, Duration::from_secs(60));
     }
@@ -303,17 +299,9 @@ fn after_a_sentinel_failover_mid_run_the_load_goes_on_on_the_new_primary() {
     let out = tempfile::tempdir().unwrap();
     let out_path = out.path().to_path_buf();
     let failover = std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !run_dir(&out_path)
-            .and_then(|d| std::fs::read_to_string(d.join("run.log")).ok())
-            .is_some_and(|log| log.contains("target `kv` is up"))
-        {
-            assert!(Instant::now() < deadline, "the target did not come up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let run = run_dir(&out_path).unwrap().file_name().unwrap().to_string_lossy().into_owned();
-        std::thread::sleep(Duration::from_secs(2));
-        assert_eq!(load_clients_on(&run, "kv-0"), 2, "the load starts on kv-0");
+        let dir = wait_for_log(&out_path, "target `kv` is up", Duration::from_secs(60));
+        let run = dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(wait_until(Duration::from_secs(20), || load_clients_on(&run, "kv-0") == 2), "the load starts on kv-0");
         let sentinel = container_in(&run, "kv-sentinels-0").unwrap();
         let ask = "redis-cli -p 26379 sentinel get-master-addr-by-name kv";
         let first = docker_exec(&sentinel, ask);

@@ -136,8 +136,10 @@ fn nothing_of_a_wrapped_target_is_left_after_a_pass_sigterm_or_sigkill() {
             _ => None,
         };
         assert_eq!(status.code(), expected, "{ending}");
-        // After SIGKILL the guardian needs a moment; otherwise all is gone at exit.
-        let limit = if ending == "SIGKILL" { Duration::from_secs(2) } else { Duration::ZERO };
+        // After SIGKILL the guardian needs a moment (a limit only a hang
+        // reaches: how soon it runs is the machine's business); otherwise
+        // all is gone at exit.
+        let limit = if ending == "SIGKILL" { Duration::from_secs(20) } else { Duration::ZERO };
         started.assert_gone_within(limit, ending);
         assert!(processes_matching(&format!("sleep {marker}")).is_empty(), "{ending}");
     }

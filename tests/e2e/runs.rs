@@ -10,12 +10,14 @@ fn cells(results: &serde_json::Value) -> &Vec<serde_json::Value> {
 fn quickstart_passes_and_reports_every_profile() {
     let _load = exclusive();
     let run = run(&repo().join("specs/quickstart.yaml"), &["--set", "duration=2s"]);
-    assert_eq!(run.code(), 0, "stdout:\n{}\nstderr:\n{}", run.stdout(), run.stderr());
-    assert!(run.stdout().contains("verdict: PASS"), "{}", run.stdout());
-
     let r = run.results();
+    let verdict = quickstart_verdict(&r);
+    assert_eq!(r["verdict"], verdict, "{}\n{}", run.stdout(), run.stderr());
+    assert_eq!(run.code(), [("PASS", 0), ("FAIL", 1), ("INCOMPLETE", 2)].iter().find(|v| v.0 == verdict).unwrap().1);
+    assert!(run.stdout().contains(&format!("verdict: {verdict}")), "{}", run.stdout());
+    let passed = verdict == "PASS";
+
     assert_eq!(r["schema_version"], 1);
-    assert_eq!(r["verdict"], "PASS");
     assert_eq!(r["run"]["params"]["duration"], "2s");
     assert!(r["targets"][0]["server"].as_str().unwrap().starts_with("redis "), "{}", r["targets"]);
     let cells = cells(&r);
@@ -41,16 +43,24 @@ fn quickstart_passes_and_reports_every_profile() {
             (get["p50"].as_f64().unwrap(), get["p99"].as_f64().unwrap(), get["max"].as_f64().unwrap());
         assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{get}");
     }
-    // The open-loop cell ran near its 20000/s target and reports its lag.
+    // The open-loop cell accounts for every op its 20,000/s schedule had
+    // due in the 2 s window (give or take one per connection), sent or
+    // not; a pass means it sent them as asked. It reports its lag.
     let paced = cells.iter().find(|c| c["profile"] == "paced").unwrap();
-    let rate = paced["stats"]["throughput"].as_f64().unwrap();
-    assert!((18_000.0..=20_200.0).contains(&rate), "open loop ran at {rate}/s for a 20000/s schedule");
+    let open = &paced["stats"]["open_loop"];
+    let (due, sent, unsent) =
+        (open["due"].as_u64().unwrap(), open["sent"].as_u64().unwrap(), open["unsent"].as_u64().unwrap());
+    assert!(due.abs_diff(40_000) <= 4 && due == sent + unsent, "{open}");
+    if passed {
+        assert!(sent as f64 >= 0.99 * due as f64, "{open}");
+    }
     assert!(paced["stats"]["schedule_lag_ms"]["p99"].as_f64().is_some());
 
     let report = run.report();
+    let verdict = format!("**Verdict: {verdict}**");
     for needle in [
         "# faultline: quickstart",
-        "**Verdict: PASS**",
+        verdict.as_str(),
         "## latency — serial (closed 1x1)",
         "## latency — realistic (closed 3x32)",
         "## latency — stress (closed 10x32)",
@@ -67,6 +77,44 @@ fn quickstart_passes_and_reports_every_profile() {
         std::fs::read_to_string(dir.join("spec.yaml")).unwrap().contains("duration: 2s"),
         "spec as run has params resolved"
     );
+}
+
+/// The quickstart's verdict as its gates must decide it from what faultline
+/// recorded. Two gates judge this machine's speed (a get's p99 under 30 ms,
+/// the open loop's schedule lag under 10 ms): on a busy machine either may
+/// fail, and that is faultline measuring right, so the test asks only that
+/// each decision follows from the value recorded. The other two (no errors,
+/// no hangs) must hold. A cell whose open loop sent less than its
+/// `min_sent` passes no gate, except the lag gate, which judges the
+/// schedule itself.
+fn quickstart_verdict(r: &serde_json::Value) -> &'static str {
+    let cells = cells(r);
+    let paced = &cells.iter().find(|c| c["profile"] == "paced").unwrap()["stats"];
+    let open = &paced["open_loop"];
+    let under_sent = (open["sent"].as_f64().unwrap()) < 0.99 * open["due"].as_f64().unwrap();
+    let get_p99 = |c: &serde_json::Value| c["stats"]["per_op"]["get"]["latency_ms"]["p99"].as_f64().unwrap();
+    let slow_gets = cells.iter().any(|c| get_p99(c) >= 30.0);
+    let lagged = paced["schedule_lag_ms"]["p99"].as_f64().unwrap() >= 10.0;
+    let unsent_or = |fails: bool| match (fails, under_sent) {
+        (true, _) => "fail",
+        (false, true) => "incomplete",
+        (false, false) => "pass",
+    };
+    let expected = [
+        ("no-errors", unsent_or(false)),
+        ("no-hangs", unsent_or(false)),
+        ("fast-gets", unsent_or(slow_gets)),
+        ("keeps-up", if lagged { "fail" } else { "pass" }),
+    ];
+    for (name, result) in expected {
+        let gate = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == name).unwrap();
+        assert_eq!(gate["result"], result, "{gate}");
+    }
+    match (expected.iter().any(|g| g.1 == "fail"), expected.iter().any(|g| g.1 == "incomplete")) {
+        (true, _) => "FAIL",
+        (false, true) => "INCOMPLETE",
+        (false, false) => "PASS",
+    }
 }
 
 const TWO_REDIS: &str = r#"

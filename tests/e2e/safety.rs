@@ -22,7 +22,11 @@ fn a_healthy_server_passes_every_checker_and_the_export_round_trips() {
     if run.code() == 2 && search_gave_up(&run.results()) {
         run = crate::support::run(&spec, &["--set", "duration=2s"]);
     }
-    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    // The open loop at 20,000/s may find the machine too slow to send its
+    // schedule (INCOMPLETE, saying so), and a busy machine may push a get's
+    // p99 past the spec's 30 ms (FAIL, measured): the checkers still judge
+    // what ran.
+    measured_as_asked(&run, &["fast-gets"]);
     let r = run.results();
     let checks = r["cells"][0]["checks"].as_array().unwrap();
     assert_eq!(checks.len(), 4);
@@ -73,14 +77,19 @@ fn data_loss_is_caught_as_stale_reads_lost_writes_and_a_linearizability_violatio
         "stale-read-after-ack, lost-acknowledged-write, linearizability",
         "stale_reads == 0",
     ));
-    let port = server.port;
-    // Half-way through, every key is wiped: acknowledged writes vanish.
-    let wipe = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1500));
-        std::process::Command::new("redis-cli").args(["-p", &port.to_string(), "FLUSHALL"]).output().unwrap()
+    // A second after the load reached the server (seen there, not guessed
+    // from how long faultline takes to start), every key is wiped:
+    // acknowledged writes vanish.
+    let run = std::thread::scope(|scope| {
+        let wipe = scope.spawn(|| {
+            assert!(wait_until(Duration::from_secs(30), || server.load_clients() == 2), "the load never came");
+            std::thread::sleep(Duration::from_secs(1));
+            server.cli(&["FLUSHALL"])
+        });
+        let run = run(&spec, &[]);
+        assert_eq!(wipe.join().unwrap().as_deref(), Some("OK"));
+        run
     });
-    let run = run(&spec, &[]);
-    assert!(wipe.join().unwrap().status.success());
     assert_eq!(run.code(), 1, "{}\n{}", run.stdout(), run.stderr());
     let r = run.results();
     let stale = check(&r, "stale-read-after-ack");
@@ -138,7 +147,7 @@ fn the_uri_database_holds_the_load_and_the_final_read() {
         .replace(&format!("127.0.0.1:{}\"", server.port), &format!("127.0.0.1:{}/3\"", server.port));
     let (_d, spec) = spec_file(&spec);
     let run = run(&spec, &[]);
-    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    measured_as_asked(&run, &[]);
     assert_eq!(check(&run.results(), "lost-acknowledged-write")["violations"], 0);
     assert_eq!(server.cli(&["-n", "0", "DBSIZE"]).as_deref(), Some("0"));
     assert_ne!(server.cli(&["-n", "3", "DBSIZE"]).as_deref(), Some("0"));

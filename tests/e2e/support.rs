@@ -1,3 +1,7 @@
+//! What the end-to-end tests share: the binary, runs in temp directories,
+//! real servers the tests control, and the questions every test asks of a
+//! run the same way (is it up yet, did it pass or say why it could not).
+
 use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -103,6 +107,13 @@ impl RedisServer {
         let out = Command::new("redis-cli").args(["-p", &self.port.to_string()]).args(args).output().ok()?;
         out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
+
+    /// Load clients connected: normal clients whose last command was one
+    /// of the load's (a replication link is a client too, flag M).
+    pub fn load_clients(&self) -> usize {
+        let list = self.cli(&["CLIENT", "LIST"]).unwrap_or_default();
+        list.lines().filter(|l| l.contains(" flags=N ") && (l.contains(" cmd=get ") || l.contains(" cmd=set "))).count()
+    }
 }
 
 impl RedisServer {
@@ -154,18 +165,83 @@ pub fn killed_when(
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
-    let dir = loop {
-        let dir = run_dir(out);
-        let log = dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("run.log")).ok()).unwrap_or_default();
-        if log.contains(line) {
-            break dir.unwrap();
-        }
-        assert!(std::time::Instant::now() < deadline, "no `{line}` in run.log: {log}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    let dir = wait_for_log(out, line, Duration::from_secs(90));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
     dir
+}
+
+/// Waits until the run writing into `out` has `line` in its run.log (a
+/// limit only a hang reaches), and returns the run directory: a test acts
+/// on what faultline said it did, not on a guess of how long it takes.
+pub fn wait_for_log(out: &Path, line: &str, within: Duration) -> PathBuf {
+    let deadline = Instant::now() + within;
+    loop {
+        let dir = run_dir(out);
+        let log = dir.as_ref().and_then(|d| std::fs::read_to_string(d.join("run.log")).ok()).unwrap_or_default();
+        if log.contains(line) {
+            return dir.unwrap();
+        }
+        assert!(Instant::now() < deadline, "no `{line}` in run.log after {within:?}: {log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Polls `ok` every 20 ms until it holds or `within` passes; whether it
+/// held. The limit only catches a hang: what the test waits for is
+/// faultline's doing, and a busy machine only makes it later.
+pub fn wait_until(within: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ok()
+}
+
+/// Whether a gate's evidence is faultline's word for a gate it could not
+/// judge because the machine was too slow for what the spec asked, that
+/// moment: an open loop that could not send its schedule, a recovery to
+/// the rate before a fault not seen within the window.
+fn too_slow(evidence: &str) -> bool {
+    evidence.contains("below min_sent") || (evidence.contains("recovered(") && evidence.contains("was not measured"))
+}
+
+/// Whether the run passed (true), or did not only because the machine was
+/// slow that moment and faultline said so (false). Then every gate that did
+/// not pass is either incomplete with one of faultline's reasons for a slow
+/// moment, or one of `speed_gates` (the spec's gates on how fast this
+/// machine and its server are: a latency, a denied window, a recovery)
+/// failing on what it measured, which is faultline measuring right; and
+/// the verdict says only that. Anything else (another gate failing, another
+/// reason) fails the test here. Measured values a test checks on a pass are
+/// then checked only where faultline measured them.
+pub fn measured_as_asked(run: &Run, speed_gates: &[&str]) -> bool {
+    let r = run.results();
+    let context = || format!("{}\n{}", run.stdout(), run.stderr());
+    if run.code() == 0 {
+        assert_eq!(r["verdict"], "PASS", "{}", context());
+        return true;
+    }
+    assert!([1, 2].contains(&run.code()), "exit {}: {}", run.code(), context());
+    let gates = r["gates"].as_array().unwrap();
+    for reason in r["verdict_reasons"].as_array().unwrap() {
+        let reason = reason.as_str().unwrap();
+        let gate = reason.strip_prefix("gate `").and_then(|rest| rest.split('`').next());
+        assert!(gate.is_some(), "not a gate's reason: {reason}\n{}", context());
+    }
+    for gate in gates.iter().filter(|g| g["result"] != "pass" && g["informational"] != true) {
+        let evidence = gate["evidence"].as_str().unwrap_or_default();
+        let speed = speed_gates.contains(&gate["name"].as_str().unwrap());
+        match gate["result"].as_str() {
+            Some("fail") if speed => {}
+            Some("incomplete") if too_slow(evidence) => {}
+            _ => panic!("not a slow moment: {gate}\n{}", context()),
+        }
+    }
+    eprintln!("the machine was slow for the spec that moment: {}", r["verdict_reasons"]);
+    false
 }

@@ -446,6 +446,9 @@ impl Engine<'_> {
         let (ends, fault_records, role_changes, window_outputs) =
             tokio::join!(load_tasks, schedule, roles, window_probes);
         result.probes.extend(window_outputs);
+        // Kept also when the cell fails below: which faults ran (and were
+        // healed) before it ended is part of what happened.
+        result.faults = fault_records;
         let mut metrics = CellMetrics::new();
         let mut panicked = None;
         let mut history_error = None;
@@ -526,9 +529,10 @@ impl Engine<'_> {
         // never confirmed has no cost to show (a gate on it is unmeasured, not
         // a pass with no denial), and one whose heal failed has no "after".
         let requested: Vec<(String, f64)> =
-            fault_records.iter().filter(|f| f.confirmed_s.is_some()).map(|f| (f.name.clone(), f.requested_s)).collect();
+            result.faults.iter().filter(|f| f.confirmed_s.is_some()).map(|f| (f.name.clone(), f.requested_s)).collect();
         stats.fault_impact = metrics.fault_impacts(&requested, window);
-        let spans: Vec<FaultSpan> = fault_records
+        let spans: Vec<FaultSpan> = result
+            .faults
             .iter()
             .filter(|f| f.confirmed_s.is_some() && f.error.is_none())
             .map(|f| FaultSpan { fault: f.name.clone(), requested_s: f.requested_s, healed_s: f.healed_s })
@@ -537,11 +541,10 @@ impl Engine<'_> {
         result.stats = Some(stats);
         // A fault that failed changes what the cell measured: say why on the
         // console, in the server's words, not only in results.json.
-        for f in fault_records.iter().filter(|f| f.error.is_some()) {
+        for f in result.faults.iter().filter(|f| f.error.is_some()) {
             let error = f.error.as_deref().unwrap_or_default();
             self.progress.println(&format!("fault `{}` ({} on {}) failed: {error}", f.name, f.action, f.target));
         }
-        result.faults = fault_records;
         if let (true, Some(rule)) = (watching, &read_rule) {
             let spans = roles::no_primary_spans(&role_changes.changes, role_changes.last_sample_s);
             result.non_primary_reads = metrics.non_primary_reads(&rule.read_concern, rule.requires_primary, spans);

@@ -95,9 +95,11 @@ pub async fn start(
 }
 
 /// Probes until the target answers or `timeout` passes; the error carries the
-/// last probe failure so the user sees why. The pause between probes grows
-/// (20 ms to 500 ms) but shrinks again near the deadline, so the last probe
-/// runs just before it rather than a whole pause early.
+/// last probe failure so the user sees why, and how many probes ran and when
+/// the last began, so a late target is told from a wait that gave up early.
+/// The pause between probes grows (20 ms to 500 ms) but shrinks again near
+/// the deadline, so the last probe runs just before it rather than a whole
+/// pause early.
 pub(crate) async fn wait_ready(
     driver: &dyn TargetDriver,
     uri: &str,
@@ -105,11 +107,15 @@ pub(crate) async fn wait_ready(
     mut still_alive: impl FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<ServerInfo> {
     const FLOOR: Duration = Duration::from_millis(20);
-    let deadline = tokio::time::Instant::now() + timeout;
+    let began = tokio::time::Instant::now();
+    let deadline = began + timeout;
     let mut delay = FLOOR;
     let mut last_error: Option<String> = None;
+    let mut probes = 0u32;
     loop {
         still_alive()?;
+        probes += 1;
+        let last_probe = began.elapsed();
         match tokio::time::timeout_at(deadline, driver.probe(uri)).await {
             Ok(Ok(info)) => return Ok(info),
             Ok(Err(e)) if e.downcast_ref::<crate::target::Refused>().is_some() => {
@@ -124,8 +130,9 @@ pub(crate) async fn wait_ready(
         let now = tokio::time::Instant::now();
         if now >= deadline {
             bail!(
-                "did not answer at {uri} within {}; last probe error: {}",
+                "did not answer at {uri} within {} ({probes} probes, the last begun {:.2} s in); last probe error: {}",
                 crate::spec::units::format_duration(timeout),
+                last_probe.as_secs_f64(),
                 last_error.unwrap_or_default()
             );
         }
