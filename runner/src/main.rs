@@ -29,7 +29,6 @@ mod topology;
 mod verdict;
 mod workload;
 
-
 use faultline_check::{checker, history};
 use faultline_model::{command_line, input_file};
 use faultline_spec as spec;
