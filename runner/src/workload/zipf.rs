@@ -8,7 +8,8 @@
 
 use rand::RngCore;
 
-/// 12 bytes a key: a 1M-key table is 12 MiB.
+/// The most keys drawn from a table (12 bytes a key: 1M keys take 12 MiB);
+/// the spec's memory estimate reckons with the same limit.
 pub use faultline_spec::memory::ZIPF_TABLE_MAX_KEYS as TABLE_MAX_KEYS;
 
 /// P(key k) ∝ 1 / (k + 1)^s for k in 0..n: key 0 is the hottest.
