@@ -268,7 +268,9 @@ fn execute(
 fn fault_signals(spec: &spec::Spec) -> indexmap::IndexMap<String, indexmap::IndexMap<String, Option<String>>> {
     spec.scenarios
         .iter()
-        .map(|s| (s.name.clone(), s.faults.iter().map(|f| (f.name.clone(), f.signal.clone())).collect()))
+        .map(|s| {
+            (s.name.clone(), s.faults.iter().map(|f| (f.name.clone(), f.action.signal().map(str::to_string))).collect())
+        })
         .collect()
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use faultline_model::ops::{OpKind, TargetKind};
 
-use crate::model::FaultAction;
+use crate::fault::FaultKind;
 use crate::options::OptionsError;
 
 /// A kind, with the options one target (or scenario) gave it, as validation
@@ -31,8 +31,9 @@ pub trait KindInfo: Send + Sync {
     fn returns_old_images(&self) -> bool {
         false
     }
-    /// The kind's own faults (e.g. MongoDB's `stepdown`), sent to the server.
-    fn faults(&self) -> &'static [FaultAction] {
+    /// The kind's own faults (e.g. MongoDB's `stepdown`), sent to its
+    /// servers on any provider: its fault backend, as validation sees it.
+    fn faults(&self) -> &'static [FaultKind] {
         &[]
     }
 }

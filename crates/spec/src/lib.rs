@@ -11,6 +11,7 @@
 pub mod catalog;
 mod credentials;
 pub mod docker;
+pub mod fault;
 pub mod gate;
 pub mod host;
 pub mod limits;
@@ -31,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use catalog::{Catalog, KindInfo};
+pub use fault::{FaultAction, FaultBackend, FaultKind, FaultSpec};
 pub use model::*;
 
 /// A problem with a spec, located in its file.
@@ -307,8 +309,12 @@ fn typed(
             (Some(parent), None) => parent.to_string(),
             (None, _) => raw_path,
         };
+        // A fault's field its action does not take is named in the message.
+        let (field, message) = match fault::refused_field(&inner_message) {
+            Some((name, rest)) => (format!("{field}.{name}"), rest.to_string()),
+            None => (field, inner_message),
+        };
         let inner = e.into_inner();
-        let message = inner_message;
         // serde_yaml_ng places errors raised while converting a value (a bad
         // duration) at the start of the enclosing mapping; the field's own
         // position is better, except for unknown fields, which have none.

@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::units::{Dur, Size};
+use crate::fault::FaultSpec;
 
 /// A campaign: targets to run, workloads to drive them with, load profiles,
 /// scenarios combining them, and gates that decide the verdict.
@@ -494,111 +495,6 @@ pub struct ScenarioSpec {
     /// it off.
     #[serde(default)]
     pub checkers: Option<Vec<faultline_model::checks::CheckerName>>,
-}
-
-/// One scheduled fault.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FaultSpec {
-    /// Names it in results, the report and gates (`denied_window(NAME)`).
-    pub name: String,
-    /// Offset into the measured window.
-    pub at: Dur,
-    pub action: FaultAction,
-    /// What it hits: a process target's name, or a docker target's selector
-    /// (`kv.primary`, `kv.replicas`, `kv.member[1]`, `kv-2`, `kv.sentinels[0]`).
-    pub target: String,
-    /// kill: the signal (default SIGKILL).
-    #[serde(default)]
-    pub signal: Option<String>,
-    /// exec: the command to run in the container.
-    #[serde(default)]
-    pub command: Vec<String>,
-    /// failover: stop writes on the primary and let every replica catch up
-    /// before switching, and demote the old primary the moment the new one
-    /// is promoted, so nothing acknowledged is lost (default: a plain
-    /// `SENTINEL FAILOVER`).
-    #[serde(default)]
-    pub coordinated: bool,
-    /// stepdown: how long the old primary may not stand for election again;
-    /// freeze: how long the member may not stand (default 60s).
-    #[serde(default)]
-    pub seconds: Option<Dur>,
-    /// stepdown: how long the primary waits for a secondary to catch up
-    /// before it steps down (default 10s).
-    #[serde(default)]
-    pub catch_up: Option<Dur>,
-    /// stepdown: step down even when no secondary has caught up (a lone
-    /// member has none).
-    #[serde(default)]
-    pub force: bool,
-    /// Undo it after this long (kill and stop: start; pause: unpause;
-    /// disconnect: reconnect; isolate: rejoin). Without it, the fault is
-    /// undone at the end of the cell.
-    #[serde(default)]
-    pub heal_after: Option<Dur>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum FaultAction {
-    Kill,
-    Stop,
-    Start,
-    Restart,
-    Pause,
-    Unpause,
-    Disconnect,
-    Reconnect,
-    /// Cut a member off from its peers while clients still reach it.
-    Isolate,
-    Rejoin,
-    Exec,
-    /// Switch the primary through the target's Sentinels.
-    Failover,
-    /// MongoDB: `replSetStepDown` on the primary, confirmed by the role change.
-    Stepdown,
-    /// MongoDB: `replSetFreeze` on a member, so it does not stand for election.
-    Freeze,
-    /// MongoDB: `replSetStepUp` on a member, which calls an election it wins
-    /// if it can (with a partition, a second primary).
-    Stepup,
-}
-
-impl FaultAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FaultAction::Kill => "kill",
-            FaultAction::Stop => "stop",
-            FaultAction::Start => "start",
-            FaultAction::Restart => "restart",
-            FaultAction::Pause => "pause",
-            FaultAction::Unpause => "unpause",
-            FaultAction::Disconnect => "disconnect",
-            FaultAction::Reconnect => "reconnect",
-            FaultAction::Isolate => "isolate",
-            FaultAction::Rejoin => "rejoin",
-            FaultAction::Exec => "exec",
-            FaultAction::Failover => "failover",
-            FaultAction::Stepdown => "stepdown",
-            FaultAction::Freeze => "freeze",
-            FaultAction::Stepup => "stepup",
-        }
-    }
-
-    /// Whether the action leaves something to undo (and may take `heal_after`).
-    /// A `restart` undoes itself: it is a kill and a start, confirmed.
-    pub fn heals(self) -> bool {
-        matches!(
-            self,
-            FaultAction::Kill
-                | FaultAction::Stop
-                | FaultAction::Pause
-                | FaultAction::Disconnect
-                | FaultAction::Isolate
-                | FaultAction::Freeze
-        )
-    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

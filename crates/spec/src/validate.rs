@@ -7,6 +7,7 @@ use faultline_model::checks::CheckerName;
 
 use super::model::*;
 use crate::catalog::{Catalog, KindInfo};
+use crate::fault::FaultKind;
 
 /// The failing field's dotted path and the message.
 pub type Problem = (String, String);
@@ -611,6 +612,9 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
     Ok(())
 }
 
+/// A scenario's faults: names, times, and a target that takes the action,
+/// asked of the backends (the kind's own faults, else the provider's). The
+/// fields each action takes are the type's (crate::fault).
 fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn Catalog) -> Result<(), Problem> {
     let duration = s.timing.as_ref().and_then(|t| t.duration).unwrap_or(spec.timing.duration);
     let targets = s.target.names();
@@ -622,26 +626,6 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn Catalo
         }
         if f.at >= duration {
             return Err((format!("{at}.at"), format!("is not inside the {duration} measured window")));
-        }
-        if f.signal.is_some() && !matches!(f.action, FaultAction::Kill | FaultAction::Restart) {
-            return Err((format!("{at}.signal"), "applies only to action: kill and restart".into()));
-        }
-        match (f.action, f.command.is_empty()) {
-            (FaultAction::Exec, true) => return Err((at, "action: exec needs `command`".into())),
-            (FaultAction::Exec, false) => {}
-            (_, false) => return Err((format!("{at}.command"), "applies only to action: exec".into())),
-            _ => {}
-        }
-        let admin = matches!(f.action, FaultAction::Stepdown | FaultAction::Freeze | FaultAction::Stepup);
-        if f.seconds.is_some() && !matches!(f.action, FaultAction::Stepdown | FaultAction::Freeze) {
-            return Err((format!("{at}.seconds"), "applies only to action: stepdown and freeze".into()));
-        }
-        if (f.catch_up.is_some() || f.force) && f.action != FaultAction::Stepdown {
-            let field = if f.force { "force" } else { "catch_up" };
-            return Err((format!("{at}.{field}"), "applies only to action: stepdown".into()));
-        }
-        if f.heal_after.is_some() && !f.action.heals() {
-            return Err((format!("{at}.heal_after"), format!("`{}` leaves nothing to heal", f.action.as_str())));
         }
         // The fault must hit one of the scenario's own targets.
         let field = format!("{at}.target");
@@ -655,71 +639,75 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn Catalo
         if !targets.contains(&target) {
             return Err((field, format!("`{}` is not a target of scenario `{}`", f.target, s.name)));
         }
-        if admin {
-            let t = &spec.targets[&target];
-            let driver = catalog
-                .kind(t.kind, t.options.as_ref())
-                .map_err(|(f, e)| (format!("targets.{target}.options.{f}"), e))?;
-            if !driver.faults().contains(&f.action) {
-                return Err((
-                    format!("{at}.action"),
-                    format!("`{}` is not a fault of {} targets (`{target}`)", f.action.as_str(), t.kind.as_str()),
-                ));
-            }
+        let t = &spec.targets[&target];
+        let kind = f.action.kind();
+        let own = catalog
+            .kind(t.kind, t.options.as_ref())
+            .map_err(|(f, e)| (format!("targets.{target}.options.{f}"), e))?
+            .faults();
+        // A kind's own faults are commands to its server, which any provider
+        // takes; the others are the provider's to apply.
+        if !own.contains(&kind) {
+            let backend = provider_faults(&at, &target, t, kind, own)?;
+            backend.check(&f.action).map_err(|(name, message)| (format!("{at}.{name}"), message))?;
         }
-        match spec.targets[&target].provider {
-            // A kind's own faults are commands to its server, which an
-            // external target takes too; signals and containers it has not.
-            ProviderKind::External if !admin => {
-                return Err((field, format!("`{target}` is external: faultline can only send it its kind's own faults (e.g. mongodb's stepdown)")))
-            }
-            ProviderKind::Process
-                if !admin
-                    && !matches!(f.action, FaultAction::Kill | FaultAction::Stop | FaultAction::Pause | FaultAction::Restart) =>
-            {
-                return Err((
-                    format!("{at}.action"),
-                    "process targets take kill, stop, pause and restart (and their kind's own faults, e.g. mongodb's stepdown)".into(),
-                ))
-            }
-            ProviderKind::Process
-                if f.action == FaultAction::Restart
-                    && f.signal.as_deref().is_some_and(|s| !matches!(s.trim_start_matches("SIG"), "KILL" | "TERM")) =>
-            {
-                return Err((
-                    format!("{at}.signal"),
-                    "a restart takes SIGKILL (a crash, the default) or SIGTERM (a clean restart)".into(),
-                ))
-            }
-            ProviderKind::Docker if f.action == FaultAction::Restart && f.signal.is_some() => {
-                return Err((
-                    format!("{at}.signal"),
-                    "a docker restart stops the container with SIGTERM and a grace period: drop `signal`, or use kill with heal_after".into(),
-                ))
-            }
-            _ if docker && spec.targets.contains_key(f.target.as_str()) => {
-                return Err((
-                    field,
-                    format!("name the members of `{target}`, e.g. `{target}.primary` or `{target}.member[0]`"),
-                ))
-            }
-            _ => {}
+        if docker && spec.targets.contains_key(f.target.as_str()) {
+            return Err((
+                field,
+                format!("name the members of `{target}`, e.g. `{target}.primary` or `{target}.member[0]`"),
+            ));
         }
-        if f.coordinated && f.action != FaultAction::Failover {
-            return Err((format!("{at}.coordinated"), "applies only to action: failover".into()));
-        }
-        if f.action == FaultAction::Failover {
+        if kind == FaultKind::Failover {
             let on_primary = crate::selector::parse_selector(&f.target, spec)
                 .is_ok_and(|s| s.selector == crate::selector::Selector::Primary);
             if !on_primary {
                 return Err((field, format!("a failover switches away from the primary: name it, `{target}.primary`")));
             }
-            if spec.targets[&target].discovery.is_none() {
+            if t.discovery.is_none() {
                 return Err((field, format!("`{target}` has no `discovery`: a failover goes through its Sentinels")));
             }
         }
     }
     Ok(())
+}
+
+/// The provider's fault backend for an action that is not the kind's own
+/// (`own`), or why the target does not take it.
+fn provider_faults(
+    at: &str,
+    target: &str,
+    t: &TargetSpec,
+    kind: FaultKind,
+    own: &'static [FaultKind],
+) -> Result<&'static dyn crate::fault::FaultBackend, Problem> {
+    let kind_name = t.kind.as_str();
+    if !ProviderKind::any_applies(kind) {
+        return Err((
+            format!("{at}.action"),
+            format!("`{}` is not a fault of {kind_name} targets (`{target}`)", kind.as_str()),
+        ));
+    }
+    let own_ones = match own {
+        [] => String::new(),
+        own => format!(" (and {kind_name}'s own: {})", FaultKind::listed(own)),
+    };
+    match t.provider.faults() {
+        None => Err((
+            format!("{at}.target"),
+            format!(
+                "`{target}` is external: faultline can only send it its kind's own faults{}",
+                match own {
+                    [] => format!(", and {kind_name} has none"),
+                    own => format!(" ({kind_name}'s: {})", FaultKind::listed(own)),
+                }
+            ),
+        )),
+        Some(backend) if !backend.supports().contains(&kind) => Err((
+            format!("{at}.action"),
+            format!("{} targets take {}{own_ones}", backend.name(), FaultKind::listed(backend.supports())),
+        )),
+        Some(backend) => Ok(backend),
+    }
 }
 
 fn undefined<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a String>) -> String {

@@ -5,13 +5,14 @@
 
 use super::{Applied, Heal};
 use crate::provider::RunningTarget;
+use crate::spec::units::Dur;
 use crate::spec::{FaultAction, FaultSpec, Spec};
 
 /// What undoes a kind's fault: the same command with nothing in force
 /// (`freeze` for 0 seconds thaws the member).
 pub struct Undo {
     members: Vec<(String, String)>,
-    fault: FaultSpec,
+    action: FaultAction,
 }
 
 /// The members a fault names, as (name, URI of that one server).
@@ -32,12 +33,12 @@ pub async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> an
     let members = members(target, fault, spec).await?;
     let mut evidence = Vec::new();
     for (name, uri) in &members {
-        let done = target.driver.fault(uri, fault).await.map_err(|e| e.context(format!("`{name}`")))?;
+        let done = target.driver.fault(uri, &fault.action).await.map_err(|e| e.context(format!("`{name}`")))?;
         evidence.push(format!("{name}: {done}"));
     }
-    let heal = (fault.action == FaultAction::Freeze).then(|| {
-        let thaw = FaultSpec { seconds: Some(crate::spec::units::Dur(std::time::Duration::ZERO)), ..fault.clone() };
-        Heal::Admin(Undo { members: members.clone(), fault: thaw })
+    let heal = matches!(fault.action, FaultAction::Freeze { .. }).then(|| {
+        let thaw = FaultAction::Freeze { seconds: Some(Dur(std::time::Duration::ZERO)), heal_after: None };
+        Heal::Admin(Undo { members: members.clone(), action: thaw })
     });
     let hit = members.into_iter().map(|(name, _)| name).collect();
     Ok(Applied { hit, evidence: evidence.join("; "), output: String::new(), heal })
@@ -46,7 +47,7 @@ pub async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> an
 pub async fn heal(target: &RunningTarget, undo: &Undo) -> anyhow::Result<String> {
     let mut evidence = Vec::new();
     for (name, uri) in &undo.members {
-        evidence.push(format!("{name}: {}", target.driver.fault(uri, &undo.fault).await?));
+        evidence.push(format!("{name}: {}", target.driver.fault(uri, &undo.action).await?));
     }
     Ok(evidence.join("; "))
 }

@@ -1,20 +1,22 @@
-//! Faults on containers, through the Docker layer's confirmed operations.
+//! Faults on containers, through the Docker layer's confirmed operations:
+//! the actions faultline_spec::fault::DockerFaults declares, the list
+//! validation holds a spec to.
 
 use anyhow::Context;
 
 use super::{Applied, Heal, EXEC_TIMEOUT, STOP_GRACE};
-use crate::spec::{FaultAction, FaultSpec, Spec};
+use crate::spec::{FaultAction, FaultKind, FaultSpec, Spec};
 use crate::topology::{Member, Topology};
 
 /// What undoes a container fault.
 pub struct Undo {
-    action: FaultAction,
+    kind: FaultKind,
     members: Vec<Member>,
 }
 
 pub async fn apply(topo: &Topology, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
-    if fault.action == FaultAction::Failover {
-        return failover(topo, fault, spec).await;
+    if let FaultAction::Failover { coordinated } = fault.action {
+        return failover(topo, coordinated, spec).await;
     }
     let selection = crate::topology::parse_selector(&fault.target, spec).map_err(|e| anyhow::anyhow!(e))?;
     let members = topo.resolve(&selection.selector).await.with_context(|| format!("resolving `{}`", fault.target))?;
@@ -24,45 +26,46 @@ pub async fn apply(topo: &Topology, fault: &FaultSpec, spec: &Spec) -> anyhow::R
     let mut output = String::new();
     for m in &members {
         let c = &m.container;
-        let confirmed = match fault.action {
-            FaultAction::Kill => d.kill(c, fault.signal.as_deref().unwrap_or("SIGKILL")).await?.evidence,
-            FaultAction::Stop => d.stop(c, STOP_GRACE).await?.evidence,
+        let confirmed = match &fault.action {
+            FaultAction::Kill { signal, .. } => d.kill(c, signal.as_deref().unwrap_or("SIGKILL")).await?.evidence,
+            FaultAction::Stop { .. } => d.stop(c, STOP_GRACE).await?.evidence,
             FaultAction::Start => d.start(c).await?.evidence,
-            FaultAction::Restart => d.restart(c, STOP_GRACE).await?.evidence,
-            FaultAction::Pause => d.pause(c).await?.evidence,
+            FaultAction::Restart { .. } => d.restart(c, STOP_GRACE).await?.evidence,
+            FaultAction::Pause { .. } => d.pause(c).await?.evidence,
             FaultAction::Unpause => d.unpause(c).await?.evidence,
-            FaultAction::Disconnect => d.disconnect(c, &topo.network).await?.evidence,
+            FaultAction::Disconnect { .. } => d.disconnect(c, &topo.network).await?.evidence,
             FaultAction::Reconnect => d.reconnect(c, &topo.network, std::slice::from_ref(&m.name)).await?.evidence,
-            FaultAction::Isolate => d.isolate(c, &topo.network).await?.evidence,
+            FaultAction::Isolate { .. } => d.isolate(c, &topo.network).await?.evidence,
             FaultAction::Rejoin => d.rejoin(c).await?.evidence,
-            FaultAction::Failover => unreachable!("handled above: it switches the whole group"),
-            FaultAction::Stepdown | FaultAction::Freeze | FaultAction::Stepup => {
+            FaultAction::Failover { .. } => unreachable!("handled above: it switches the whole group"),
+            FaultAction::Stepdown { .. } | FaultAction::Freeze { .. } | FaultAction::Stepup => {
                 anyhow::bail!("`{}` is sent by the target kind's driver, not to a container", fault.action.as_str())
             }
-            FaultAction::Exec => {
-                let out = d.exec_ok(c, &fault.command, EXEC_TIMEOUT).await?;
+            FaultAction::Exec { command } => {
+                let out = d.exec_ok(c, command, EXEC_TIMEOUT).await?;
                 output.push_str(out.combined().trim());
                 format!("exit code {}", out.exit_code)
             }
         };
         evidence.push(format!("{}: {confirmed}", m.name));
     }
+    let kind = fault.action.kind();
     Ok(Applied {
         hit: members.iter().map(|m| m.name.clone()).collect(),
         evidence: evidence.join("; "),
         output,
-        heal: fault.action.heals().then_some(Heal::Docker(Undo { action: fault.action, members })),
+        heal: kind.heals().then_some(Heal::Docker(Undo { kind, members })),
     })
 }
 
 /// The `failover` fault: the whole group switches, through its Sentinels.
-async fn failover(topo: &Topology, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
+async fn failover(topo: &Topology, coordinated: bool, spec: &Spec) -> anyhow::Result<Applied> {
     let discovery = spec
         .targets
         .get(&topo.target)
         .and_then(|t| t.discovery.as_ref())
         .with_context(|| format!("`{}` has no `discovery`: a failover goes through the Sentinels", topo.target))?;
-    let (old, evidence) = topo.failover(&discovery.sentinels, &discovery.master, fault.coordinated).await?;
+    let (old, evidence) = topo.failover(&discovery.sentinels, &discovery.master, coordinated).await?;
     Ok(Applied { hit: vec![old.name], evidence, output: String::new(), heal: None })
 }
 
@@ -72,11 +75,11 @@ pub async fn heal(topo: &Topology, undo: &Undo) -> anyhow::Result<String> {
     for m in &undo.members {
         let c = &m.container;
         // Each undoing operation does nothing when there is nothing to undo.
-        let confirmed = match undo.action {
-            FaultAction::Kill | FaultAction::Stop => d.start(c).await?,
-            FaultAction::Pause => d.unpause(c).await?,
-            FaultAction::Disconnect => d.reconnect(c, &topo.network, std::slice::from_ref(&m.name)).await?,
-            FaultAction::Isolate => d.rejoin(c).await?,
+        let confirmed = match undo.kind {
+            FaultKind::Kill | FaultKind::Stop => d.start(c).await?,
+            FaultKind::Pause => d.unpause(c).await?,
+            FaultKind::Disconnect => d.reconnect(c, &topo.network, std::slice::from_ref(&m.name)).await?,
+            FaultKind::Isolate => d.rejoin(c).await?,
             other => anyhow::bail!("`{}` has nothing to heal", other.as_str()),
         };
         evidence.push(format!("{}: {}", m.name, confirmed.evidence));

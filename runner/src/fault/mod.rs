@@ -33,9 +33,10 @@ pub enum Heal {
     Admin(admin::Undo),
 }
 
-/// The provider side of faults: one implementation per provider kind.
+/// The backend that applies the fault: the kind's own (its driver), else the
+/// provider's; validation asked the same backends (faultline_spec::fault).
 async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
-    if target.driver.faults().contains(&fault.action) {
+    if target.driver.faults().contains(&fault.action.kind()) {
         admin::apply(target, fault, spec).await
     } else if let Some(topology) = target.topology() {
         docker::apply(topology, fault, spec).await
@@ -110,7 +111,7 @@ pub async fn run_schedule(
                     record.evidence = applied.evidence;
                     record.output = applied.output;
                     if let Some(undo) = applied.heal {
-                        let heal_at = fault.heal_after.map(|d| Instant::now() + d.0);
+                        let heal_at = fault.action.heal_after().map(|d| Instant::now() + d.0);
                         in_force.push((records.len(), heal_at, undo));
                     }
                 }

@@ -5,12 +5,14 @@
 //! `restart`, after `heal_after` or at the end of the cell for `kill` — on
 //! the same port and working directory, confirmed by the kind's readiness
 //! probe, whatever the kind: a crash-recovery check needs the same server
-//! back on its own data.
+//! back on its own data. It applies the actions faultline_spec::fault::
+//! ProcessFaults declares, the list validation holds a spec to.
 
 use std::time::Duration;
 
 use super::{Applied, Heal};
 use crate::provider::{process_group, RunningTarget};
+use crate::spec::fault::{FaultBackend, FaultKind, ProcessFaults};
 use crate::spec::{FaultAction, FaultSpec};
 
 pub enum Undo {
@@ -46,8 +48,8 @@ fn signal(pgid: i32, sig: i32) -> anyhow::Result<()> {
 }
 
 /// The signal a kill or restart sends: SIGKILL unless the spec names another.
-pub fn signal_of(fault: &FaultSpec) -> anyhow::Result<i32> {
-    let name = fault.signal.as_deref().unwrap_or("SIGKILL");
+pub fn signal_of(action: &FaultAction) -> anyhow::Result<i32> {
+    let name = action.signal().unwrap_or("SIGKILL");
     Ok(match name.trim_start_matches("SIG") {
         "KILL" => libc::SIGKILL,
         "TERM" => libc::SIGTERM,
@@ -62,20 +64,21 @@ pub async fn apply(target: &RunningTarget, fault: &FaultSpec) -> anyhow::Result<
     let Some(pgid) = slot.process_group() else {
         anyhow::bail!("target `{name}` is not running (killed earlier and not started again yet)")
     };
-    let (evidence, heal) = match fault.action {
-        FaultAction::Pause | FaultAction::Stop => {
+    let (evidence, heal) = match &fault.action {
+        FaultAction::Pause { .. } | FaultAction::Stop { .. } => {
             signal(pgid, libc::SIGSTOP)?;
             let stopped = |live: &[(i32, char)]| !live.is_empty() && live.iter().all(|(_, s)| *s == 'T');
             (wait_for(pgid, stopped, "stopped").await?, Some(Heal::Process(Undo::Thaw { pgid })))
         }
-        FaultAction::Kill => (slot.end(signal_of(fault)?).await?, Some(Heal::Process(Undo::StartAgain))),
-        FaultAction::Restart => {
-            let ended = slot.end(signal_of(fault)?).await?;
+        FaultAction::Kill { .. } => (slot.end(signal_of(&fault.action)?).await?, Some(Heal::Process(Undo::StartAgain))),
+        FaultAction::Restart { .. } => {
+            let ended = slot.end(signal_of(&fault.action)?).await?;
             let started = slot.start_again().await?;
             (format!("{ended}; {started}"), None)
         }
         other => {
-            anyhow::bail!("`{}` is not available for process targets (pause, stop, kill, restart)", other.as_str())
+            let takes = FaultKind::listed(ProcessFaults.supports());
+            anyhow::bail!("`{}` is not available for process targets ({takes})", other.as_str())
         }
     };
     Ok(Applied { hit: vec![format!("{name} (process group {pgid})")], evidence, output: String::new(), heal })

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tokio::net::TcpStream;
 
 use crate::metrics::ErrorClass;
-use crate::spec::FaultSpec;
+use crate::spec::FaultAction;
 use crate::workload::{Op, Workload};
 
 pub use faultline_spec::KindInfo;
@@ -91,9 +91,9 @@ pub trait TargetDriver: KindInfo {
     }
     /// Applies one of [`KindInfo::faults`] to the server at `uri` and confirms
     /// it took effect; the evidence comes back.
-    async fn fault(&self, uri: &str, fault: &FaultSpec) -> anyhow::Result<String> {
+    async fn fault(&self, uri: &str, action: &FaultAction) -> anyhow::Result<String> {
         let _ = uri;
-        anyhow::bail!("`{}` is not a fault of this kind", fault.action.as_str())
+        anyhow::bail!("`{}` is not a fault of this kind", action.as_str())
     }
 }
 

@@ -10,21 +10,21 @@ use mongodb::error::ErrorKind;
 use mongodb::Client;
 
 use super::errors::explain;
-use crate::spec::{FaultAction, FaultSpec};
+use crate::spec::FaultAction;
 
 /// How long a role change may take to show after the command.
 const CONFIRM_WITHIN: Duration = Duration::from_secs(15);
 
-pub async fn apply(client: &Client, fault: &FaultSpec) -> anyhow::Result<String> {
+pub async fn apply(client: &Client, action: &FaultAction) -> anyhow::Result<String> {
     let admin = client.database("admin");
     let secs = |d: Option<crate::spec::units::Dur>, default: u64| d.map_or(default, |d| d.0.as_secs());
-    match fault.action {
-        FaultAction::Stepdown => {
-            let (seconds, catch_up) = (secs(fault.seconds, 60), secs(fault.catch_up, 10));
+    match action {
+        FaultAction::Stepdown { seconds, catch_up, force } => {
+            let (seconds, catch_up) = (secs(*seconds, 60), secs(*catch_up, 10));
             let command = doc! {
                 "replSetStepDown": seconds as i64,
                 "secondaryCatchUpPeriodSecs": catch_up as i64,
-                "force": fault.force,
+                "force": *force,
             };
             match admin.run_command(command).await {
                 Ok(_) => {}
@@ -36,8 +36,8 @@ pub async fn apply(client: &Client, fault: &FaultSpec) -> anyhow::Result<String>
             let hello = wait_for_role(client, false).await?;
             Ok(format!("replSetStepDown {seconds}s (catch-up {catch_up}s): no longer primary ({})", describe(&hello)))
         }
-        FaultAction::Freeze => {
-            let seconds = secs(fault.seconds, 60);
+        FaultAction::Freeze { seconds, .. } => {
+            let seconds = secs(*seconds, 60);
             admin
                 .run_command(doc! {"replSetFreeze": seconds as i64})
                 .await

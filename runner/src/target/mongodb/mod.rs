@@ -24,7 +24,7 @@ use mongodb::options::ClientOptions;
 use mongodb::Client;
 
 use super::{Connection, ServerInfo, TargetDriver};
-use crate::spec::{FaultAction, FaultSpec, OpKind};
+use crate::spec::{FaultAction, FaultKind, OpKind};
 use crate::workload::Workload;
 pub use options::MongoOptions;
 pub use topology::MongoTopology;
@@ -81,8 +81,8 @@ impl faultline_spec::KindInfo for MongoDriver {
         self.options.acknowledged_writes()
     }
 
-    fn faults(&self) -> &'static [FaultAction] {
-        &[FaultAction::Stepdown, FaultAction::Freeze, FaultAction::Stepup]
+    fn faults(&self) -> &'static [FaultKind] {
+        &[FaultKind::Stepdown, FaultKind::Freeze, FaultKind::Stepup]
     }
 }
 
@@ -195,9 +195,9 @@ impl TargetDriver for MongoDriver {
         values
     }
 
-    async fn fault(&self, uri: &str, fault: &FaultSpec) -> anyhow::Result<String> {
+    async fn fault(&self, uri: &str, action: &FaultAction) -> anyhow::Result<String> {
         let client = self.admin_client(uri).await?;
-        let done = admin::apply(&client, fault).await;
+        let done = admin::apply(&client, action).await;
         client.shutdown().immediate(true).await;
         done
     }
