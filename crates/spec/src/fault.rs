@@ -240,7 +240,15 @@ impl FaultAction {
 
     /// When to undo the fault, for the actions that take `heal_after`.
     pub fn heal_after(&self) -> Option<Dur> {
-        self.heal_after_slot().and_then(|d| *d)
+        match *self {
+            FaultAction::Kill { heal_after, .. }
+            | FaultAction::Stop { heal_after }
+            | FaultAction::Pause { heal_after }
+            | FaultAction::Disconnect { heal_after }
+            | FaultAction::Isolate { heal_after }
+            | FaultAction::Freeze { heal_after, .. } => heal_after,
+            _ => None,
+        }
     }
 
     /// The given `heal_after`, to scale (`--quick`).
@@ -252,18 +260,6 @@ impl FaultAction {
             | FaultAction::Disconnect { heal_after }
             | FaultAction::Isolate { heal_after }
             | FaultAction::Freeze { heal_after, .. } => heal_after.as_mut(),
-            _ => None,
-        }
-    }
-
-    fn heal_after_slot(&self) -> Option<&Option<Dur>> {
-        match self {
-            FaultAction::Kill { heal_after, .. }
-            | FaultAction::Stop { heal_after }
-            | FaultAction::Pause { heal_after }
-            | FaultAction::Disconnect { heal_after }
-            | FaultAction::Isolate { heal_after }
-            | FaultAction::Freeze { heal_after, .. } => Some(heal_after),
             _ => None,
         }
     }
