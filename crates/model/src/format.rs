@@ -24,6 +24,15 @@ pub fn format_word(w: Option<Word>) -> String {
     }
 }
 
+/// `12`, `0.5`, `0.333`: at most three decimals, no trailing zeros.
+pub fn format_decimal(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}").trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();

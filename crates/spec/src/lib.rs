@@ -1,6 +1,7 @@
 //! The spec language: YAML text → typed, validated [`Spec`], its matrix
 //! points, and the [`plan`] of cells a run goes through; the gate grammar
-//! ([`gate`]) and fault selectors ([`selector`]) are part of the language.
+//! and its table of metrics ([`gate`]) and fault selectors ([`selector`])
+//! are part of the language.
 //!
 //! It knows target kinds only through a [`Catalog`] the caller passes in
 //! (the CLI registers the kinds it was built with), so the language and its

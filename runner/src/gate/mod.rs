@@ -15,13 +15,10 @@ use indexmap::IndexMap;
 
 use crate::plugin::{self, Limits, SpecPlugins};
 use crate::spec::{GateRule, GateSpec, PluginRef, ScenarioSpec};
-use expr::{CmpOp, Expr, Metric, MetricRef, Operand, RatioBound, RatioRef};
-use faultline_model::checks::{CheckResult, CheckStatus, CheckerName};
+use expr::{CmpOp, Expr, Operand, RatioBound, RatioRef, Unit};
 use faultline_model::compare::{Group, Measure};
-use faultline_model::format::thousands;
+use faultline_model::format::{format_decimal, thousands};
 use faultline_model::results::{CellResult, Comparison, GateCell, GateOutcome, GateResult, Ratio};
-use faultline_model::stats::{status_class, CellStats, LatencyStats, OpStats, Side};
-use faultline_model::units::format_duration;
 
 /// What gates see besides the cells.
 pub struct RunContext<'a> {
@@ -129,17 +126,14 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
             }
             Ok((true, _)) => {
                 if let Expr::Compare(Operand::Metric(m), op, _) = &expr {
-                    if let Some(v) = metric_value(m, cell).ok().flatten() {
+                    if let Some(v) = m.value(cell).ok().flatten() {
                         let worse = |old: f64| match op {
                             CmpOp::Lt | CmpOp::Le => v > old,
                             CmpOp::Gt | CmpOp::Ge => v < old,
                             _ => false,
                         };
                         if worst.as_ref().is_none_or(|(old, _)| worse(*old)) {
-                            worst = Some((
-                                v,
-                                format!("{} = {} in {}", describe(m), format_value(m.metric, v), cell.label()),
-                            ));
+                            worst = Some((v, format!("{} in {}", m.reading(v), cell.label())));
                         }
                     }
                 }
@@ -258,7 +252,7 @@ fn ratio_value(r: &RatioRef, compared: &[&Comparison]) -> OperandValue {
 
 fn operand_value_without_cell(o: &Operand) -> OperandValue {
     match o {
-        Operand::Number { value, .. } => Ok((*value, trim(*value))),
+        Operand::Number { value, .. } => Ok((*value, format_decimal(*value))),
         _ => Err("a ratio gate compares ratios only".into()),
     }
 }
@@ -275,10 +269,10 @@ fn load_not_sent(cell: &CellResult, reads_schedule: bool) -> Option<String> {
             thousands(open.sent),
             thousands(open.due),
             open.sent_fraction() * 100.0,
-            trim(open.min_sent * 100.0),
+            format_decimal(open.min_sent * 100.0),
             thousands(open.unsent),
             open.achieved_rate,
-            trim(open.rate)
+            format_decimal(open.rate)
         )
     });
     let nothing = (stats.ok + stats.failed == 0).then_some("no op completed in the measured window");
@@ -329,251 +323,13 @@ fn eval(expr: &Expr, value: &dyn Fn(&Operand) -> OperandValue) -> Result<(bool, 
 fn operand_value(o: &Operand, cell: &CellResult) -> OperandValue {
     match o {
         Operand::Number { value, is_duration } => {
-            Ok((*value, if *is_duration { format_value(Metric::MaxLatency, *value) } else { trim(*value) }))
+            Ok((*value, if *is_duration { Unit::Ms.format(*value) } else { format_decimal(*value) }))
         }
         Operand::Metric(m) => {
-            let v = metric_value(m, cell)?.ok_or_else(|| format!("{} was not measured", describe(m)))?;
-            Ok((v, format!("{} = {}", describe(m), format_value(m.metric, v))))
+            let v = m.value(cell)?.ok_or_else(|| format!("{m} was not measured"))?;
+            Ok((v, m.reading(v)))
         }
         Operand::Ratio(r) => Err(format!("{r} is judged per group of cells, not in one cell")),
-    }
-}
-
-/// `Ok(None)`: the cell has no such measurement (e.g. no successful op of the kind).
-fn metric_value(m: &MetricRef, cell: &CellResult) -> Result<Option<f64>, String> {
-    let stats = cell.stats.as_ref().ok_or("the cell has no measurements")?;
-    if let (Some(side), Some(fault)) = (m.window, &m.fault) {
-        return window_value(m, side, fault, stats);
-    }
-    // A fault metric's op kind picks that kind's impact, below.
-    let ops: Vec<&OpStats> = match m.op.filter(|_| !m.metric.takes_fault()) {
-        Some(kind) => vec![stats
-            .per_op
-            .get(kind.as_str())
-            .ok_or_else(|| format!("the workload `{}` has no {} ops", cell.workload, kind.as_str()))?],
-        None => stats.per_op.values().collect(),
-    };
-    let sum = |f: fn(&OpStats) -> u64| ops.iter().map(|o| f(o)).sum::<u64>() as f64;
-    Ok(match m.metric {
-        Metric::Percentile(_) | Metric::MaxLatency | Metric::MeanLatency => {
-            worst_latency(m.metric, ops.iter().map(|o| o.latency_ms.as_ref()))
-        }
-        Metric::Throughput => Some(ops.iter().map(|o| o.throughput).sum()),
-        Metric::Ops => Some(sum(|o| o.ok + o.failed)),
-        Metric::Errors => Some(sum(|o| o.failed)),
-        Metric::ErrorRate => {
-            let total = sum(|o| o.ok + o.failed);
-            (total > 0.0).then(|| sum(|o| o.failed) / total)
-        }
-        Metric::DeadlineErrors => Some(sum(|o| o.errors.deadline)),
-        Metric::ConnectionErrors => Some(sum(|o| o.errors.connection)),
-        Metric::ServerErrors => Some(sum(|o| o.errors.server)),
-        Metric::Hangs => Some(sum(|o| o.errors.hang)),
-        Metric::OverDeadline => Some(sum(|o| o.over_deadline)),
-        Metric::ScheduleLag => {
-            Some(stats.schedule_lag_ms.as_ref().ok_or("schedule_lag applies only to open-loop profiles")?.p99)
-        }
-        // A closed loop has no schedule, so it owes nothing.
-        Metric::Unsent => Some(stats.open_loop.map_or(0.0, |o| o.unsent as f64)),
-        Metric::AchievedRate => {
-            Some(stats.open_loop.ok_or("achieved_rate applies only to open-loop profiles")?.achieved_rate)
-        }
-        Metric::DeniedWindow | Metric::FirstSuccess | Metric::Recovered | Metric::FailedAfter => {
-            let name = m.fault.as_deref().unwrap_or_default();
-            let whole = stats
-                .fault_impact
-                .iter()
-                .find(|f| f.fault == name)
-                .ok_or_else(|| format!("no fault named `{name}` was applied and confirmed in this cell"))?;
-            // `denied_window(FAULT, OP)`: that kind's own; without one, every op together.
-            let impact = match m.op {
-                None => whole,
-                Some(kind) => whole
-                    .per_op
-                    .get(kind.as_str())
-                    .ok_or_else(|| format!("the workload `{}` has no {} ops", cell.workload, kind.as_str()))?,
-            };
-            // Not recovered by the end of the cell: every bound on these fails.
-            let unbounded = |v: Option<f64>| match impact.not_recovered {
-                true => Some(f64::INFINITY),
-                false => v.map(|s| s * 1e3),
-            };
-            match m.metric {
-                // Nothing failed: no window at all.
-                Metric::DeniedWindow => unbounded(Some(impact.denied_window_s.unwrap_or(0.0))),
-                Metric::FirstSuccess => unbounded(impact.first_success_s),
-                Metric::Recovered => unbounded(impact.recovered_s),
-                _ => Some(impact.failed as f64),
-            }
-        }
-        Metric::NonPrimaryReads => {
-            let reads = cell.non_primary_reads.as_ref().ok_or(
-                "no role timeline judged this cell's reads (roles are sampled in cells with faults on targets whose roles faultline can ask)",
-            )?;
-            if !reads.requires_primary {
-                return Err(format!(
-                    "the reads were under read concern `{}`, which does not require the primary",
-                    reads.read_concern
-                ));
-            }
-            // No read to judge: unmeasured, not a pass.
-            (reads.judged > 0).then_some(reads.count as f64)
-        }
-        Metric::Count | Metric::Outside => {
-            // Successes are class 200; a failure matches a name that is its
-            // class (`503`, `timeout`) or its error type (`ConditionalCheckFailedException`).
-            let named = |n: &str| m.statuses.iter().any(|s| s == n);
-            let ok = (stats.ok, named("200"));
-            let failures = stats.error_labels.iter().map(|l| {
-                let error_type = l.label.rsplit(' ').next().unwrap_or_default();
-                (l.count, named(status_class(&l.label)) || named(error_type))
-            });
-            let calls: Vec<(u64, bool)> = std::iter::once(ok).chain(failures).collect();
-            let total: u64 = calls.iter().map(|(n, _)| n).sum();
-            let inside = m.metric == Metric::Count;
-            // No call at all: nothing says which classes the calls had.
-            (total > 0).then(|| calls.iter().filter(|(_, hit)| *hit == inside).map(|(n, _)| *n).sum::<u64>() as f64)
-        }
-        Metric::Violations(name) | Metric::Judged(name) => {
-            let check = check_of(cell, name)?;
-            match (check.status, m.metric) {
-                (CheckStatus::Unknown, _) => None,
-                (_, Metric::Judged(_)) => Some(check.checked as f64),
-                // Nothing judged is nothing passed: a violation found still counts.
-                (CheckStatus::Ok, _) if check.checked == 0 => {
-                    return Err(format!("the {} checker judged 0 {}", name.as_str(), name.judges()))
-                }
-                _ => Some(check.violations as f64),
-            }
-        }
-        Metric::IndexLag | Metric::IndexLagged => {
-            let check = check_of(cell, CheckerName::HotKey)?;
-            if check.status == CheckStatus::Unknown {
-                return Ok(None);
-            }
-            let lag =
-                check.index.as_ref().ok_or("the hot-key checker judged no index entry (a table with `index:`)")?;
-            if lag.entries == 0 {
-                return Err("the hot-key checker judged 0 index entries".into());
-            }
-            match m.metric {
-                Metric::IndexLag => Some(lag.longest_settle_ms),
-                _ => Some(lag.settled_late as f64),
-            }
-        }
-    })
-}
-
-/// The cell's result of checker `name`.
-fn check_of(cell: &CellResult, name: CheckerName) -> Result<&CheckResult, String> {
-    cell.checks
-        .iter()
-        .find(|c| c.checker == name.as_str())
-        .ok_or_else(|| format!("the spec runs no `{}` checker", name.as_str()))
-}
-
-/// A latency metric over a window around a fault. A window in which an op
-/// kind had no success leaves the value unmeasured.
-fn window_value(m: &MetricRef, side: Side, fault: &str, stats: &CellStats) -> Result<Option<f64>, String> {
-    let window = stats.window_latency.iter().find(|w| w.fault == fault && w.window == side).ok_or_else(|| {
-        format!("no fault named `{fault}` was applied, confirmed and (where it heals) healed in this cell")
-    })?;
-    let latencies: Vec<Option<&LatencyStats>> = match m.op {
-        Some(kind) => vec![window
-            .per_op
-            .get(kind.as_str())
-            .ok_or_else(|| format!("the workload has no {} ops", kind.as_str()))?
-            .as_ref()],
-        None => window.per_op.values().map(Option::as_ref).collect(),
-    };
-    Ok(worst_latency(m.metric, latencies.into_iter()))
-}
-
-/// A latency metric over op kinds: the worst kind counts, and a kind with no
-/// successful op leaves the value unmeasured.
-fn worst_latency<'a>(metric: Metric, kinds: impl Iterator<Item = Option<&'a LatencyStats>>) -> Option<f64> {
-    let pick = |l: &LatencyStats| match metric {
-        Metric::Percentile(50.0) => l.p50,
-        Metric::Percentile(95.0) => l.p95,
-        Metric::Percentile(99.0) => l.p99,
-        Metric::Percentile(_) => l.p999,
-        Metric::MaxLatency => l.max,
-        _ => l.mean,
-    };
-    kinds.into_iter().try_fold(f64::MIN, |acc, l| l.map(|l| acc.max(pick(l))))
-}
-
-fn describe(m: &MetricRef) -> String {
-    let name = match m.metric {
-        Metric::Percentile(99.9) => "p999".to_string(),
-        Metric::Percentile(q) => format!("p{q}"),
-        Metric::MaxLatency => "max".into(),
-        Metric::MeanLatency => "mean".into(),
-        Metric::Throughput => "throughput".into(),
-        Metric::Ops => "ops".into(),
-        Metric::Errors => "errors".into(),
-        Metric::ErrorRate => "error_rate".into(),
-        Metric::DeadlineErrors => "deadline_errors".into(),
-        Metric::ConnectionErrors => "connection_errors".into(),
-        Metric::ServerErrors => "server_errors".into(),
-        Metric::Hangs => "hangs".into(),
-        Metric::OverDeadline => "over_deadline".into(),
-        Metric::ScheduleLag => "schedule_lag".into(),
-        Metric::Unsent => "unsent".into(),
-        Metric::AchievedRate => "achieved_rate".into(),
-        Metric::DeniedWindow => "denied_window".into(),
-        Metric::FirstSuccess => "first_success".into(),
-        Metric::Recovered => "recovered".into(),
-        Metric::FailedAfter => "failed_after".into(),
-        Metric::NonPrimaryReads => "non_primary_reads".into(),
-        Metric::Count => format!("count({})", m.statuses.join(", ")),
-        Metric::Outside => format!("calls outside {}", m.statuses.join(", ")),
-        Metric::Violations(c) => match c {
-            CheckerName::StaleReadAfterAck => "stale_reads".into(),
-            CheckerName::LostAcknowledgedWrite => "lost_acked_writes".into(),
-            CheckerName::FinalState => "torn_values".into(),
-            CheckerName::Linearizability => "linearizability_violations".into(),
-            CheckerName::HotKey => "hot_key_violations".into(),
-        },
-        Metric::Judged(c) => match c {
-            CheckerName::StaleReadAfterAck => "stale_reads_judged".into(),
-            CheckerName::LostAcknowledgedWrite => "lost_acked_writes_judged".into(),
-            CheckerName::FinalState => "torn_values_judged".into(),
-            CheckerName::Linearizability => "linearizability_judged".into(),
-            CheckerName::HotKey => "hot_key_judged".into(),
-        },
-        Metric::IndexLag => "index_lag".into(),
-        Metric::IndexLagged => "index_lagged".into(),
-    };
-    match (m.op, &m.fault, m.window) {
-        (Some(op), Some(fault), Some(side)) => format!("{name}({}, {}: {fault})", op.as_str(), side.as_str()),
-        (None, Some(fault), Some(side)) => format!("{name}({}: {fault})", side.as_str()),
-        (Some(op), Some(fault), None) => format!("{name}({fault}, {})", op.as_str()),
-        (Some(op), _, _) => format!("{name}({})", op.as_str()),
-        (None, Some(fault), None) => format!("{name}({fault})"),
-        (None, None, _) => name,
-    }
-}
-
-fn format_value(metric: Metric, v: f64) -> String {
-    if v == f64::INFINITY {
-        "unbounded (not recovered by the end of the cell)".into()
-    } else if metric.is_duration() {
-        format_duration(std::time::Duration::from_secs_f64(v.max(0.0) / 1e3))
-    } else if matches!(metric, Metric::Throughput | Metric::AchievedRate) {
-        format!("{v:.0}/s")
-    } else if metric == Metric::ErrorRate {
-        format!("{}%", trim(v * 100.0))
-    } else {
-        trim(v)
-    }
-}
-
-fn trim(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.3}").trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -612,8 +368,9 @@ fn plugin_gate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use faultline_model::checks::{CheckResult, CheckStatus, CheckerName};
     use faultline_model::results::CellStatus;
-    use faultline_model::stats::ErrorCounts;
+    use faultline_model::stats::{CellStats, ErrorCounts, LatencyStats, OpStats};
 
     /// Built-in gates need no plugins and no run context.
     fn evaluate(gates: &IndexMap<String, GateSpec>, cells: &[CellResult]) -> Vec<GateResult> {

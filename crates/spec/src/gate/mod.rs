@@ -1,5 +1,8 @@
 //! The built-in gate language: comparisons of metrics with limits, joined by
-//! `and` / `or`, e.g. `p99(get) < 30ms and errors == 0`.
+//! `and` / `or`, e.g. `p99(get) < 30ms and errors == 0`. The metrics
+//! themselves are rows of [`metrics::METRICS`].
+
+pub mod metrics;
 
 use std::fmt;
 
@@ -8,6 +11,8 @@ use faultline_model::compare::Measure;
 use faultline_model::ops::OpKind;
 use faultline_model::stats::Side;
 use faultline_model::units::parse_duration;
+
+pub use metrics::{Args, GateMetric, Reads, Unit};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
@@ -23,6 +28,14 @@ impl Expr {
             Expr::And(a, b) | Expr::Or(a, b) => [a.operands(), b.operands()].concat(),
             Expr::Compare(l, _, r) => vec![l, r],
         }
+    }
+
+    /// Every metric it reads, left to right.
+    fn metrics(&self) -> impl Iterator<Item = &MetricRef> {
+        self.operands().into_iter().filter_map(|o| match o {
+            Operand::Metric(m) => Some(m),
+            _ => None,
+        })
     }
 
     /// Whether it compares ratios between variants, which are evaluated per
@@ -44,55 +57,29 @@ impl Expr {
 
     /// The faults the expression names.
     pub fn faults(&self) -> Vec<String> {
-        match self {
-            Expr::And(a, b) | Expr::Or(a, b) => [a.faults(), b.faults()].concat(),
-            Expr::Compare(l, _, r) => [l, r]
-                .into_iter()
-                .filter_map(|o| match o {
-                    Operand::Metric(MetricRef { fault: Some(f), .. }) => Some(f.clone()),
-                    _ => None,
-                })
-                .collect(),
-        }
+        self.metrics().filter_map(|m| m.fault.clone()).collect()
     }
 
     /// Whether it takes a latency over a window around a fault, which
     /// needs every success of a fault cell kept.
     pub fn uses_windows(&self) -> bool {
-        match self {
-            Expr::And(a, b) | Expr::Or(a, b) => a.uses_windows() || b.uses_windows(),
-            Expr::Compare(l, _, r) => {
-                [l, r].into_iter().any(|o| matches!(o, Operand::Metric(MetricRef { window: Some(_), .. })))
-            }
-        }
+        self.metrics().any(|m| m.window.is_some())
     }
 
     /// Whether it reads how much of an open loop's schedule was sent: such a
     /// gate judges an under-sent cell itself.
     pub fn reads_schedule(&self) -> bool {
-        match self {
-            Expr::And(a, b) | Expr::Or(a, b) => a.reads_schedule() || b.reads_schedule(),
-            Expr::Compare(l, _, r) => [l, r]
-                .into_iter()
-                .any(|o| matches!(o, Operand::Metric(MetricRef { metric: Metric::Unsent | Metric::AchievedRate, .. }))),
-        }
+        self.metrics().any(|m| m.metric.reads == Reads::Schedule)
     }
 
     /// The checkers whose results the expression reads.
     pub fn checkers(&self) -> Vec<CheckerName> {
-        match self {
-            Expr::And(a, b) | Expr::Or(a, b) => [a.checkers(), b.checkers()].concat(),
-            Expr::Compare(l, _, r) => [l, r]
-                .into_iter()
-                .filter_map(|o| match o {
-                    Operand::Metric(MetricRef { metric: Metric::Violations(c) | Metric::Judged(c), .. }) => Some(*c),
-                    Operand::Metric(MetricRef { metric: Metric::IndexLag | Metric::IndexLagged, .. }) => {
-                        Some(CheckerName::HotKey)
-                    }
-                    _ => None,
-                })
-                .collect(),
-        }
+        self.metrics()
+            .filter_map(|m| match m.metric.reads {
+                Reads::Checker(c) => Some(c),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -188,7 +175,7 @@ impl fmt::Display for RatioRef {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricRef {
-    pub metric: Metric,
+    pub metric: &'static GateMetric,
     /// Restricts the metric to one op kind, e.g. `p99(get)`.
     pub op: Option<OpKind>,
     /// The fault a fault metric is about, e.g. `denied_window(primary-killed)`,
@@ -200,140 +187,8 @@ pub struct MetricRef {
     pub statuses: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Metric {
-    /// Latency percentile of successful ops, in ms (p50, p95, p99, p999).
-    Percentile(f64),
-    MaxLatency,
-    MeanLatency,
-    Throughput,
-    Ops,
-    Errors,
-    ErrorRate,
-    DeadlineErrors,
-    ConnectionErrors,
-    ServerErrors,
-    Hangs,
-    OverDeadline,
-    /// Open loop: 99th percentile of how late ops started, in ms.
-    ScheduleLag,
-    /// Open loop: ops due in the window that were never sent (0 in a closed loop).
-    Unsent,
-    /// Open loop: ops sent per second, next to the asked rate.
-    AchievedRate,
-    /// Violations a checker found (the checker must be in the spec).
-    Violations(CheckerName),
-    /// How many a checker judged of what it judges (reads, writes, keys).
-    Judged(CheckerName),
-    /// The hot-key checker on a table with an index: the longest an index
-    /// entry took to agree with its item, in ms (0 when none lagged).
-    IndexLag,
-    /// The hot-key checker on a table with an index: entries that agreed
-    /// with their item only on a later read.
-    IndexLagged,
-    /// Calls whose status class is one of the named (`count(503)`; `200`
-    /// counts the successes).
-    Count,
-    /// Calls whose status class is none of the named: `only(200, 503)`
-    /// holds when it is 0.
-    Outside,
-    /// A fault's impact (the argument names the fault), in ms or a count.
-    DeniedWindow,
-    FirstSuccess,
-    Recovered,
-    FailedAfter,
-    /// Reads under a read concern that needs the primary, answered while the
-    /// role timeline shows no member primary.
-    NonPrimaryReads,
-}
-
-impl Metric {
-    pub fn is_duration(self) -> bool {
-        matches!(
-            self,
-            Metric::Percentile(_)
-                | Metric::MaxLatency
-                | Metric::MeanLatency
-                | Metric::ScheduleLag
-                | Metric::IndexLag
-                | Metric::DeniedWindow
-                | Metric::FirstSuccess
-                | Metric::Recovered
-        )
-    }
-
-    /// Metrics whose argument names a fault rather than an op kind.
-    pub fn takes_fault(self) -> bool {
-        matches!(self, Metric::DeniedWindow | Metric::FirstSuccess | Metric::Recovered | Metric::FailedAfter)
-    }
-
-    fn takes_op(self) -> bool {
-        !matches!(
-            self,
-            Metric::ScheduleLag
-                | Metric::Unsent
-                | Metric::AchievedRate
-                | Metric::Violations(_)
-                | Metric::Judged(_)
-                | Metric::IndexLag
-                | Metric::IndexLagged
-                | Metric::Count
-                | Metric::Outside
-                | Metric::NonPrimaryReads
-        )
-    }
-
-    /// Latency metrics can be taken over a window around a fault.
-    fn takes_window(self) -> bool {
-        matches!(self, Metric::Percentile(_) | Metric::MaxLatency | Metric::MeanLatency)
-    }
-
-    fn from_name(name: &str) -> Option<Metric> {
-        Some(match name {
-            "p50" => Metric::Percentile(50.0),
-            "p95" => Metric::Percentile(95.0),
-            "p99" => Metric::Percentile(99.0),
-            "p999" | "p99.9" => Metric::Percentile(99.9),
-            "max" => Metric::MaxLatency,
-            "mean" => Metric::MeanLatency,
-            "throughput" => Metric::Throughput,
-            "ops" => Metric::Ops,
-            "errors" => Metric::Errors,
-            "error_rate" => Metric::ErrorRate,
-            "deadline_errors" => Metric::DeadlineErrors,
-            "connection_errors" => Metric::ConnectionErrors,
-            "server_errors" => Metric::ServerErrors,
-            "hangs" => Metric::Hangs,
-            "over_deadline" => Metric::OverDeadline,
-            "schedule_lag" => Metric::ScheduleLag,
-            "unsent" => Metric::Unsent,
-            "achieved_rate" => Metric::AchievedRate,
-            "stale_reads" => Metric::Violations(CheckerName::StaleReadAfterAck),
-            "lost_acked_writes" => Metric::Violations(CheckerName::LostAcknowledgedWrite),
-            "torn_values" => Metric::Violations(CheckerName::FinalState),
-            "linearizability_violations" => Metric::Violations(CheckerName::Linearizability),
-            "hot_key_violations" => Metric::Violations(CheckerName::HotKey),
-            "stale_reads_judged" => Metric::Judged(CheckerName::StaleReadAfterAck),
-            "lost_acked_writes_judged" => Metric::Judged(CheckerName::LostAcknowledgedWrite),
-            "torn_values_judged" => Metric::Judged(CheckerName::FinalState),
-            "linearizability_judged" => Metric::Judged(CheckerName::Linearizability),
-            "hot_key_judged" => Metric::Judged(CheckerName::HotKey),
-            "index_lag" => Metric::IndexLag,
-            "index_lagged" => Metric::IndexLagged,
-            "denied_window" => Metric::DeniedWindow,
-            "first_success" => Metric::FirstSuccess,
-            "recovered" => Metric::Recovered,
-            "failed_after" => Metric::FailedAfter,
-            "non_primary_reads" => Metric::NonPrimaryReads,
-            _ => return None,
-        })
-    }
-}
-
 /// Status classes other than an HTTP status (see [`faultline_model::stats::status_class`]).
 const STATUS_WORDS: [&str; 3] = ["timeout", "network", "error"];
-
-pub const METRIC_NAMES: &str = "ratio(throughput|p50|p99, TARGET/BASELINE), ratio_low(…), ratio_high(…), p50, p95, p99, p999, max, mean, throughput, ops, errors, error_rate, deadline_errors, connection_errors, server_errors, hangs, over_deadline, schedule_lag, unsent, achieved_rate, stale_reads, lost_acked_writes, torn_values, linearizability_violations, hot_key_violations, stale_reads_judged, lost_acked_writes_judged, torn_values_judged, linearizability_judged, hot_key_judged, index_lag, index_lagged, count(STATUS), only(STATUS, …), denied_window(FAULT[, OP]), first_success(FAULT[, OP]), recovered(FAULT[, OP]), failed_after(FAULT[, OP]), non_primary_reads; latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)";
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
@@ -488,6 +343,14 @@ impl Parser {
         self.tokens.get(self.pos)
     }
 
+    /// The condition of its own (`only`) the next token names, if it does.
+    fn peek_condition(&self) -> Option<&'static GateMetric> {
+        match self.peek() {
+            Some(Token::Ident(name)) => GateMetric::named(name).filter(|m| m.unit == Unit::Condition),
+            _ => None,
+        }
+    }
+
     fn next(&mut self) -> Option<Token> {
         let t = self.tokens.get(self.pos).cloned();
         self.pos += 1;
@@ -514,10 +377,10 @@ impl Parser {
 
     fn comparison(&mut self) -> Result<Expr, String> {
         // `only(200, 503)`: no call had any other status class.
-        if self.peek() == Some(&Token::Ident("only".into())) {
+        if let Some(metric) = self.peek_condition() {
             self.pos += 1;
-            let statuses = self.statuses("only")?;
-            let outside = MetricRef { metric: Metric::Outside, op: None, fault: None, window: None, statuses };
+            let statuses = self.statuses(metric.name)?;
+            let outside = MetricRef { metric, op: None, fault: None, window: None, statuses };
             return Ok(Expr::Compare(
                 Operand::Metric(outside),
                 CmpOp::Eq,
@@ -556,27 +419,30 @@ impl Parser {
                 Ok(Operand::Number { value: d.as_secs_f64() * 1e3, is_duration: true })
             }
             Some(Token::Ident(name)) if RatioBound::from_name(&name).is_some() => self.ratio(&name),
-            Some(Token::Ident(name)) if name == "count" => {
-                let statuses = self.statuses("count")?;
-                Ok(Operand::Metric(MetricRef { metric: Metric::Count, op: None, fault: None, window: None, statuses }))
-            }
-            Some(Token::Ident(name)) if name == "only" => {
-                Err("`only(…)` is a condition of its own, e.g. `only(200, 503) and hangs == 0`".into())
-            }
             Some(Token::Ident(name)) => {
-                let metric = Metric::from_name(&name)
-                    .ok_or_else(|| format!("unknown metric `{name}` (known: {METRIC_NAMES})"))?;
+                let metric = GateMetric::named(&name)
+                    .ok_or_else(|| format!("unknown metric `{name}` (known: {})", metrics::known()))?;
+                if metric.unit == Unit::Condition {
+                    return Err(format!(
+                        "`{name}(…)` is a condition of its own, e.g. `{name}(200, 503) and hangs == 0`"
+                    ));
+                }
+                if metric.args == Args::Statuses {
+                    let statuses = self.statuses(&name)?;
+                    return Ok(Operand::Metric(MetricRef { metric, op: None, fault: None, window: None, statuses }));
+                }
+                let takes_fault = metric.args == Args::Fault;
                 let (mut op, mut fault, mut window) = (None, None, None);
                 if self.peek() == Some(&Token::LParen) {
                     self.pos += 1;
                     let mut arg = match self.next() {
                         Some(Token::Ident(a)) => a,
-                        _ if metric.takes_fault() => {
+                        _ if takes_fault => {
                             return Err(format!("`{name}(` must name a fault, e.g. {name}(primary-killed)"))
                         }
                         _ => return Err(format!("`{name}(` must be followed by an op kind, e.g. {name}(get)")),
                     };
-                    if metric.takes_fault() {
+                    if takes_fault {
                         fault = Some(arg.clone());
                         // `denied_window(FAULT, OP)`: one op kind's own.
                         if self.peek() == Some(&Token::Comma) {
@@ -593,7 +459,7 @@ impl Parser {
                                 }
                             };
                         }
-                    } else if !metric.takes_op() {
+                    } else if metric.args == Args::None {
                         return Err(format!("`{name}` takes no op kind"));
                     } else if self.peek() != Some(&Token::Colon) {
                         op = Some(
@@ -619,8 +485,8 @@ impl Parser {
                         let side = Side::from_name(&arg).ok_or_else(|| {
                             format!("`{arg}:` is not a window: use before:, during: or after: and a fault's name")
                         })?;
-                        if !metric.takes_window() {
-                            return Err(format!("`{name}` takes no window: only p50, p95, p99, p999, max and mean do"));
+                        if metric.args != Args::OpOrWindow {
+                            return Err(format!("`{name}` takes no window: only {} do", metrics::windowed()));
                         }
                         match self.next() {
                             Some(Token::Ident(f)) => fault = Some(f),
@@ -632,7 +498,7 @@ impl Parser {
                         return Err(format!("missing `)` after `{name}({arg}`"));
                     }
                 }
-                if metric.takes_fault() && fault.is_none() {
+                if takes_fault && fault.is_none() {
                     return Err(format!("`{name}` needs the fault it is about, e.g. {name}(primary-killed)"));
                 }
                 Ok(Operand::Metric(MetricRef { metric, op, fault, window, statuses: Vec::new() }))
@@ -717,7 +583,7 @@ fn check_units(a: &Operand, b: &Operand) -> Result<(), String> {
         | (Operand::Number { is_duration, .. }, Operand::Metric(m)) => (m, *is_duration),
         _ => return Ok(()),
     };
-    match (metric.metric.is_duration(), number) {
+    match (metric.metric.unit == Unit::Ms, number) {
         (true, false) => Err("a latency is compared with a plain number: give the limit a unit, e.g. 30ms".into()),
         (false, true) => Err("a count or rate is compared with a duration".into()),
         _ => Ok(()),
@@ -773,7 +639,7 @@ mod tests {
             e,
             Expr::Compare(
                 Operand::Metric(MetricRef {
-                    metric: Metric::Percentile(99.0),
+                    metric: GateMetric::named("p99").unwrap(),
                     op: Some(OpKind::Get),
                     fault: None,
                     window: None,

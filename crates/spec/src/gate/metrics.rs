@@ -1,0 +1,720 @@
+//! The gate metrics, one row each: its name, what it means, its unit, the
+//! arguments it takes, what it reads and how its value comes out of a cell.
+//! The parser and its hints, the spec's validation, the evidence's wording
+//! and numbers, the evaluator and docs/spec.md's table of metrics (a test
+//! holds it equal) all read this table, so a new metric is one row here plus
+//! the code of its value.
+
+use std::fmt;
+use std::time::Duration;
+
+use faultline_model::checks::{CheckResult, CheckStatus, CheckerName, IndexLag};
+use faultline_model::format::format_decimal;
+use faultline_model::results::CellResult;
+use faultline_model::stats::{status_class, CellStats, FaultImpact, LatencyStats, OpStats};
+use faultline_model::units::format_duration;
+
+use super::MetricRef;
+
+/// One gate metric.
+pub struct GateMetric {
+    /// As gates write it: `p99`, `denied_window`.
+    pub name: &'static str,
+    /// Other spellings the parser takes for it: `p99.9` for `p999`.
+    pub aliases: &'static [&'static str],
+    /// What it means, as docs/spec.md's table of metrics says it (Markdown).
+    pub description: &'static str,
+    pub unit: Unit,
+    pub args: Args,
+    pub reads: Reads,
+    /// Its value in a cell that has measurements.
+    pub value: fn(&MetricRef, &CellResult, &CellStats) -> Value,
+}
+
+/// A metric's value in a cell: `Ok(None)` when the cell has no such
+/// measurement (e.g. no successful op of the kind), an error saying why
+/// when it cannot have one.
+pub type Value = Result<Option<f64>, String>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A duration in milliseconds, compared with a duration (`30ms`).
+    Ms,
+    Count,
+    /// Ops per second.
+    PerSecond,
+    /// A share from 0 to 1, which a limit may write as a percentage.
+    Share,
+    /// A condition of its own (`only(200, 503)`), not compared: it holds
+    /// when its count of calls is 0.
+    Condition,
+}
+
+/// What a metric takes in parentheses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Args {
+    /// Nothing: `schedule_lag`.
+    None,
+    /// Optionally an op kind: `errors(set)`.
+    Op,
+    /// Optionally an op kind, a window around a fault, or both: `p99(get, after: crash)`.
+    OpOrWindow,
+    /// A fault, then optionally an op kind: `denied_window(crash, set)`.
+    Fault,
+    /// Status classes: `count(503, timeout)`.
+    Statuses,
+}
+
+/// What a metric's value comes from, where that matters beyond the cell's
+/// own measurements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// What the cell measured.
+    Measurements,
+    /// How much of an open loop's schedule was sent: a gate on it judges an
+    /// under-sent cell itself.
+    Schedule,
+    /// A checker's result: the spec must run that checker.
+    Checker(CheckerName),
+}
+
+/// Every gate metric, in the order the docs and the parser's hints list them.
+pub static METRICS: &[GateMetric] = &[
+    GateMetric {
+        name: "p50",
+        aliases: &[],
+        description: PERCENTILE,
+        unit: Unit::Ms,
+        args: Args::OpOrWindow,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| latency(m, cell, stats, |l| l.p50),
+    },
+    GateMetric {
+        name: "p95",
+        aliases: &[],
+        description: PERCENTILE,
+        unit: Unit::Ms,
+        args: Args::OpOrWindow,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| latency(m, cell, stats, |l| l.p95),
+    },
+    GateMetric {
+        name: "p99",
+        aliases: &[],
+        description: PERCENTILE,
+        unit: Unit::Ms,
+        args: Args::OpOrWindow,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| latency(m, cell, stats, |l| l.p99),
+    },
+    GateMetric {
+        name: "p999",
+        aliases: &["p99.9"],
+        description: PERCENTILE,
+        unit: Unit::Ms,
+        args: Args::OpOrWindow,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| latency(m, cell, stats, |l| l.p999),
+    },
+    GateMetric {
+        name: "max",
+        aliases: &[],
+        description: "Slowest successful op.",
+        unit: Unit::Ms,
+        args: Args::OpOrWindow,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| latency(m, cell, stats, |l| l.max),
+    },
+    GateMetric {
+        name: "mean",
+        aliases: &[],
+        description: "Mean latency of successful ops.",
+        unit: Unit::Ms,
+        args: Args::OpOrWindow,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| latency(m, cell, stats, |l| l.mean),
+    },
+    GateMetric {
+        name: "throughput",
+        aliases: &[],
+        description: "Successful ops per second over the measured window.",
+        unit: Unit::PerSecond,
+        args: Args::Op,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| Ok(Some(ops(m, cell, stats)?.iter().map(|o| o.throughput).sum())),
+    },
+    GateMetric {
+        name: "ops",
+        aliases: &[],
+        description: "Ops counted in the window, successful and failed.",
+        unit: Unit::Count,
+        args: Args::Op,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| sum(m, cell, stats, |o| o.ok + o.failed),
+    },
+    GateMetric {
+        name: "errors",
+        aliases: &[],
+        description: "Failed ops, all classes.",
+        unit: Unit::Count,
+        args: Args::Op,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| sum(m, cell, stats, |o| o.failed),
+    },
+    GateMetric {
+        name: "error_rate",
+        aliases: &[],
+        description: "`errors / ops`.",
+        unit: Unit::Share,
+        args: Args::Op,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| {
+            let ops = ops(m, cell, stats)?;
+            let (failed, total) = ops.iter().fold((0, 0), |(f, t), o| (f + o.failed, t + o.ok + o.failed));
+            Ok((total > 0).then(|| failed as f64 / total as f64))
+        },
+    },
+    GateMetric {
+        name: "deadline_errors",
+        aliases: &[],
+        description: "Deadline errors.",
+        unit: Unit::Count,
+        args: Args::Op,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| sum(m, cell, stats, |o| o.errors.deadline),
+    },
+    GateMetric {
+        name: "connection_errors",
+        aliases: &[],
+        description: "Connection errors.",
+        unit: Unit::Count,
+        args: Args::Op,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| sum(m, cell, stats, |o| o.errors.connection),
+    },
+    GateMetric {
+        name: "server_errors",
+        aliases: &[],
+        description: "Server errors.",
+        unit: Unit::Count,
+        args: Args::Op,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| sum(m, cell, stats, |o| o.errors.server),
+    },
+    GateMetric {
+        name: "hangs",
+        aliases: &[],
+        description: "Ops abandoned by the hang watchdog.",
+        unit: Unit::Count,
+        args: Args::Op,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| sum(m, cell, stats, |o| o.errors.hang),
+    },
+    GateMetric {
+        name: "over_deadline",
+        aliases: &[],
+        description: "Ops that ended more than `over_deadline_after` after their deadline (hangs not included).",
+        unit: Unit::Count,
+        args: Args::Op,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| sum(m, cell, stats, |o| o.over_deadline),
+    },
+    GateMetric {
+        name: "schedule_lag",
+        aliases: &[],
+        description: "Open loop only: 99th percentile of how late ops started against their due time.",
+        unit: Unit::Ms,
+        args: Args::None,
+        reads: Reads::Measurements,
+        value: |_, _, stats| {
+            Ok(Some(stats.schedule_lag_ms.as_ref().ok_or("schedule_lag applies only to open-loop profiles")?.p99))
+        },
+    },
+    GateMetric {
+        name: "unsent",
+        aliases: &[],
+        description: "Open loop: ops due in the window that were never sent (0 in a closed loop, which has no schedule).",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Schedule,
+        // A closed loop has no schedule, so it owes nothing.
+        value: |_, _, stats| Ok(Some(stats.open_loop.map_or(0.0, |o| o.unsent as f64))),
+    },
+    GateMetric {
+        name: "achieved_rate",
+        aliases: &[],
+        description: "Open loop only: ops sent per second of the window, next to the asked `rate`.",
+        unit: Unit::PerSecond,
+        args: Args::None,
+        reads: Reads::Schedule,
+        value: |_, _, stats| {
+            Ok(Some(stats.open_loop.ok_or("achieved_rate applies only to open-loop profiles")?.achieved_rate))
+        },
+    },
+    GateMetric {
+        name: "stale_reads",
+        aliases: &[],
+        description: "Violations found by `stale-read-after-ack`: stale reads.",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Checker(CheckerName::StaleReadAfterAck),
+        value: |_, cell, _| violations(cell, CheckerName::StaleReadAfterAck),
+    },
+    GateMetric {
+        name: "lost_acked_writes",
+        aliases: &[],
+        description: "Violations found by `lost-acknowledged-write`: lost acknowledged writes.",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Checker(CheckerName::LostAcknowledgedWrite),
+        value: |_, cell, _| violations(cell, CheckerName::LostAcknowledgedWrite),
+    },
+    GateMetric {
+        name: "torn_values",
+        aliases: &[],
+        description: "Violations found by `final-state`: keys whose final value is not one write's whole value: torn, mixed or mangled, or naming a failed write, a write to another key, or a write no client issued.",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Checker(CheckerName::FinalState),
+        value: |_, cell, _| violations(cell, CheckerName::FinalState),
+    },
+    GateMetric {
+        name: "linearizability_violations",
+        aliases: &[],
+        description: "Violations found by `linearizability`: 0 or 1 (the search stops at the first key that is not linearizable).",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Checker(CheckerName::Linearizability),
+        value: |_, cell, _| violations(cell, CheckerName::Linearizability),
+    },
+    GateMetric {
+        name: "hot_key_violations",
+        aliases: &[],
+        description: "Violations found by `hot-key`: forks, lost updates, torn items, index entries still wrong at the end of the settle window, applied-twice updates, half-written transactions.",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Checker(CheckerName::HotKey),
+        value: |_, cell, _| violations(cell, CheckerName::HotKey),
+    },
+    GateMetric {
+        name: "stale_reads_judged",
+        aliases: &[],
+        description: JUDGED,
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Checker(CheckerName::StaleReadAfterAck),
+        value: |_, cell, _| judged(cell, CheckerName::StaleReadAfterAck),
+    },
+    GateMetric {
+        name: "lost_acked_writes_judged",
+        aliases: &[],
+        description: JUDGED,
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Checker(CheckerName::LostAcknowledgedWrite),
+        value: |_, cell, _| judged(cell, CheckerName::LostAcknowledgedWrite),
+    },
+    GateMetric {
+        name: "torn_values_judged",
+        aliases: &[],
+        description: JUDGED,
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Checker(CheckerName::FinalState),
+        value: |_, cell, _| judged(cell, CheckerName::FinalState),
+    },
+    GateMetric {
+        name: "linearizability_judged",
+        aliases: &[],
+        description: JUDGED,
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Checker(CheckerName::Linearizability),
+        value: |_, cell, _| judged(cell, CheckerName::Linearizability),
+    },
+    GateMetric {
+        name: "hot_key_judged",
+        aliases: &[],
+        description: JUDGED,
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Checker(CheckerName::HotKey),
+        value: |_, cell, _| judged(cell, CheckerName::HotKey),
+    },
+    GateMetric {
+        name: "index_lag",
+        aliases: &[],
+        description: "`hot-key` on a table with an index: the longest an index entry took to agree with its item after its first read (0 when none lagged). Unmeasured without an index.",
+        unit: Unit::Ms,
+        args: Args::None,
+        reads: Reads::Checker(CheckerName::HotKey),
+        value: |_, cell, _| index_lag(cell, |lag| lag.longest_settle_ms),
+    },
+    GateMetric {
+        name: "index_lagged",
+        aliases: &[],
+        description: "`hot-key` on a table with an index: entries that agreed with their item only on a later read (lag, not violations).",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Checker(CheckerName::HotKey),
+        value: |_, cell, _| index_lag(cell, |lag| lag.settled_late as f64),
+    },
+    GateMetric {
+        name: "count",
+        aliases: &[],
+        description: "Calls whose status class is one of those named: an HTTP status (`200` counts the successes, `503` the sheds), `timeout` (deadline errors, hangs, the SDK's timeouts), `network`, `error` (a server error with no status: another kind's, DynamoDB's `UnprocessedItems` and `UnreadableResponse`), or an error type as the server names it (`ConditionalCheckFailedException`, `TransactionConflictException`). `count(503)`. Unmeasured in a cell with no call.",
+        unit: Unit::Count,
+        args: Args::Statuses,
+        reads: Reads::Measurements,
+        value: |m, _, stats| Ok(calls(m, stats, true)),
+    },
+    GateMetric {
+        name: "only",
+        aliases: &[],
+        description: "Holds when no call had any other status class or type: a condition of its own, `only(200, 503) and hangs == 0`, `only(200, ConditionalCheckFailedException, 503)`.",
+        unit: Unit::Condition,
+        args: Args::Statuses,
+        reads: Reads::Measurements,
+        value: |m, _, stats| Ok(calls(m, stats, false)),
+    },
+    GateMetric {
+        name: "denied_window",
+        aliases: &[],
+        description: "Until the last failed op after the fault ended; 0 when nothing failed; **unbounded** when the target had not recovered (failures, and no success after the last of them, up to the end of the cell): every upper bound on it fails. Over all ops together; `denied_window(FAULT, OP)` is one op kind's own (e.g. `set`), on that kind's ops alone.",
+        unit: Unit::Ms,
+        args: Args::Fault,
+        reads: Reads::Measurements,
+        // Nothing failed: no window at all.
+        value: |m, cell, stats| impact(m, cell, stats).map(|i| bounded(i, Some(i.denied_window_s.unwrap_or(0.0)))),
+    },
+    GateMetric {
+        name: "first_success",
+        aliases: &[],
+        description: "The first success after the last failure (after the fault, if none failed); unbounded when not recovered. `first_success(FAULT, OP)`: of that kind, after that kind's last failure.",
+        unit: Unit::Ms,
+        args: Args::Fault,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| impact(m, cell, stats).map(|i| bounded(i, i.first_success_s)),
+    },
+    GateMetric {
+        name: "recovered",
+        aliases: &[],
+        description: "When a 1 s stretch first reached 90% of the throughput before the fault; unmeasured if never within the cell; unbounded when not recovered. `recovered(FAULT, OP)`: that kind's throughput.",
+        unit: Unit::Ms,
+        args: Args::Fault,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| impact(m, cell, stats).map(|i| bounded(i, i.recovered_s)),
+    },
+    GateMetric {
+        name: "failed_after",
+        aliases: &[],
+        description: "Failed ops between the fault and the next one; for the last fault, every failure to the end of the cell, also of ops that ended after the window while the cell waited for them. `failed_after(FAULT, OP)`: that kind's.",
+        unit: Unit::Count,
+        args: Args::Fault,
+        reads: Reads::Measurements,
+        value: |m, cell, stats| impact(m, cell, stats).map(|i| Some(i.failed as f64)),
+    },
+    GateMetric {
+        name: "non_primary_reads",
+        aliases: &[],
+        description: "Reads answered while the role timeline shows no member primary, under a read concern that requires the primary (MongoDB `linearizable`); see [faults](#faults). Unmeasured in a cell whose roles were not sampled (no faults, or a kind whose role faultline cannot ask) or that had no successful read; a gate on it over reads whose read concern does not require the primary is unmeasured, with the read concern named.",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Measurements,
+        value: |_, cell, _| non_primary_reads(cell),
+    },
+];
+
+const PERCENTILE: &str = "Latency percentile of successful ops.";
+const JUDGED: &str = "How much the checker judged (its `checked`, see [A check that judged nothing](#a-check-that-judged-nothing-is-not-a-pass)).";
+
+impl GateMetric {
+    /// The metric a gate names, by its name or an alias.
+    pub fn named(name: &str) -> Option<&'static GateMetric> {
+        METRICS.iter().find(|m| m.name == name || m.aliases.contains(&name))
+    }
+
+    /// How the parser's hint lists it: `errors`, `denied_window(FAULT[, OP])`.
+    fn form(&self) -> String {
+        match (self.args, self.unit) {
+            (Args::Fault, _) => format!("{}(FAULT[, OP])", self.name),
+            (Args::Statuses, Unit::Condition) => format!("{}(STATUS, …)", self.name),
+            (Args::Statuses, _) => format!("{}(STATUS)", self.name),
+            _ => self.name.to_string(),
+        }
+    }
+}
+
+// Rows are told apart by name (unique, a test holds it): their value fns
+// cannot be compared.
+impl PartialEq for GateMetric {
+    fn eq(&self, other: &GateMetric) -> bool {
+        self.name == other.name
+    }
+}
+
+impl fmt::Debug for GateMetric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GateMetric({})", self.name)
+    }
+}
+
+/// Every form a gate may name, for the hint after an unknown metric.
+pub fn known() -> String {
+    let forms: Vec<String> = METRICS.iter().map(GateMetric::form).collect();
+    format!(
+        "ratio(throughput|p50|p99, TARGET/BASELINE), ratio_low(…), ratio_high(…), {}; \
+         latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)",
+        forms.join(", ")
+    )
+}
+
+/// The metrics that take a window around a fault: `p50, p95, … and mean`.
+pub fn windowed() -> String {
+    let names: Vec<&str> = METRICS.iter().filter(|m| m.args == Args::OpOrWindow).map(|m| m.name).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+impl Unit {
+    /// As docs/spec.md's table of metrics names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Ms => "duration (ms)",
+            Unit::Count => "count",
+            Unit::PerSecond => "ops/s",
+            Unit::Share => "fraction 0–1",
+            Unit::Condition => "condition",
+        }
+    }
+
+    /// A value as evidence reads it: `40ms`, `500/s`, `1.5%`, `12`.
+    pub fn format(self, v: f64) -> String {
+        if v == f64::INFINITY {
+            return "unbounded (not recovered by the end of the cell)".into();
+        }
+        match self {
+            Unit::Ms => format_duration(Duration::from_secs_f64(v.max(0.0) / 1e3)),
+            Unit::PerSecond => format!("{v:.0}/s"),
+            Unit::Share => format!("{}%", format_decimal(v * 100.0)),
+            Unit::Count | Unit::Condition => format_decimal(v),
+        }
+    }
+}
+
+impl MetricRef {
+    /// Its value in a cell; see [`Value`].
+    pub fn value(&self, cell: &CellResult) -> Value {
+        let stats = cell.stats.as_ref().ok_or("the cell has no measurements")?;
+        (self.metric.value)(self, cell, stats)
+    }
+
+    /// `p99(get) = 40ms`.
+    pub fn reading(&self, v: f64) -> String {
+        format!("{self} = {}", self.metric.unit.format(v))
+    }
+}
+
+/// As evidence names it: `p99(get, after: crash)`, `count(503)`.
+impl fmt::Display for MetricRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match (self.metric.args, self.metric.unit) {
+            (Args::Statuses, Unit::Condition) => return write!(f, "calls outside {}", self.statuses.join(", ")),
+            (Args::Statuses, _) => return write!(f, "{}({})", self.metric.name, self.statuses.join(", ")),
+            _ => self.metric.name,
+        };
+        match (self.op, &self.fault, self.window) {
+            (Some(op), Some(fault), Some(side)) => write!(f, "{name}({}, {}: {fault})", op.as_str(), side.as_str()),
+            (None, Some(fault), Some(side)) => write!(f, "{name}({}: {fault})", side.as_str()),
+            (Some(op), Some(fault), None) => write!(f, "{name}({fault}, {})", op.as_str()),
+            (Some(op), _, _) => write!(f, "{name}({})", op.as_str()),
+            (None, Some(fault), None) => write!(f, "{name}({fault})"),
+            (None, None, _) => f.write_str(name),
+        }
+    }
+}
+
+/// The op kinds a metric covers: the one it names, or all.
+fn ops<'a>(m: &MetricRef, cell: &CellResult, stats: &'a CellStats) -> Result<Vec<&'a OpStats>, String> {
+    Ok(match m.op {
+        Some(kind) => vec![stats
+            .per_op
+            .get(kind.as_str())
+            .ok_or_else(|| format!("the workload `{}` has no {} ops", cell.workload, kind.as_str()))?],
+        None => stats.per_op.values().collect(),
+    })
+}
+
+/// A count summed over the op kinds covered.
+fn sum(m: &MetricRef, cell: &CellResult, stats: &CellStats, count: fn(&OpStats) -> u64) -> Value {
+    Ok(Some(ops(m, cell, stats)?.iter().map(|o| count(o)).sum::<u64>() as f64))
+}
+
+/// A latency over the op kinds covered, or over a window around a fault:
+/// the worst kind counts, and a kind with no successful op (in the window)
+/// leaves the value unmeasured.
+fn latency(m: &MetricRef, cell: &CellResult, stats: &CellStats, pick: fn(&LatencyStats) -> f64) -> Value {
+    let latencies: Vec<Option<&LatencyStats>> = match (m.window, &m.fault) {
+        (Some(side), Some(fault)) => {
+            let window =
+                stats.window_latency.iter().find(|w| &w.fault == fault && w.window == side).ok_or_else(|| {
+                    format!("no fault named `{fault}` was applied, confirmed and (where it heals) healed in this cell")
+                })?;
+            match m.op {
+                Some(kind) => vec![window
+                    .per_op
+                    .get(kind.as_str())
+                    .ok_or_else(|| format!("the workload has no {} ops", kind.as_str()))?
+                    .as_ref()],
+                None => window.per_op.values().map(Option::as_ref).collect(),
+            }
+        }
+        _ => ops(m, cell, stats)?.into_iter().map(|o| o.latency_ms.as_ref()).collect(),
+    };
+    Ok(latencies.into_iter().try_fold(f64::MIN, |worst, l| l.map(|l| worst.max(pick(l)))))
+}
+
+/// The impact of the fault the metric names: that op kind's own when it
+/// names one, all ops together otherwise.
+fn impact<'a>(m: &MetricRef, cell: &CellResult, stats: &'a CellStats) -> Result<&'a FaultImpact, String> {
+    let name = m.fault.as_deref().unwrap_or_default();
+    let whole = stats
+        .fault_impact
+        .iter()
+        .find(|f| f.fault == name)
+        .ok_or_else(|| format!("no fault named `{name}` was applied and confirmed in this cell"))?;
+    match m.op {
+        None => Ok(whole),
+        Some(kind) => whole
+            .per_op
+            .get(kind.as_str())
+            .ok_or_else(|| format!("the workload `{}` has no {} ops", cell.workload, kind.as_str())),
+    }
+}
+
+/// Seconds after the fault, in ms; not recovered by the end of the cell,
+/// every bound on it fails.
+fn bounded(impact: &FaultImpact, seconds: Option<f64>) -> Option<f64> {
+    match impact.not_recovered {
+        true => Some(f64::INFINITY),
+        false => seconds.map(|s| s * 1e3),
+    }
+}
+
+/// Calls whose status class is one the metric names (`inside`), or none of
+/// them. Successes are class 200; a failure matches a name that is its class
+/// (`503`, `timeout`) or its error type (`ConditionalCheckFailedException`).
+/// No call at all: nothing says which classes the calls had.
+fn calls(m: &MetricRef, stats: &CellStats, inside: bool) -> Option<f64> {
+    let named = |n: &str| m.statuses.iter().any(|s| s == n);
+    let ok = (stats.ok, named("200"));
+    let failures = stats.error_labels.iter().map(|l| {
+        let error_type = l.label.rsplit(' ').next().unwrap_or_default();
+        (l.count, named(status_class(&l.label)) || named(error_type))
+    });
+    let calls: Vec<(u64, bool)> = std::iter::once(ok).chain(failures).collect();
+    let total: u64 = calls.iter().map(|(n, _)| n).sum();
+    (total > 0).then(|| calls.iter().filter(|(_, hit)| *hit == inside).map(|(n, _)| *n).sum::<u64>() as f64)
+}
+
+/// The cell's result of checker `name`.
+fn check_of(cell: &CellResult, name: CheckerName) -> Result<&CheckResult, String> {
+    cell.checks
+        .iter()
+        .find(|c| c.checker == name.as_str())
+        .ok_or_else(|| format!("the spec runs no `{}` checker", name.as_str()))
+}
+
+/// The violations a checker found. Nothing judged is nothing passed: a
+/// violation found still counts.
+fn violations(cell: &CellResult, name: CheckerName) -> Value {
+    let check = check_of(cell, name)?;
+    match check.status {
+        CheckStatus::Unknown => Ok(None),
+        CheckStatus::Ok if check.checked == 0 => {
+            Err(format!("the {} checker judged 0 {}", name.as_str(), name.judges()))
+        }
+        _ => Ok(Some(check.violations as f64)),
+    }
+}
+
+/// How much a checker judged, measured even at 0.
+fn judged(cell: &CellResult, name: CheckerName) -> Value {
+    let check = check_of(cell, name)?;
+    Ok((check.status != CheckStatus::Unknown).then_some(check.checked as f64))
+}
+
+/// How the hot-key checker saw an index catch up with its items.
+fn index_lag(cell: &CellResult, pick: fn(&IndexLag) -> f64) -> Value {
+    let check = check_of(cell, CheckerName::HotKey)?;
+    if check.status == CheckStatus::Unknown {
+        return Ok(None);
+    }
+    let lag = check.index.as_ref().ok_or("the hot-key checker judged no index entry (a table with `index:`)")?;
+    if lag.entries == 0 {
+        return Err("the hot-key checker judged 0 index entries".into());
+    }
+    Ok(Some(pick(lag)))
+}
+
+/// Reads answered with no primary, where the read concern needs one. No
+/// read to judge: unmeasured, not a pass.
+fn non_primary_reads(cell: &CellResult) -> Value {
+    let reads = cell.non_primary_reads.as_ref().ok_or(
+        "no role timeline judged this cell's reads (roles are sampled in cells with faults on targets whose roles faultline can ask)",
+    )?;
+    if !reads.requires_primary {
+        return Err(format!(
+            "the reads were under read concern `{}`, which does not require the primary",
+            reads.read_concern
+        ));
+    }
+    Ok((reads.judged > 0).then_some(reads.count as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn every_row_has_a_description_a_unit_and_a_name_of_its_own() {
+        let mut names = BTreeSet::new();
+        for m in METRICS {
+            assert!(!m.description.trim().is_empty(), "{} has no description", m.name);
+            assert!(!m.unit.name().is_empty(), "{} has no unit", m.name);
+            for name in std::iter::once(&m.name).chain(m.aliases) {
+                assert!(names.insert(*name), "`{name}` names two metrics");
+                assert_eq!(GateMetric::named(name), Some(m));
+            }
+        }
+        assert_eq!(windowed(), "p50, p95, p99, p999, max and mean");
+    }
+
+    /// docs/spec.md's table of metrics names exactly the table's metrics,
+    /// with each one's unit and description.
+    #[test]
+    fn the_docs_table_of_metrics_is_this_table() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/spec.md");
+        let docs = std::fs::read_to_string(path).expect("docs/spec.md");
+        let section = docs.split("\n### Metrics\n").nth(1).expect("a `### Metrics` section in docs/spec.md");
+        let rows = section.lines().skip_while(|l| !l.starts_with('|')).take_while(|l| l.starts_with('|')).skip(2);
+        let mut documented = Vec::new();
+        for row in rows {
+            let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+            let [names, unit, meaning, _args] = cells[..] else { panic!("docs/spec.md: not 4 cells: {row}") };
+            // `p999` (also `p99.9`), `denied_window(FAULT)`, `count(STATUS, …)`: the names in backticks.
+            for name in names.split('`').skip(1).step_by(2) {
+                let name = name.split('(').next().unwrap_or_default();
+                let m = GateMetric::named(name).unwrap_or_else(|| panic!("docs/spec.md names `{name}`, no metric"));
+                assert_eq!((m.unit.name(), m.description), (unit, meaning), "docs/spec.md on `{name}`");
+                documented.push(name);
+            }
+        }
+        let all: Vec<&str> = METRICS.iter().flat_map(|m| std::iter::once(&m.name).chain(m.aliases)).copied().collect();
+        assert_eq!(documented, all, "docs/spec.md's table of metrics against crates/spec/src/gate/metrics.rs");
+    }
+}
