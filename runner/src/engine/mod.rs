@@ -1,6 +1,7 @@
 //! The engine: brings the plan's targets up, drives each cell with the
 //! closed- or open-loop executor under deadlines and the hang watchdog, and
-//! takes everything down again, whatever happens.
+//! takes everything down again, whatever happens. A cell's own way, from
+//! bring-up to its result, is the list of phases in `run_cell` (cell/).
 
 mod books;
 mod cell;
