@@ -1,0 +1,127 @@
+//! The fifth phase: run the scenario's checkers on what the cell recorded.
+//! Takes `Measured`; gives `Judged`: a result per checker, and the fault
+//! records with the lost writes placed around them. Separate because it
+//! reads what the window left behind, not the window: the history files and
+//! the target's final state (through the driver), after the load has ended.
+//! Anything that cannot be read leaves the checkers `unknown`, never passed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::summarize::Measured;
+use super::{CellRun, Kept};
+use crate::metrics::roles::{self, NonPrimaryReads, RoleChange};
+use crate::metrics::CellStats;
+use crate::results::CellStatus;
+use crate::spec::OpKind;
+use crate::target::TargetDriver;
+use faultline_check::checker::lost_write_times::{self, AckTimes};
+use faultline_check::checker::{self, CheckResult, CheckerName};
+use faultline_check::history::Scope;
+
+/// How long the linearizability search may take per cell before it says `unknown`.
+const LINEARIZABILITY_BUDGET: Duration = Duration::from_secs(60);
+
+/// The cell measured and judged: all of its result but the after-probes.
+pub struct Judged {
+    /// Completed, or Interrupted.
+    pub status: CellStatus,
+    pub measured_s: f64,
+    pub stats: CellStats,
+    pub roles: Vec<RoleChange>,
+    pub non_primary_reads: Option<NonPrimaryReads>,
+    /// One per checker of the scenario (none without checkers).
+    pub checks: Vec<CheckResult>,
+    /// The faults now carry the lost writes placed around them.
+    pub kept: Kept,
+}
+
+pub async fn judge(run: &CellRun<'_>, measured: Measured) -> Judged {
+    let Measured { status, measured_s, stats, roles, non_primary_reads, driver, incomplete, mut kept } = measured;
+    let names = run.checkers();
+    let checks = if names.is_empty() {
+        Vec::new()
+    } else if run.engine.cancel.is_cancelled() {
+        let why = "not checked: the run was interrupted".to_string();
+        names.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect()
+    } else {
+        match incomplete {
+            Some(e) => {
+                names.iter().map(|n| CheckResult::unknown(*n, format!("the history is incomplete: {e:#}"))).collect()
+            }
+            None => {
+                // Lost writes are held against the spans a demoted
+                // primary was still primary, each fault taking its share.
+                let demoted = roles::demoted_primaries(&roles, measured_s);
+                let window_start_ns = run.cell.timing.warmup.as_nanos() as u64;
+                let spans = lost_write_times::spans_ns(&demoted, window_start_ns);
+                let (checks, ack_times) = check_cell(run, names, &driver, spans).await;
+                if let Some(times) = ack_times {
+                    lost_write_times::place(&mut kept.faults, &demoted, &times, window_start_ns);
+                }
+                checks
+            }
+        }
+    };
+    Judged { status, measured_s, stats, roles, non_primary_reads, checks, kept }
+}
+
+/// Reads the cell's history, then the final values of the keys it wrote,
+/// and runs the checkers. Anything that cannot be read leaves them
+/// `unknown`, never passed.
+async fn check_cell(
+    run: &CellRun<'_>,
+    names: &[CheckerName],
+    driver: &Arc<dyn TargetDriver>,
+    demoted_spans: Vec<(u64, u64)>,
+) -> (Vec<CheckResult>, Option<AckTimes>) {
+    let (uri, workload, timing) = (run.running.uri.as_str(), &run.workload, run.cell.timing);
+    let names = names.to_vec();
+    let unknown = |why: String| (names.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect::<Vec<_>>(), None);
+    let dir = run.history_dir();
+    let longest_op = timing.deadline + timing.hang_after;
+    let first = {
+        let (dir, names) = (dir.clone(), names.clone());
+        tokio::task::spawn_blocking(move || checker::first_pass(&dir, &names, longest_op)).await
+    };
+    let pass = match first {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return unknown(format!("cannot read the history: {e:#}")),
+        Err(e) => return unknown(format!("the history reader crashed: {e}")),
+    };
+    let keys: Vec<u64> = pass.written_keys.iter().copied().collect();
+    let key_bytes: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|k| {
+            let mut b = Vec::new();
+            workload.put_key(OpKind::Set, *k, &mut b);
+            b
+        })
+        .collect();
+    let values = match tokio::time::timeout(Duration::from_secs(60), driver.read_values(uri, &key_bytes)).await {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => return unknown(format!("cannot read the final state: {e:#}")),
+        Err(_) => return unknown("reading the final state took longer than 60s".into()),
+    };
+    // The hot-key checker holds whole items (and their index entries)
+    // against the images the writes returned.
+    let stored_items = match names.contains(&CheckerName::HotKey) {
+        false => None,
+        true => match tokio::time::timeout(Duration::from_secs(60), driver.stored_items(uri, &key_bytes)).await {
+            Ok(Ok(items)) => Some(keys.iter().copied().zip(items).collect::<HashMap<_, _>>()),
+            Ok(Err(e)) => return unknown(format!("cannot read the stored items: {e:#}")),
+            Err(_) => return unknown("reading the stored items took longer than 60s".into()),
+        },
+    };
+    let final_values: HashMap<u64, Option<Vec<u8>>> = keys.into_iter().zip(values).collect();
+    let scope = Scope { run: run.engine.run_tag, cell: run.position.0 as u16 };
+    let checkers = names.clone();
+    let fresh_keys = workload.is_rounds();
+    tokio::task::spawn_blocking(move || {
+        let stored = checker::Stored { values: &final_values, items: stored_items.as_ref(), fresh_keys };
+        checker::run(&dir, &checkers, pass, stored, scope, LINEARIZABILITY_BUDGET, &demoted_spans)
+    })
+    .await
+    .unwrap_or_else(|e| unknown(format!("a checker crashed: {e}")))
+}

@@ -1,0 +1,141 @@
+//! One cell's way through the engine, as phases that each take what the one
+//! before gave and name what they give: `bring_up` arms the cell (driver,
+//! connected clients, shape plugin), `run_window` runs the load beside the
+//! fault schedule, the role watch and the window probes, `merge` joins the
+//! lanes' books and decides the window, `summarize` turns them into the
+//! cell's stats, `judge` runs the checkers, and `finish` runs the after-probes
+//! and writes the cell's result. `Engine::run_cell` lists them in order.
+//!
+//! Here: what every phase reads (`CellRun`), what a cell keeps however it
+//! ends (`Kept`), and how a cell that stops early ends (`Stopped`).
+
+mod bring_up;
+mod finish;
+mod judge;
+mod merge;
+mod summarize;
+mod window;
+
+pub use bring_up::bring_up;
+pub use finish::finish;
+pub use judge::judge;
+pub use merge::merge;
+pub use summarize::summarize;
+pub use window::run_window;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Engine;
+use crate::fault::FaultRecord;
+use crate::plan::Cell;
+use crate::probe::{ProbeOutput, ProbeTarget};
+use crate::provider::RunningTarget;
+use crate::results::{CellResult, CellStatus};
+use crate::spec::probe::ProbeWhen;
+use crate::spec::{Load, Spec, TargetSpec};
+use crate::workload::Workload;
+use faultline_check::checker::CheckerName;
+
+/// What every phase of a cell reads and none changes: the engine, the cell,
+/// where it stands in the run, its running target and its workload.
+pub struct CellRun<'a> {
+    pub engine: &'a Engine<'a>,
+    pub cell: &'a Cell,
+    /// 1-based, and the run's number of cells: for the console, the probes'
+    /// file names and the history's directory.
+    pub position: (usize, usize),
+    pub running: &'a RunningTarget,
+    pub workload: Arc<Workload>,
+    /// How long the cells after this one take: for the progress line's
+    /// estimate of the run's end.
+    pub remaining_after: Duration,
+}
+
+impl CellRun<'_> {
+    /// The spec as the cell's matrix point filled it in.
+    fn spec(&self) -> &Spec {
+        self.cell.spec(self.engine.spec)
+    }
+
+    fn target_spec(&self) -> &TargetSpec {
+        &self.spec().targets[&self.cell.target]
+    }
+
+    fn load(&self) -> Load<'_> {
+        self.spec().profiles[&self.cell.profile].load()
+    }
+
+    /// How many connections the load opens, and how many ops each keeps in flight.
+    fn lanes(&self) -> (u32, u32) {
+        match self.load() {
+            Load::Closed(s) => (s.clients, s.in_flight),
+            Load::Open(o) => (o.connections, o.in_flight),
+        }
+    }
+
+    /// The checkers of the cell's scenario: its own, or the campaign's.
+    fn checkers(&self) -> &[CheckerName] {
+        self.engine.scenario(self.cell).checkers.as_deref().unwrap_or(&self.engine.spec.checkers)
+    }
+
+    /// Where the cell's lanes write their histories and the checkers read them.
+    fn history_dir(&self) -> PathBuf {
+        self.engine.history_dir.join(format!("{:03}", self.position.0))
+    }
+
+    fn probe_at(&self) -> ProbeTarget<'_> {
+        ProbeTarget { instance: &self.cell.instance, target: self.running, run_dir: self.engine.run_dir }
+    }
+
+    /// The probes that name this cell's target (`when: before` or `after`),
+    /// run one after another.
+    async fn probes(&self, when: ProbeWhen) -> Vec<ProbeOutput> {
+        let at = self.probe_at();
+        let mut outputs = Vec::new();
+        for p in self.engine.probes_for(self.cell, &self.cell.target, when) {
+            outputs.push(at.run(p, Some(self.position.0 - 1)).await);
+        }
+        outputs
+    }
+}
+
+/// What a cell records on its way that its result keeps however it ends:
+/// the probes that ran, and the faults (which ran and were healed before a
+/// cell failed is part of what happened).
+#[derive(Default)]
+pub struct Kept {
+    pub probes: Vec<ProbeOutput>,
+    pub faults: Vec<FaultRecord>,
+}
+
+/// A cell that ended before its last phase: failed (with why) or
+/// interrupted, with what it had kept by then.
+pub struct Stopped {
+    status: CellStatus,
+    error: Option<String>,
+    kept: Kept,
+}
+
+impl Stopped {
+    fn failed(kept: Kept, error: String) -> Stopped {
+        Stopped { status: CellStatus::Failed, error: Some(error), kept }
+    }
+
+    fn interrupted(kept: Kept) -> Stopped {
+        Stopped { status: CellStatus::Interrupted, error: None, kept }
+    }
+
+    /// The cell's result: `skipped` (the cell's labels, nothing measured)
+    /// with how it stopped and what it kept.
+    pub fn into_result(self, skipped: CellResult) -> CellResult {
+        CellResult {
+            status: self.status,
+            error: self.error,
+            probes: self.kept.probes,
+            faults: self.kept.faults,
+            ..skipped
+        }
+    }
+}

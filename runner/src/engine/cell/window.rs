@@ -1,0 +1,254 @@
+//! The second phase: run the cell's window. Takes `Armed`; gives `Ran`: each
+//! lane's end, the fault records, the roles sampled through the window and
+//! the window probes' outputs, all joined. Separate because it is the only
+//! phase that runs things side by side on the window's clock: the load's
+//! lanes (closed or open loop, contention rounds), the fault schedule, the
+//! role watch and the window probes start and end together, and the
+//! schedule heals what is in force as soon as the load has ended.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::{JoinError, JoinHandle};
+use tokio::time::Instant;
+
+use super::bring_up::Armed;
+use super::{CellRun, Kept, Stopped};
+use crate::engine::books::{self, LaneEnd};
+use crate::engine::{pipeline, progress, requests, rounds, schedule};
+use crate::fault;
+use crate::metrics::{roles, LiveCounters, Recorder, SharedTimelines};
+use crate::plugin::shape::{Feed, Shape};
+use crate::spec::probe::ProbeWhen;
+use crate::spec::Load;
+use crate::target::{self, Connection, ReadRule, TargetDriver};
+use crate::workload::OpStream;
+use faultline_check::history::{HistoryWriter, Scope};
+
+/// The cell's measured window on its clock.
+#[derive(Clone, Copy)]
+pub struct Clock {
+    pub measure_from: Instant,
+    pub stop_at: Instant,
+}
+
+/// A window that has run: every lane has ended, the fault schedule has
+/// healed what it could, the role watch and the window probes have stopped.
+pub struct Ran {
+    pub driver: Arc<dyn TargetDriver>,
+    pub shape: Option<Arc<Mutex<Shape>>>,
+    pub clock: Clock,
+    /// Each lane's books, or how its task crashed.
+    pub ends: Vec<Result<LaneEnd, JoinError>>,
+    /// The lanes' shared per-second timelines.
+    pub timelines: Arc<SharedTimelines>,
+    /// The cell's progress line, still drawing.
+    pub watcher: JoinHandle<()>,
+    /// Who was primary through the window, when someone was watched.
+    pub role_changes: Option<roles::Sampled>,
+    /// Which reads only a primary may answer, if the kind has such a rule.
+    pub read_rule: Option<ReadRule>,
+    /// The before- and window probes' outputs, and the fault records.
+    pub kept: Kept,
+}
+
+pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped> {
+    let Armed { driver, clients, shape, mut kept } = armed;
+    let (engine, cell, workload) = (run.engine, run.cell, &run.workload);
+    let (connections, in_flight) = run.lanes();
+    let load = run.load();
+    let target_spec = run.target_spec();
+    let uri = run.running.uri.as_str();
+    let t = cell.timing;
+    let t0 = Instant::now() + Duration::from_millis(5);
+    let measure_from = t0 + t.warmup;
+    let stop_at = measure_from + t.duration;
+    let clock = Clock { measure_from, stop_at };
+    let salt = cell.stream_salt();
+    let mut live = Vec::new();
+    let mut tasks = Vec::new();
+    let with_faults = !engine.scenario(cell).faults.is_empty();
+    // Reads that only the primary may answer are placed against the role
+    // timeline afterwards, from the same per-op samples.
+    let read_rule = driver.read_rule();
+    let reads_need_primary = read_rule.as_ref().is_some_and(|r| r.requires_primary);
+    let keep_windows = with_faults && (gates_use_windows(run) || reads_need_primary);
+    let timelines = Arc::new(SharedTimelines::new(crate::metrics::timeline_step(t.duration)));
+    // Several clients in contention rounds: one gate holds them together.
+    let mut round_seats = match workload.is_rounds() && connections > 1 {
+        true => rounds::RoundGate::seats(connections as usize).into_iter().map(Some).collect(),
+        false => Vec::new(),
+    };
+    for (i, connection) in clients.into_iter().enumerate() {
+        let counters = Arc::new(LiveCounters::default());
+        live.push(Arc::clone(&counters));
+        let recorder = Recorder::new(
+            workload.kinds().into_iter(),
+            measure_from,
+            counters,
+            Arc::clone(&timelines),
+            matches!(load, Load::Open(_)),
+            with_faults,
+            keep_windows,
+        );
+        let history = match open_history(run, i, t0) {
+            Ok(h) => h,
+            Err(e) => return Err(Stopped::failed(kept, format!("{e:#}"))),
+        };
+        let tag = history.as_ref().map(|h| (h.scope.cell, i as u16));
+        let ops = match &shape {
+            Some(s) => OpStream::from_plugin(Feed::new(s, i as u32, in_flight), tag),
+            None => workload.stream(i as u64, connections as u64, in_flight, salt, tag),
+        };
+        let pacing = match load {
+            Load::Closed(_) => None,
+            Load::Open(o) => Some(schedule::Pacing { t0, rate: o.rate, first: i as u64, stride: connections as u64 }),
+        };
+        let settings = books::Settings {
+            in_flight,
+            timing: t,
+            cancel_at_deadline: target_spec.cancel_at_deadline,
+            measure_from,
+            stop_at,
+            pacing,
+            rounds: round_seats.get_mut(i).and_then(Option::take),
+        };
+        let cancel = engine.cancel.clone();
+        let dialer =
+            pipeline::Dialer { driver: Arc::clone(&driver), uri: uri.to_string(), workload: Arc::clone(workload) };
+        tasks.push(match connection {
+            Connection::Pipelined(c) => {
+                // The socket moves to the load thread's own reactor.
+                let moved = {
+                    let _on = engine.load_threads.enter(i);
+                    c.stream.into_std().and_then(tokio::net::TcpStream::from_std)
+                };
+                let stream = match moved {
+                    Ok(s) => s,
+                    Err(e) => {
+                        return Err(Stopped::failed(kept, format!("cannot move a connection to its load thread: {e}")))
+                    }
+                };
+                let c = target::PipelinedConnection { stream, protocol: c.protocol };
+                engine.load_threads.spawn(i, async move {
+                    tokio::time::sleep_until(t0).await;
+                    pipeline::run(c, dialer, ops, settings, recorder, history, cancel).await
+                })
+            }
+            Connection::Requests(client) => tokio::spawn(async move {
+                tokio::time::sleep_until(t0).await;
+                requests::run(client, ops, settings, recorder, history, cancel).await
+            }),
+        });
+    }
+    let rounds = workload.is_rounds().then(|| progress::Rounds {
+        asked: workload.key_count(),
+        writers: u64::from(connections) * u64::from(in_flight),
+    });
+    let watcher = engine.progress.watch_cell(
+        run.position,
+        cell.label(),
+        live,
+        t0,
+        t.warmup,
+        t.duration,
+        run.remaining_after,
+        rounds,
+    );
+    // Faults run beside the load, on the measured window's clock; the
+    // schedule heals what is still in force when the window ends, or as
+    // soon as the load has ended early (a failed shape plugin): a cell
+    // whose load is gone does not sit out its window.
+    let load_ended = engine.cancel.child_token();
+    let faults = &t.scaled_faults(&engine.scenario(cell).faults);
+    let schedule = async {
+        match faults.is_empty() {
+            true => Vec::new(),
+            false => {
+                fault::run_schedule(run.spec(), run.running, faults, measure_from, stop_at, load_ended.clone()).await
+            }
+        }
+    };
+    // Who is primary, sampled through the window, for targets with
+    // members, and for one server whose role its kind can ask.
+    let watched = match (faults.is_empty(), run.running.topology()) {
+        (true, _) => None,
+        (false, Some(t)) if t.members.len() > 1 => Some(roles::Watched::Members(Arc::clone(t))),
+        (false, _) if driver.has_roles() => Some(roles::Watched::Server {
+            name: run.running.name.clone(),
+            uri: uri.to_string(),
+            kind: target::topology::topology_kind(target_spec.kind),
+        }),
+        (false, _) => None,
+    };
+    let roles = async {
+        match watched {
+            Some(w) => Some(roles::watch(w, measure_from, stop_at, load_ended.clone()).await),
+            None => None,
+        }
+    };
+    let load_tasks = async {
+        let ends = futures::future::join_all(tasks).await;
+        load_ended.cancel();
+        ends
+    };
+    // Window probes (`strace -c -p {pid}`) cover the measured window only.
+    let window_probes = async {
+        let probes = engine.probes_for(cell, &cell.target, ProbeWhen::Window);
+        if probes.is_empty() {
+            return Vec::new();
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(measure_from) => {}
+            _ = load_ended.cancelled() => {}
+        }
+        let probe_at = run.probe_at();
+        let mut started = Vec::new();
+        let mut outputs = Vec::new();
+        for p in probes {
+            match probe_at.start_window(p, run.position.0 - 1) {
+                Ok(w) => started.push(w),
+                Err(out) => outputs.push(*out),
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(stop_at) => {}
+            _ = load_ended.cancelled() => {}
+        }
+        for w in started {
+            outputs.push(w.stop().await);
+        }
+        outputs
+    };
+    let (ends, fault_records, role_changes, window_outputs) = tokio::join!(load_tasks, schedule, roles, window_probes);
+    kept.probes.extend(window_outputs);
+    kept.faults = fault_records;
+    Ok(Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, kept })
+}
+
+/// Whether a gate that covers this cell takes a latency over a window
+/// around a fault: only then are the cell's successes kept.
+fn gates_use_windows(run: &CellRun<'_>) -> bool {
+    let cell = run.cell;
+    run.engine.spec.gates.values().any(|g| {
+        let covers = g.scenario.as_ref().is_none_or(|s| *s == cell.scenario)
+            && g.profile.as_ref().is_none_or(|p| *p == cell.profile);
+        match &g.rule {
+            crate::spec::GateRule::Expr(e) => covers && crate::gate::expr::parse(e).is_ok_and(|e| e.uses_windows()),
+            crate::spec::GateRule::Plugin(_) => false,
+        }
+    })
+}
+
+/// One history file per connection, when checkers need a history.
+fn open_history(run: &CellRun<'_>, connection: usize, t0: Instant) -> anyhow::Result<Option<books::HistoryLog>> {
+    use anyhow::Context;
+    if run.checkers().is_empty() {
+        return Ok(None);
+    }
+    let dir = run.history_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let writer = HistoryWriter::create(&dir.join(format!("{connection:04}.ops")))?;
+    let scope = Scope { run: run.engine.run_tag, cell: run.position.0 as u16 };
+    Ok(Some(books::HistoryLog { writer, t0, scope }))
+}
