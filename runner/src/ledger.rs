@@ -241,10 +241,7 @@ mod tests {
             collection: collection.into(),
         };
         let listed = at("mongodb://app:s3cr3t-pw@db.example:27017/", "kv");
-        assert_eq!(
-            listed.describe(),
-            "mongodb collection `faultline.kv` at mongodb://app:REDACTED@db.example:27017/"
-        );
+        assert_eq!(listed.describe(), "mongodb collection `faultline.kv` at mongodb://app:REDACTED@db.example:27017/");
         assert!(listed.same(&at("mongodb://app:s3cr3t-pw@db.example:27017/", "kv")));
         assert!(!listed.same(&at("mongodb://app:s3cr3t-pw@db.example:27017/", "other")));
         // The file names its kind, as teardown reads it back.

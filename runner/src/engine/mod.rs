@@ -693,11 +693,18 @@ impl Engine<'_> {
         // against the images the writes returned.
         let stored_items = match names.contains(&CheckerName::HotKey) {
             false => None,
-            true => match tokio::time::timeout(driver.stored_items_budget(), driver.stored_items(uri, &key_bytes)).await {
-                Ok(Ok(items)) => Some(keys.iter().copied().zip(items).collect::<HashMap<_, _>>()),
-                Ok(Err(e)) => return unknown(format!("cannot read the stored items: {e:#}")),
-                Err(_) => return unknown(format!("reading the stored items took longer than {}", crate::spec::units::format_duration(driver.stored_items_budget()))),
-            },
+            true => {
+                match tokio::time::timeout(driver.stored_items_budget(), driver.stored_items(uri, &key_bytes)).await {
+                    Ok(Ok(items)) => Some(keys.iter().copied().zip(items).collect::<HashMap<_, _>>()),
+                    Ok(Err(e)) => return unknown(format!("cannot read the stored items: {e:#}")),
+                    Err(_) => {
+                        return unknown(format!(
+                            "reading the stored items took longer than {}",
+                            crate::spec::units::format_duration(driver.stored_items_budget())
+                        ))
+                    }
+                }
+            }
         };
         let final_values: HashMap<u64, Option<Vec<u8>>> = keys.into_iter().zip(values).collect();
         let scope = Scope { run: self.run_tag, cell: cell as u16 };

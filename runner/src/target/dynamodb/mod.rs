@@ -751,7 +751,8 @@ mod tests {
         fn driver(settle: Duration) -> DynamoDriver {
             let mut options = DynamoOptions::default();
             let settle = crate::spec::units::Dur(settle);
-            options.table.index = Some(options::IndexSpec { name: "by-group".into(), projection: Projection::All, settle });
+            options.table.index =
+                Some(options::IndexSpec { name: "by-group".into(), projection: Projection::All, settle });
             DynamoDriver::new(options)
         }
 
@@ -811,7 +812,9 @@ mod tests {
             let judged = hot_key::check(&writes, &items, Scope { run: RUN, cell: 1 }, true);
             assert_eq!(judged.violations, 1, "{:?}", judged.witnesses);
             assert!(
-                judged.witnesses[0].starts_with("key 2: the index holds no entry for the stored item, still when its 2s settle window ended"),
+                judged.witnesses[0].starts_with(
+                    "key 2: the index holds no entry for the stored item, still when its 2s settle window ended"
+                ),
                 "{:?}",
                 judged.witnesses
             );

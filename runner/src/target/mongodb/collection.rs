@@ -45,7 +45,7 @@ pub async fn prepare(client: &Client, uri: &str, options: &MongoOptions) -> anyh
         .await
         .map_err(|e| anyhow::anyhow!("listCollections in `{}`: {}", options.database, errors::explain(&e)))?;
     let mut taken_back = None;
-    if listed.iter().any(|c| *c == options.collection) {
+    if listed.contains(&options.collection) {
         let Some((path, entry)) = crate::ledger::claimed_elsewhere(&resource) else {
             return Ok(format!("collection `{name}` exists, used as it is (and left at the end)"));
         };
