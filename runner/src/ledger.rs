@@ -1,13 +1,15 @@
 //! What a run creates that carries no faultline label (containers and
-//! networks have theirs): the DynamoDB tables it creates, its servers' data
+//! networks have theirs): the DynamoDB tables it creates, the MongoDB
+//! collections it creates on external servers, its servers' data
 //! directories. Each is written down before it is created, in a file per
 //! run in the state directory, and struck off when the run removes it; a
 //! run that ends its own way deletes its file. What a SIGKILLed run leaves
 //! is in its file, for `faultline teardown` to list and remove, and for a
 //! later run to recognise rather than adopt.
 //!
-//! The file holds what removing a table takes, its credentials included,
-//! so it is readable by its owner only (mode 0600), as ~/.aws/credentials.
+//! The file holds what removing a table or a collection takes, its
+//! credentials included (a MongoDB URI's password), so it is readable by
+//! its owner only (mode 0600), as ~/.aws/credentials.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -26,6 +28,14 @@ pub enum Resource {
         table: String,
         /// How to reach the endpoint again (region, credentials, TLS).
         access: DynamoAccess,
+    },
+    /// A collection created on an external MongoDB (servers faultline
+    /// starts take theirs with their data directory or container).
+    MongodbCollection {
+        /// The target's URI, as the spec gives it.
+        uri: String,
+        database: String,
+        collection: String,
     },
     DataDirectory {
         target: String,
@@ -51,6 +61,10 @@ impl Resource {
                 Resource::DynamodbTable { endpoint: e1, table: t1, .. },
                 Resource::DynamodbTable { endpoint: e2, table: t2, .. },
             ) => e1 == e2 && t1 == t2,
+            (
+                Resource::MongodbCollection { uri: u1, database: d1, collection: c1 },
+                Resource::MongodbCollection { uri: u2, database: d2, collection: c2 },
+            ) => (u1, d1, c1) == (u2, d2, c2),
             (Resource::DataDirectory { path: p1, .. }, Resource::DataDirectory { path: p2, .. }) => p1 == p2,
             _ => false,
         }
@@ -60,6 +74,9 @@ impl Resource {
     pub fn describe(&self) -> String {
         match self {
             Resource::DynamodbTable { endpoint, table, .. } => format!("dynamodb table `{table}` at {endpoint}"),
+            Resource::MongodbCollection { uri, database, collection } => {
+                format!("mongodb collection `{database}.{collection}` at {}", crate::redact::text(uri))
+            }
             Resource::DataDirectory { target, path } => format!("data directory {path} (target {target})"),
         }
     }
@@ -121,6 +138,12 @@ pub fn record(resource: Resource) -> anyhow::Result<bool> {
     Ok(true)
 }
 
+/// Whether this run's file lists `resource`: the run created it and has
+/// not removed it.
+pub fn lists(resource: &Resource) -> bool {
+    current().as_ref().is_some_and(|(_, entry)| entry.resources.iter().any(|r| r.same(resource)))
+}
+
 /// Strikes `resource` off this run's file: removed, or not created after all.
 pub fn forget(resource: &Resource) {
     let mut guard = current();
@@ -132,11 +155,11 @@ pub fn forget(resource: &Resource) {
 }
 
 /// The run ended its own way: its data directories stay with its run
-/// directory; a table still listed is one it could not delete, kept for
-/// teardown.
+/// directory; a table or collection still listed is one it could not
+/// remove, kept for teardown.
 pub fn close() {
     if let Some((path, mut entry)) = current().take() {
-        entry.resources.retain(|r| matches!(r, Resource::DynamodbTable { .. }));
+        entry.resources.retain(|r| !matches!(r, Resource::DataDirectory { .. }));
         if let Err(e) = write(&path, &entry) {
             eprintln!("warning: {e:#}");
         }
@@ -204,4 +227,25 @@ pub fn claimed_elsewhere(resource: &Resource) -> Option<(PathBuf, Entry)> {
     entries()
         .into_iter()
         .find(|(path, entry)| Some(path) != own.as_ref() && entry.resources.iter().any(|r| r.same(resource)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_collection_is_described_without_its_uris_password_and_is_one_resource_by_where_it_is() {
+        let at = |uri: &str, collection: &str| Resource::MongodbCollection {
+            uri: uri.into(),
+            database: "faultline".into(),
+            collection: collection.into(),
+        };
+        let listed = at("mongodb://app:s3cr3t-pw@db.example:27017/", "kv");
+        assert_eq!(listed.describe(), "mongodb collection `faultline.kv` at mongodb://app:REDACTED@db.example:27017/");
+        assert!(listed.same(&at("mongodb://app:s3cr3t-pw@db.example:27017/", "kv")));
+        assert!(!listed.same(&at("mongodb://app:s3cr3t-pw@db.example:27017/", "other")));
+        // The file names its kind, as teardown reads it back.
+        let json = serde_json::to_value(&listed).unwrap();
+        assert_eq!(json["kind"], "mongodb-collection");
+    }
 }

@@ -1,7 +1,8 @@
 //! `faultline teardown`: removes what runs left behind (a faultline killed
 //! with SIGKILL cannot clean up): containers and networks, found by
 //! faultline's owner label, and what the run ledgers list (DynamoDB tables,
-//! data directories; see ledger.rs). Runs whose faultline process is still
+//! MongoDB collections on external servers, data directories; see
+//! ledger.rs). Runs whose faultline process is still
 //! alive are left alone unless `--force`.
 
 use std::collections::BTreeMap;
@@ -139,6 +140,9 @@ async fn remove_listed(listed: &[(std::path::PathBuf, ledger::Entry)]) -> bool {
             let removed = match r {
                 Resource::DynamodbTable { endpoint, table, access } => {
                     crate::target::dynamodb::DynamoDriver::delete_listed_table(endpoint, table, access).await
+                }
+                Resource::MongodbCollection { uri, database, collection } => {
+                    crate::target::mongodb::drop_listed_collection(uri, database, collection).await
                 }
                 Resource::DataDirectory { path: dir, .. } => match std::fs::remove_dir_all(dir) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {

@@ -327,8 +327,10 @@ impl Drop for Secantus {
 fn a_server_that_is_not_primary_by_the_ready_timeout_is_refused_clearly() {
     let _load = exclusive();
     let server = Secantus::start();
+    // The collection is kept: the first run ends with the server stepped
+    // down, which accepts no drop.
     let external = |rest: &str| {
-        mongo_spec("read_concern: local", "{ops: {get: 1}, keys: {count: 10}}", rest).replace(
+        mongo_spec("read_concern: local, keep_collection: true", "{ops: {get: 1}, keys: {count: 10}}", rest).replace(
             "provider: process",
             &format!("provider: external\n    uri: \"mongodb://127.0.0.1:{}/?directConnection=true\"", server.port),
         )
@@ -419,4 +421,101 @@ fn a_fault_the_server_refuses_shows_the_servers_reason_on_the_console() {
     assert_eq!(error, format!("`db`: replSetStepDown: BadValue (2): {reason}"));
     // The gate on it is unmeasured, with the reason already said above it.
     assert_eq!(run.code(), 2, "{}", run.stderr());
+}
+
+/// The collections of database `fl_test` on the server at `uri`, read with
+/// the official driver, after creating `create` there when given.
+fn collections(uri: &str, create: Option<&str>) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let client = mongodb::Client::with_uri_str(uri).await.unwrap();
+        let database = client.database("fl_test");
+        if let Some(name) = create {
+            database.create_collection(name).await.unwrap();
+        }
+        let mut names = database.list_collection_names().await.unwrap();
+        client.shutdown().immediate(true).await;
+        names.sort();
+        names
+    })
+}
+
+fn teardown(state: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let out = faultline().arg("teardown").args(args).env("FAULTLINE_STATE_DIR", state).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// On an external MongoDB the collection a run creates outlives it unless
+/// removed: a run drops what it created and leaves what was there; a
+/// SIGKILLed run's collection is in its run ledger, `teardown --dry-run`
+/// lists it, the next run does not adopt it (it drops it and creates it
+/// afresh, saying so), and `teardown --run` drops it.
+#[test]
+fn a_killed_runs_collection_on_an_external_server_is_listed_never_adopted_and_dropped_by_teardown() {
+    let _load = exclusive();
+    let server = Secantus::start();
+    let uri = format!("mongodb://127.0.0.1:{}/?directConnection=true", server.port);
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let spec = |collection: &str, duration: &str| {
+        mongo_spec(
+            &format!("collection: {collection}"),
+            "{ops: {set: 1}, keys: {count: 10}}",
+            &format!(
+                "profiles:\n  p: {{closed: 1x1}}\ntiming: {{warmup: 0s, duration: {duration}}}\nscenarios:\n  - {{name: s, target: db, workload: w, profiles: [p]}}\ngates:\n  ok: errors == 0\n"
+            ),
+        )
+        .replace("provider: process", &format!("provider: external\n    uri: \"{uri}\""))
+    };
+    let run_to_the_end = |spec: &std::path::Path, out: &std::path::Path| {
+        let done = faultline()
+            .arg("run")
+            .arg(spec)
+            .arg("--out")
+            .arg(out)
+            .env("FAULTLINE_STATE_DIR", state.path())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&done.stderr).into_owned();
+        assert_eq!(done.status.code(), Some(0), "{said}");
+        said
+    };
+
+    // A run that ends its own way drops the collection it created.
+    let (_a, short) = spec_file(&spec("left", "1s"));
+    let said = run_to_the_end(&short, &out.path().join("1"));
+    assert!(said.contains("created collection `fl_test.left`"), "{said}");
+    let has = |name: &str| collections(&uri, None).contains(&name.to_string());
+    assert!(!has("left"), "{:?}", collections(&uri, None));
+    // One that was there before the run is used and left.
+    collections(&uri, Some("theirs"));
+    let (_b, theirs) = spec_file(&spec("theirs", "1s"));
+    let said = run_to_the_end(&theirs, &out.path().join("2"));
+    assert!(said.contains("collection `fl_test.theirs` exists, used as it is"), "{said}");
+    assert!(has("theirs"), "{:?}", collections(&uri, None));
+
+    let (_c, long) = spec_file(&spec("left", "120s"));
+    let first = killed_when(&long, state.path(), &out.path().join("3"), "created collection `fl_test.left`");
+    let first_id = first.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(has("left"));
+    let (code, listed) = teardown(state.path(), &["--dry-run", "--run", &first_id]);
+    assert_eq!(code, 0, "{listed}");
+    assert!(listed.contains(&format!("would remove mongodb collection `fl_test.left` at {uri}")), "{listed}");
+    assert!(has("left"), "a dry run removes nothing");
+
+    let said = run_to_the_end(&short, &out.path().join("4"));
+    assert!(said.contains(&format!("dropped collection `fl_test.left`, left by killed run {first_id}")), "{said}");
+    assert!(!said.contains("used as it is"), "{said}");
+    let (_, after) = teardown(state.path(), &["--dry-run", "--run", &first_id]);
+    assert!(after.contains("nothing to remove"), "taken back, so no longer listed: {after}");
+    assert!(!has("left"), "the run dropped the collection it created");
+
+    let again = killed_when(&long, state.path(), &out.path().join("5"), "created collection `fl_test.left`");
+    let again_id = again.file_name().unwrap().to_string_lossy().into_owned();
+    let (code, removed) = teardown(state.path(), &["--run", &again_id]);
+    assert_eq!(code, 0, "{removed}");
+    assert!(removed.contains("removed mongodb collection `fl_test.left`"), "{removed}");
+    assert!(!has("left"), "{:?}", collections(&uri, None));
+    assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0, "every ledger is gone");
 }

@@ -400,6 +400,28 @@ mod tests {
         }
     }
 
+    /// A hot-key check that judged no key reads NOTHING JUDGED in the
+    /// DynamoDB template, as the default template says it, never as a pass
+    /// ("OK (0 in 0 keys)").
+    #[test]
+    fn the_dynamodb_template_says_when_the_hot_key_check_judged_nothing() {
+        let (fixture, mut results) =
+            fixtures().into_iter().find(|(f, _)| f.results == "synthetic-dynamodb-hot-key.json").unwrap();
+        let hot = results.cells[0].checks.iter_mut().find(|k| k.checker == "hot-key").unwrap();
+        (hot.status, hot.checked, hot.violations) = (faultline_model::checks::CheckStatus::Ok, 0, 0);
+        hot.witnesses.clear();
+        let planned = charts::plan(&results);
+        let links = || ChartLinks { charts: &planned, dir: "charts" };
+        let own = repository().join(fixture.template.unwrap());
+        let text = render(&results, Template::File(&own), None, links()).unwrap();
+        let row = text.lines().find(|l| l.starts_with("| transactions | 32 writers |")).unwrap();
+        assert!(row.contains("| NOTHING JUDGED (0 keys"), "{row}");
+        assert!(!text.contains("OK (0 in 0 keys"), "{text}");
+        let default = render(&results, Template::Default, None, links()).unwrap();
+        assert!(default.contains("| hot-key | 0 "), "{default}");
+        assert!(default.contains("NOTHING JUDGED"), "{default}");
+    }
+
     /// Every chart of every shipped spec, full and `--quick`, drawn from
     /// results that fill it: no two labels overlap (each text's extent taken
     /// from the SVG: position, anchor, baseline, size, rotation), and a

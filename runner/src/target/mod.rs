@@ -14,6 +14,7 @@ pub mod topology;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpStream;
 
@@ -31,6 +32,11 @@ pub use faultline_model::items::{IndexSettle, StoredItem, StreamChange};
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct Refused(pub String);
+
+/// How long the engine gives a cell's final read of its keys before the
+/// checkers are left unknown; a kind that waits for something to settle
+/// adds its window ([`TargetDriver::stored_items_budget`]).
+pub const FINAL_READ_BUDGET: Duration = Duration::from_secs(60);
 
 /// What a probe learned about a running server (for the report's provenance).
 #[derive(Debug, Clone)]
@@ -88,6 +94,11 @@ pub trait TargetDriver: KindInfo {
     async fn stored_items(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<StoredItem>> {
         let _ = (uri, keys);
         anyhow::bail!("this kind has no items to inspect")
+    }
+    /// How long [`Self::stored_items`] may take, waits for an index or a
+    /// stream to catch up included.
+    fn stored_items_budget(&self) -> Duration {
+        FINAL_READ_BUDGET
     }
     /// Applies one of [`KindInfo::faults`] to the server at `uri` and confirms
     /// it took effect; the evidence comes back.

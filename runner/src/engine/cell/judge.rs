@@ -108,10 +108,13 @@ async fn check_cell(
     // against the images the writes returned.
     let stored_items = match names.contains(&CheckerName::HotKey) {
         false => None,
-        true => match tokio::time::timeout(Duration::from_secs(60), driver.stored_items(uri, &key_bytes)).await {
+        true => match tokio::time::timeout(driver.stored_items_budget(), driver.stored_items(uri, &key_bytes)).await {
             Ok(Ok(items)) => Some(keys.iter().copied().zip(items).collect::<HashMap<_, _>>()),
             Ok(Err(e)) => return unknown(format!("cannot read the stored items: {e:#}")),
-            Err(_) => return unknown("reading the stored items took longer than 60s".into()),
+            Err(_) => {
+                let budget = crate::spec::units::format_duration(driver.stored_items_budget());
+                return unknown(format!("reading the stored items took longer than {budget}"));
+            }
         },
     };
     let final_values: HashMap<u64, Option<Vec<u8>>> = keys.into_iter().zip(values).collect();

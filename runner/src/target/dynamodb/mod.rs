@@ -13,6 +13,8 @@ mod errors;
 mod insecure;
 mod ops;
 pub mod options;
+#[cfg(test)]
+mod scripted;
 mod stream;
 mod table;
 
@@ -403,6 +405,17 @@ impl TargetDriver for DynamoDriver {
         format!("http://{host}:{port}")
     }
 
+    /// The read, plus the windows it may wait out for the index and the
+    /// stream to catch up: a window longer than the engine's budget would
+    /// turn an entry still wrong at its end into unknown instead of a
+    /// violation.
+    fn stored_items_budget(&self) -> Duration {
+        let table = &self.options.table;
+        let index = table.index.as_ref().map_or(Duration::ZERO, |i| i.settle.0);
+        let stream = if table.stream { table.stream_settle.0 } else { Duration::ZERO };
+        super::FINAL_READ_BUDGET + index + stream
+    }
+
     async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {
         let client = self.client(uri)?;
         let listed = tokio::time::timeout(Duration::from_secs(10), client.list_tables().limit(1).send())
@@ -517,7 +530,8 @@ impl TargetDriver for DynamoDriver {
                     cursor.arn = Some(table::stream_arn(&client, &self.options.table.name).await?);
                 }
                 let streams = self.streams_client(uri)?;
-                Some(cursor.settled(&streams, &self.options.table.hash_key, &stored).await?)
+                let table = &self.options.table;
+                Some(cursor.settled(&streams, &table.hash_key, &stored, table.stream_settle.0).await?)
             }
             false => None,
         };
@@ -645,5 +659,191 @@ mod tests {
         let uri = answering("301 Moved Permanently\r\nlocation: https://127.0.0.1:18000/", "").await;
         let said = format!("{:#}", DynamoDriver::new(DynamoOptions::default()).probe(&uri).await.unwrap_err());
         assert_eq!(said, "ListTables: the endpoint redirects (301) to https://127.0.0.1:18000/: use that URI");
+    }
+
+    #[test]
+    fn the_stored_items_budget_covers_the_index_and_stream_windows() {
+        use crate::spec::units::Dur;
+        let mut options = DynamoOptions::default();
+        assert_eq!(DynamoDriver::new(options.clone()).stored_items_budget(), crate::target::FINAL_READ_BUDGET);
+        options.table.index = Some(options::IndexSpec {
+            name: "by-group".into(),
+            projection: Projection::All,
+            settle: Dur(options::MAX_SETTLE),
+        });
+        options.table.stream = true;
+        options.table.stream_settle = Dur(Duration::from_secs(90));
+        // An entry still wrong waits out the whole 10m window, then the
+        // stream's: the engine must still be waiting for the verdict.
+        let budget = DynamoDriver::new(options).stored_items_budget();
+        assert_eq!(budget, crate::target::FINAL_READ_BUDGET + options::MAX_SETTLE + Duration::from_secs(90));
+    }
+
+    #[test]
+    fn a_stream_settle_window_past_ten_minutes_is_refused_by_field() {
+        let mut options = DynamoOptions::default();
+        options.table.stream_settle = crate::spec::units::Dur(options::MAX_SETTLE + Duration::from_secs(1));
+        assert_eq!(options.check().unwrap_err().0, "table.stream_settle");
+    }
+
+    mod lagging_index {
+        use std::collections::{BTreeMap, HashMap};
+        use std::sync::{Arc, Mutex};
+
+        use faultline_check::checker::hot_key;
+        use faultline_check::history::{write_value, Observed, OpRecord, Outcome, Scope, ValueId};
+        use serde_json::{json, Value};
+
+        use super::super::*;
+
+        const RUN: u32 = 7;
+
+        /// What the scripted server holds: the items, and per key how many
+        /// more Query answers give the stale entries instead of the item's.
+        #[derive(Default)]
+        struct Server {
+            items: HashMap<String, Value>,
+            lagging: HashMap<String, (usize, Vec<Value>)>,
+            queried: HashMap<String, usize>,
+        }
+
+        fn item(name: &str, id: ValueId) -> Value {
+            let mut v = Vec::new();
+            write_value(RUN, id, 40, &mut v);
+            json!({
+                "pk": {"S": name}, "v": {"S": String::from_utf8(v).unwrap()},
+                "w": {"N": id.writer.to_string()}, "s": {"N": id.seq.to_string()},
+                "gk": {"S": format!("g:{name}")}, "gr": {"S": format!("w{}.{}", id.writer, id.seq)},
+            })
+        }
+
+        /// Answers BatchGetItem from the items and Query from the index:
+        /// a lagging key's stale entries until its count runs out.
+        async fn serve(server: Arc<Mutex<Server>>) -> String {
+            super::super::scripted::serve(move |call, body| {
+                let mut s = server.lock().unwrap();
+                match call {
+                    "BatchGetItem" => {
+                        let keys = body["RequestItems"]["faultline"]["Keys"].as_array().cloned().unwrap_or_default();
+                        let found: Vec<Value> =
+                            keys.iter().filter_map(|k| s.items.get(k["pk"]["S"].as_str()?).cloned()).collect();
+                        json!({"Responses": {"faultline": found}, "UnprocessedKeys": {}})
+                    }
+                    "Query" => {
+                        let group = body["ExpressionAttributeValues"][":g"]["S"].as_str().unwrap_or_default();
+                        let name = group.trim_start_matches("g:").to_string();
+                        *s.queried.entry(name.clone()).or_default() += 1;
+                        let entries: Vec<Value> = match s.lagging.get_mut(&name) {
+                            Some((left, stale)) if *left > 0 => {
+                                *left -= 1;
+                                stale.clone()
+                            }
+                            _ => s.items.get(&name).cloned().into_iter().collect(),
+                        };
+                        json!({"Count": entries.len(), "ScannedCount": entries.len(), "Items": entries})
+                    }
+                    other => panic!("the driver made an unexpected call: {other}"),
+                }
+            })
+            .await
+        }
+
+        fn driver(settle: Duration) -> DynamoDriver {
+            let mut options = DynamoOptions::default();
+            let settle = crate::spec::units::Dur(settle);
+            options.table.index =
+                Some(options::IndexSpec { name: "by-group".into(), projection: Projection::All, settle });
+            DynamoDriver::new(options)
+        }
+
+        /// Two acknowledged puts on key `key` in cell `cell`: writer 0's,
+        /// which replaced nothing (cell 1) or an earlier cell's item, then
+        /// writer 1's, which replaced it.
+        fn puts(key: u64, cell: u16) -> (Vec<OpRecord>, ValueId) {
+            let (a, b) = (ValueId { cell, writer: 0, seq: 0 }, ValueId { cell, writer: 1, seq: 0 });
+            let before = if cell == 1 { Observed::Nil } else { Observed::Foreign };
+            let put = |w: ValueId, replaced: Observed| OpRecord {
+                start: 0,
+                end: 1,
+                key,
+                kind: OpKind::Set,
+                outcome: Outcome::Ok,
+                written: Some(w),
+                written_len: 40,
+                observed: replaced,
+            };
+            (vec![put(a, before), put(b, Observed::Write(a))], b)
+        }
+
+        #[tokio::test]
+        async fn an_entry_that_matches_late_is_lag_and_one_still_wrong_when_the_window_ends_a_violation() {
+            let server = Arc::new(Mutex::new(Server::default()));
+            let uri = serve(Arc::clone(&server)).await;
+            let names = ["k1", "k2", "k3"];
+            let keys: Vec<Vec<u8>> = names.iter().map(|n| n.as_bytes().to_vec()).collect();
+            let driver = driver(Duration::from_secs(2));
+
+            // Cell 1: k1's entry still names writer 0 for three reads, k2
+            // has no entry at all, k3's is right at once.
+            let mut writes = BTreeMap::new();
+            {
+                let mut s = server.lock().unwrap();
+                for (n, name) in names.iter().enumerate() {
+                    let (calls, last) = puts(n as u64 + 1, 1);
+                    s.items.insert(name.to_string(), item(name, last));
+                    writes.insert(n as u64 + 1, calls);
+                }
+                let stale = item("k1", ValueId { cell: 1, writer: 0, seq: 0 });
+                s.lagging.insert("k1".into(), (3, vec![stale]));
+                s.lagging.insert("k2".into(), (usize::MAX, vec![]));
+            }
+            let stored = driver.stored_items(&uri, &keys).await.unwrap();
+            let settle = |i: usize| stored[i].index_settle.expect("the table has an index");
+            assert!(settle(0).late.is_some(), "k1 agreed on a later read: {:?}", settle(0));
+            assert_eq!((settle(1).late, settle(2).late), (None, None));
+            assert_eq!(stored[1].index_entries, Some(vec![]), "k2 is judged on its last read");
+            {
+                let s = server.lock().unwrap();
+                // k1 read until it agreed, k3 once; k2 until the window ended.
+                assert_eq!((s.queried["k1"], s.queried["k3"]), (4, 1));
+                assert!(s.queried["k2"] > 4, "{:?}", s.queried);
+            }
+            let items: HashMap<u64, StoredItem> = (1..).zip(stored).collect();
+            let judged = hot_key::check(&writes, &items, Scope { run: RUN, cell: 1 }, true);
+            assert_eq!(judged.violations, 1, "{:?}", judged.witnesses);
+            assert!(
+                judged.witnesses[0].starts_with(
+                    "key 2: the index holds no entry for the stored item, still when its 2s settle window ended"
+                ),
+                "{:?}",
+                judged.witnesses
+            );
+            let lag = judged.index.expect("the table has an index");
+            assert_eq!((lag.entries, lag.settled_late, lag.still_wrong), (3, 1, 1), "{lag:?}");
+            assert!(lag.longest_settle_ms > 0.0, "{lag:?}");
+
+            // Cell 2 writes the same keys once the index has caught up: it
+            // carries none of cell 1's lag or violation, as each cell's keys
+            // are judged from their own first read.
+            let mut writes = BTreeMap::new();
+            {
+                let mut s = server.lock().unwrap();
+                s.lagging.clear();
+                s.queried.clear();
+                for (n, name) in names.iter().enumerate() {
+                    let (calls, last) = puts(n as u64 + 1, 2);
+                    s.items.insert(name.to_string(), item(name, last));
+                    writes.insert(n as u64 + 1, calls);
+                }
+            }
+            let stored = driver.stored_items(&uri, &keys).await.unwrap();
+            assert!(stored.iter().all(|i| i.index_settle.is_some_and(|s| s.late.is_none())), "{stored:?}");
+            assert!(server.lock().unwrap().queried.values().all(|n| *n == 1));
+            let items: HashMap<u64, StoredItem> = (1..).zip(stored).collect();
+            let judged = hot_key::check(&writes, &items, Scope { run: RUN, cell: 2 }, false);
+            assert_eq!(judged.violations, 0, "{:?}", judged.witnesses);
+            let lag = judged.index.expect("the table has an index");
+            assert_eq!((lag.settled_late, lag.still_wrong), (0, 0), "{lag:?}");
+        }
     }
 }

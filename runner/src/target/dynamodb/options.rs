@@ -106,6 +106,14 @@ pub struct TableSpec {
     /// record per committed write, chained by their images).
     #[serde(default)]
     pub stream: bool,
+    /// How long, after the load, the stream is read again until every
+    /// key's last record leaves its stored item (default 10s). Records
+    /// reach the stream after their call is answered (the service: "near
+    /// real time"); a key still behind when the window ends is judged on
+    /// what was read, so a window shorter than the stream's lag reads lag
+    /// as missing records.
+    #[serde(default = "default_stream_settle")]
+    pub stream_settle: Dur,
     #[serde(default)]
     pub billing: BillingSpec,
     /// Create the table (default true); false uses one that exists, with
@@ -138,9 +146,9 @@ pub struct IndexSpec {
     pub settle: Dur,
 }
 
-/// Longest index settle window a spec may ask: every cell with an entry
-/// still wrong waits it out.
-pub const MAX_INDEX_SETTLE: std::time::Duration = std::time::Duration::from_secs(600);
+/// Longest settle window (index or stream) a spec may ask: every cell with
+/// an entry or a record still wrong waits it out.
+pub const MAX_SETTLE: std::time::Duration = std::time::Duration::from_secs(600);
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -173,6 +181,10 @@ fn default_active_timeout() -> Dur {
 
 fn default_index_settle() -> Dur {
     Dur(std::time::Duration::from_secs(30))
+}
+
+fn default_stream_settle() -> Dur {
+    Dur(std::time::Duration::from_secs(10))
 }
 
 fn default_true() -> bool {
@@ -234,12 +246,18 @@ impl DynamoOptions {
             {
                 return Err(("table.index.name", format!("`{}` is not a DynamoDB index name", i.name)));
             }
-            if i.settle.0 > MAX_INDEX_SETTLE {
+            if i.settle.0 > MAX_SETTLE {
                 return Err((
                     "table.index.settle",
                     "must be at most 10m: a cell whose index entry stays wrong waits the whole window".into(),
                 ));
             }
+        }
+        if t.stream_settle.0 > MAX_SETTLE {
+            return Err((
+                "table.stream_settle",
+                "must be at most 10m: a cell whose stream stays behind its items waits the whole window".into(),
+            ));
         }
         if let BillingSpec::Provisioned { read, write } = t.billing {
             if read == 0 || write == 0 {

@@ -9,7 +9,7 @@
 //! order. A record may reach the stream a moment after its call was answered
 //! (the service says "near real time"), and a page can come back empty
 //! before later records: the keys whose last record does not yet leave their
-//! stored item are read again for up to [`STREAM_SETTLE`].
+//! stored item are read again for up to the table's `stream_settle` window.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -19,8 +19,6 @@ use aws_sdk_dynamodbstreams::Client;
 
 use crate::target::StreamChange;
 
-/// How long the stream is given to show the last change of every key.
-const STREAM_SETTLE: Duration = Duration::from_secs(2);
 /// Records per GetRecords call (the API's most).
 const PAGE: i32 = 1000;
 /// Pages read from one shard in one pass, so a stream that never ends (an
@@ -99,17 +97,18 @@ impl StreamCursor {
     }
 
     /// Reads until every key's last record leaves the item `stored` says it
-    /// holds, or [`STREAM_SETTLE`] has passed (then what was read stands,
-    /// and the checker judges it).
+    /// holds, or `window` (`table.stream_settle`) has passed (then what was
+    /// read stands, and the checker judges it).
     pub async fn settled(
         &mut self,
         client: &Client,
         hash_key: &str,
         stored: &HashMap<String, Option<Vec<u8>>>,
+        window: Duration,
     ) -> anyhow::Result<Changes> {
         let wanted: HashSet<&str> = stored.keys().map(String::as_str).collect();
         let mut changes = Changes::new();
-        let deadline = tokio::time::Instant::now() + STREAM_SETTLE;
+        let deadline = tokio::time::Instant::now() + window;
         loop {
             self.read(client, hash_key, &wanted, &mut changes).await?;
             let behind = stored.iter().any(|(key, value)| {
@@ -199,5 +198,65 @@ mod tests {
         assert_eq!(image_value(Some(&foreign)), Some(Vec::new()));
         let ours: HashMap<String, AttributeValue> = [("v".to_string(), AttributeValue::S("abc".into()))].into();
         assert_eq!(image_value(Some(&ours)), Some(b"abc".to_vec()));
+    }
+
+    /// A stream whose record of a key's last change shows up only on the
+    /// 13th pass (about 2.4 s of re-reads in): read within a window that
+    /// covers it, judged without it when the window is shorter.
+    #[tokio::test]
+    async fn a_record_that_reaches_the_stream_late_is_read_within_the_settle_window() {
+        use std::sync::{Arc, Mutex};
+
+        use serde_json::{json, Value};
+
+        const LATE_PASS: usize = 13;
+        let image = |v: &str| json!({"pk": {"S": "k1"}, "v": {"S": v}});
+        let record = |seq: usize, old: Option<&str>, new: &str| {
+            let mut change = json!({"Keys": {"pk": {"S": "k1"}}, "NewImage": image(new), "SequenceNumber": seq.to_string(), "StreamViewType": "NEW_AND_OLD_IMAGES"});
+            if let Some(old) = old {
+                change["OldImage"] = image(old);
+            }
+            json!({"eventID": seq.to_string(), "eventName": "MODIFY", "dynamodb": change})
+        };
+        let records = vec![record(1, None, "a"), record(2, Some("a"), "b")];
+        let stored: HashMap<String, Option<Vec<u8>>> = [("k1".to_string(), Some(b"b".to_vec()))].into();
+
+        for (window, passes, seen) in [(Duration::ZERO, 1, 1), (Duration::from_secs(60), LATE_PASS, 2)] {
+            // Passes so far (DescribeStream starts each).
+            let passes_made = Arc::new(Mutex::new(0usize));
+            let made = Arc::clone(&passes_made);
+            let records = records.clone();
+            let uri = crate::target::dynamodb::scripted::serve(move |call, body| {
+                let mut made = made.lock().unwrap();
+                let after = |iterator: &str| iterator.trim_start_matches("after:").parse::<usize>().unwrap_or(0);
+                match call {
+                    "DescribeStream" => {
+                        *made += 1;
+                        json!({"StreamDescription": {"StreamArn": "arn:stream", "StreamStatus": "ENABLED", "StreamViewType": "NEW_AND_OLD_IMAGES", "Shards": [{"ShardId": "shard-1", "SequenceNumberRange": {"StartingSequenceNumber": "1"}}]}})
+                    }
+                    "GetShardIterator" => {
+                        let seq = body["SequenceNumber"].as_str().unwrap_or("0");
+                        json!({"ShardIterator": format!("after:{seq}")})
+                    }
+                    "GetRecords" => {
+                        let from = after(body["ShardIterator"].as_str().unwrap_or_default());
+                        let visible = if *made >= LATE_PASS { 2 } else { 1 };
+                        let page: Vec<Value> = records[from.min(visible)..visible].to_vec();
+                        json!({"Records": page, "NextShardIterator": format!("after:{}", from.max(visible))})
+                    }
+                    other => panic!("the reader made an unexpected call: {other}"),
+                }
+            })
+            .await;
+            let driver = crate::target::dynamodb::DynamoDriver::new(Default::default());
+            let mut cursor = StreamCursor { arn: Some("arn:stream".into()), ..Default::default() };
+            let changes = cursor.settled(&driver.streams_client(&uri).unwrap(), "pk", &stored, window).await.unwrap();
+            assert_eq!(changes["k1"].len(), seen, "window {window:?}: {:?}", changes["k1"]);
+            // It read until the last record came, and no longer.
+            assert_eq!(*passes_made.lock().unwrap(), passes, "window {window:?}");
+            if seen == 2 {
+                assert_eq!(changes["k1"][1], StreamChange { old: Some(b"a".to_vec()), new: Some(b"b".to_vec()) });
+            }
+        }
     }
 }

@@ -9,6 +9,7 @@
 //! checkers run on MongoDB campaigns unchanged.
 
 mod admin;
+mod collection;
 mod errors;
 mod ops;
 pub mod options;
@@ -26,6 +27,7 @@ use mongodb::Client;
 use super::{Connection, ServerInfo, TargetDriver};
 use crate::spec::{FaultAction, FaultKind, OpKind};
 use crate::workload::Workload;
+pub use collection::drop_listed as drop_listed_collection;
 pub use options::MongoOptions;
 pub use topology::MongoTopology;
 
@@ -155,13 +157,36 @@ impl TargetDriver for MongoDriver {
     }
 
     async fn prepare(&self, uri: &str, workload: &Workload) -> anyhow::Result<String> {
-        if self.options.seed_documents == 0 {
+        // Only on an external server does the collection outlive the run.
+        let external = crate::provider::is_external(uri);
+        if self.options.seed_documents == 0 && !external {
             return Ok(String::new());
         }
         let client = self.admin_client(uri).await?;
-        let seeded = ops::seed(&self.collection(&client), workload, self.options.seed_documents).await;
+        let done = async {
+            let mut said = Vec::new();
+            if external {
+                said.push(collection::prepare(&client, uri, &self.options).await?);
+            }
+            if self.options.seed_documents > 0 {
+                said.push(ops::seed(&self.collection(&client), workload, self.options.seed_documents).await?);
+            }
+            said.retain(|s| !s.is_empty());
+            anyhow::Ok(said.join("; "))
+        }
+        .await;
         client.shutdown().immediate(true).await;
-        seeded
+        done
+    }
+
+    async fn clean_up(&self, uri: &str) -> anyhow::Result<String> {
+        if !crate::ledger::lists(&collection::ledger_entry(uri, &self.options)) {
+            return Ok(String::new());
+        }
+        let client = self.admin_client(uri).await?;
+        let done = collection::clean_up(&client, uri, &self.options).await;
+        client.shutdown().immediate(true).await;
+        done
     }
 
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection> {

@@ -58,6 +58,11 @@ pub struct MongoOptions {
     /// of the workload's key space, so reads find data from the start.
     #[serde(default)]
     pub seed_documents: u64,
+    /// On an external server, leave the collection the run created when
+    /// it ends (default false: dropped, and listed in the run ledger until
+    /// then, so `faultline teardown` drops it after a killed run).
+    #[serde(default)]
+    pub keep_collection: bool,
 }
 
 fn default_database() -> String {
