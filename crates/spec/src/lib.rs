@@ -30,7 +30,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use catalog::{Catalog, KindInfo};
+pub use catalog::{Catalog, KindCost, KindInfo};
 pub use model::*;
 
 /// A problem with a spec, located in its file.

@@ -259,7 +259,7 @@ impl Engine<'_> {
         let spec = cell.spec(self.spec);
         let target_spec = &spec.targets[&cell.target];
         let options = target::kinds::overlay(target_spec.options.as_ref(), self.scenario(cell).options.as_ref());
-        let driver = match target::driver(target_spec.kind, options.as_ref()) {
+        let driver = match target::driver(&target_spec.kind, options.as_ref()) {
             Ok(d) => d,
             Err((field, e)) => return self.failed(result, format!("options.{field}: {e}")),
         };
@@ -400,7 +400,7 @@ impl Engine<'_> {
             (false, _) if driver.has_roles() => Some(roles::Watched::Server {
                 name: running.name.clone(),
                 uri: uri.to_string(),
-                kind: target::topology::topology_kind(target_spec.kind),
+                kind: target::kinds::members(&target_spec.kind),
             }),
             (false, _) => None,
         };

@@ -17,7 +17,7 @@ use std::time::Duration;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Shard, ShardIteratorType};
 use aws_sdk_dynamodbstreams::Client;
 
-use crate::target::StreamChange;
+use faultline_model::items::StreamChange;
 
 /// How long the stream is given to show the last change of every key.
 const STREAM_SETTLE: Duration = Duration::from_secs(2);
