@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::docker::{Docker, Owned, ResourceKind};
-use crate::ledger::{self, Resource};
+use crate::ledger::{self, DynamoAccess, Resource};
 use crate::provider::docker::run_id_matches;
 use crate::EXIT_USAGE;
 
@@ -138,11 +138,9 @@ async fn remove_listed(listed: &[(std::path::PathBuf, ledger::Entry)]) -> bool {
     for (path, entry) in listed {
         for r in &entry.resources {
             let removed = match r {
-                Resource::DynamodbTable { endpoint, table, access } => {
-                    crate::target::dynamodb::DynamoDriver::delete_listed_table(endpoint, table, access).await
-                }
+                Resource::DynamodbTable { endpoint, table, access } => delete_table(endpoint, table, access).await,
                 Resource::MongodbCollection { uri, database, collection } => {
-                    crate::target::mongodb::drop_listed_collection(uri, database, collection).await
+                    drop_collection(uri, database, collection).await
                 }
                 Resource::DataDirectory { path: dir, .. } => match std::fs::remove_dir_all(dir) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -161,6 +159,34 @@ async fn remove_listed(listed: &[(std::path::PathBuf, ledger::Entry)]) -> bool {
         }
     }
     all
+}
+
+#[cfg(feature = "dynamodb")]
+async fn delete_table(endpoint: &str, table: &str, access: &DynamoAccess) -> anyhow::Result<String> {
+    crate::target::dynamodb::DynamoDriver::delete_listed_table(endpoint, table, access).await
+}
+
+/// A build without DynamoDB cannot remove a table an earlier run (of a
+/// build with it) listed: it stays listed, and the message says how.
+#[cfg(not(feature = "dynamodb"))]
+async fn delete_table(_endpoint: &str, table: &str, _access: &DynamoAccess) -> anyhow::Result<String> {
+    anyhow::bail!(
+        "table `{table}` needs a faultline built with DynamoDB to remove: `cargo build --release --features dynamodb`"
+    )
+}
+
+#[cfg(feature = "mongodb")]
+async fn drop_collection(uri: &str, database: &str, collection: &str) -> anyhow::Result<String> {
+    crate::target::mongodb::drop_listed_collection(uri, database, collection).await
+}
+
+/// A build without MongoDB cannot drop a collection an earlier run listed:
+/// it stays listed, and the message says how.
+#[cfg(not(feature = "mongodb"))]
+async fn drop_collection(_uri: &str, database: &str, collection: &str) -> anyhow::Result<String> {
+    anyhow::bail!(
+        "collection `{database}.{collection}` needs a faultline built with MongoDB to drop: `cargo build --release --features mongodb`"
+    )
 }
 
 fn origin(o: &Owned) -> String {

@@ -1,7 +1,8 @@
 //! Docker targets against the real engine and the faultline/redis image
 //! (`sudo fixtures/images/build.sh redis`; scripts/test.sh builds it). Every
-//! test checks that `docker ps -a` and `docker network ls` are the same
-//! after the run as before, however the run ended.
+//! test checks that no container or network of the run is left on the
+//! engine (by the run's label, so concurrent test runs do not count),
+//! however the run ended.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -71,7 +72,6 @@ gates:
 #[test]
 fn a_docker_campaign_replicates_and_leaves_nothing_behind() {
     let _load = exclusive();
-    let before = docker_snapshot();
     // While the run goes on, look at a replica from outside faultline.
     let watcher = std::thread::spawn(|| {
         let replica = wait_for_container("kv-2", Duration::from_secs(60));
@@ -112,13 +112,12 @@ fn a_docker_campaign_replicates_and_leaves_nothing_behind() {
     }
     let sentinel_log = std::fs::read_to_string(logs.join("kv-sentinels-0.log")).unwrap();
     assert!(sentinel_log.contains("+monitor master kv"), "{sentinel_log}");
-    assert_eq!(docker_snapshot(), before, "containers or networks were left behind");
+    assert_eq!(left_behind(run.dir.as_ref().unwrap()), Vec::<String>::new());
     eprintln!("specs/kv-replicas.yaml (6 containers) took {took:?} for 3.5s of load");
 }
 
 fn interrupt_docker_run(signal: i32, when_up: &str, extra: &str) {
     let _load = exclusive();
-    let before = docker_snapshot();
     let (_d, spec) = spec_file(&kv_spec(extra, "30s"));
     let out = tempfile::tempdir().unwrap();
     let mut child = faultline()
@@ -155,7 +154,7 @@ fn interrupt_docker_run(signal: i32, when_up: &str, extra: &str) {
         assert_eq!(r["cells"][0]["status"], "interrupted");
         assert!(r["cells"][0]["stats"]["ok"].as_u64().unwrap() > 0, "partial results kept");
     }
-    assert_eq!(docker_snapshot(), before, "containers or networks were left behind");
+    assert_eq!(left_behind(&dir), Vec::<String>::new());
 }
 
 #[test]
@@ -172,7 +171,6 @@ fn sigterm_while_the_target_starts_removes_what_was_created() {
 #[test]
 fn a_member_that_never_gets_ready_fails_clearly_after_its_timeout() {
     let _load = exclusive();
-    let before = docker_snapshot();
     let (_d, spec) = spec_file(&kv_spec("\n    ready: {command: \"false\", timeout: 2s}", "2s"));
     let started = Instant::now();
     let run = run(&spec, &[]);
@@ -185,7 +183,7 @@ fn a_member_that_never_gets_ready_fails_clearly_after_its_timeout() {
     assert!(error.contains("last lines of kv-") && error.contains("saved in"), "{error}");
     assert_eq!(r["cells"][0]["status"], "skipped");
     assert!(run.dir.as_ref().unwrap().join("logs/kv/kv-0.log").is_file(), "logs are saved when a start fails");
-    assert_eq!(docker_snapshot(), before, "containers or networks were left behind");
+    assert_eq!(left_behind(run.dir.as_ref().unwrap()), Vec::<String>::new());
 }
 
 #[test]
@@ -210,7 +208,6 @@ fn a_missing_image_names_the_build_script() {
 #[test]
 fn teardown_removes_what_a_killed_faultline_left() {
     let _load = exclusive();
-    let before = docker_snapshot();
     let (_d, spec) = spec_file(&kv_spec(SENTINELS, "30s"));
     let out = tempfile::tempdir().unwrap();
     let mut child = faultline()
@@ -233,6 +230,8 @@ fn teardown_removes_what_a_killed_faultline_left() {
     .trim()
     .to_string();
     assert!(run_id.starts_with("kv-docker-"), "{run_id}");
+    let run_dir = run_dir(out.path()).unwrap();
+    assert_eq!(docker_run_id(&run_dir), run_id, "the tests look for what is left by the label faultline gives");
 
     // While its faultline lives, a run is not touched.
     let live = faultline().args(["teardown", "--run", &run_id]).output().unwrap();
@@ -252,7 +251,7 @@ fn teardown_removes_what_a_killed_faultline_left() {
     let text = String::from_utf8_lossy(&removed.stdout);
     assert_eq!(removed.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&removed.stderr));
     assert!(text.contains("removed 6 containers and 1 network"), "{text}");
-    assert_eq!(docker_snapshot(), before, "teardown left something behind");
+    assert_eq!(left_behind(&run_dir), Vec::<String>::new(), "teardown left something behind");
     let again = faultline().args(["teardown", "--run", &run_id]).output().unwrap();
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to remove"));
 }
@@ -291,7 +290,6 @@ fn load_clients_on(run: &str, member: &str) -> usize {
 #[test]
 fn after_a_sentinel_failover_mid_run_the_load_goes_on_on_the_new_primary() {
     let _load = exclusive();
-    let before = docker_snapshot();
     let discovery = format!("{SENTINELS}\n    discovery: {{sentinels: sentinels, master: kv}}");
     let spec = kv_spec(&discovery, "25s")
         .replace("  no-errors: errors == 0\n", "  few-errors: error_rate < 1%\n  no-hangs: hangs == 0\n");
@@ -360,6 +358,6 @@ fn after_a_sentinel_failover_mid_run_the_load_goes_on_on_the_new_primary() {
     }
     let sentinel_log = std::fs::read_to_string(dir.join("logs/kv/kv-sentinels-0.log")).unwrap();
     assert!(sentinel_log.contains("+switch-master kv"), "{sentinel_log}");
-    assert_eq!(docker_snapshot(), before, "containers or networks were left behind");
+    assert_eq!(left_behind(&dir), Vec::<String>::new());
     eprintln!("the load moved to {new_primary} {took:?} after SENTINEL failover; errors {}", stats["errors"]);
 }

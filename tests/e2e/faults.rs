@@ -125,7 +125,6 @@ gates:
 #[test]
 fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
     let _load = exclusive();
-    let before = docker_snapshot();
     let (_d, spec) = spec_file(DOCKER_FAULTS);
     let run = run(&spec, &[]);
     // How long the frozen primary denied writes judges this machine's speed.
@@ -169,13 +168,12 @@ fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
     assert!((requested - 0.5..=healed).contains(&frozen.0), "{kv0:?}, {freeze}");
     assert!(kv0.iter().any(|(t, role)| *t > frozen.0 && *role == "primary"), "{kv0:?}");
     assert!(run.report().contains("Roles per second"), "{}", run.report());
-    assert_eq!(docker_snapshot(), before, "containers or networks left behind");
+    assert_eq!(left_behind(run.dir.as_ref().unwrap()), Vec::<String>::new());
 }
 
 #[test]
 fn the_kv_failover_campaign_runs_every_fault_and_counts_what_was_lost() {
     let _load = exclusive();
-    let before = docker_snapshot();
     let run = run(&repo().join("specs/kv-failover.yaml"), &["--quick"]);
     // --quick is never PASS; lost or stale data FAILs it, honestly.
     assert!(matches!(run.code(), 1 | 2), "{}\n{}", run.stdout(), run.stderr());
@@ -226,7 +224,7 @@ fn the_kv_failover_campaign_runs_every_fault_and_counts_what_was_lost() {
     let report = run.report();
     assert!(report.contains("lost-acknowledged-write"), "{report}");
     assert!(report.contains("Roles per second"), "{report}");
-    assert_eq!(docker_snapshot(), before, "containers or networks left behind");
+    assert_eq!(left_behind(run.dir.as_ref().unwrap()), Vec::<String>::new());
 }
 
 /// `--quick` shortens process-faults' 8 s window to 2 s, which would end

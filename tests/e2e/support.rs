@@ -137,7 +137,50 @@ pub fn processes_matching(needle: &str) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.contains("pgrep")).map(str::to_string).collect()
 }
 
-/// Containers (all states) and networks on the machine, by id and name.
+/// The containers (all states) and networks of the run in `run_dir` still on
+/// the engine: found by the `faultline.run` label faultline gives all it
+/// creates, so other test runs sharing the engine do not count.
+pub fn left_behind(run_dir: &Path) -> Vec<String> {
+    labelled_with_run(&docker_run_id(run_dir))
+}
+
+/// The containers and networks labelled `faultline.run=RUN_ID`.
+pub fn labelled_with_run(run_id: &str) -> Vec<String> {
+    let filter = format!("label=faultline.run={run_id}");
+    let names = |args: &[&str]| -> Vec<String> {
+        let out = Command::new("docker").args(args).output().expect("the docker CLI is installed");
+        assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+    };
+    let mut left = names(&["ps", "-a", "--filter", &filter, "--format", "container {{.Names}}"]);
+    left.extend(names(&["network", "ls", "--filter", &filter, "--format", "network {{.Name}}"]));
+    left
+}
+
+/// The `faultline.run` label of the run in `run_dir`, made as
+/// runner/src/provider/docker.rs's `run_id` makes it (the directory's name
+/// and a hash of its path). `teardown_removes_what_a_killed_faultline_left`
+/// holds it to the label a live run's containers carry, so [`left_behind`]
+/// cannot look for the wrong label and find nothing.
+pub fn docker_run_id(run_dir: &Path) -> String {
+    let full = std::fs::canonicalize(run_dir).unwrap();
+    let name: String = run_dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .collect();
+    let name = if name.len() > 48 { name[name.len() - 48..].trim_start_matches('-').to_string() } else { name };
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in full.to_string_lossy().bytes() {
+        hash = (hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{name}-{:06x}", hash & 0xff_ffff)
+}
+
+/// Containers (all states) and networks on the machine, by id and name:
+/// for a run refused before it made a run directory (nothing to label).
 pub fn docker_snapshot() -> (BTreeSet<String>, BTreeSet<String>) {
     let lines = |args: &[&str]| -> BTreeSet<String> {
         let out = Command::new("docker").args(args).output().expect("the docker CLI is installed");

@@ -4,14 +4,13 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetKind {
-    Redis,
-    Mongodb,
-    /// The DynamoDB API (the service, DynamoDB Local, moto, a shim).
-    Dynamodb,
-}
+/// A target kind by the name a spec writes (`redis`, `mongodb`,
+/// `dynamodb`): kinds register themselves with the CLI's catalog, which
+/// says whether a name is one this build holds, so the vocabulary is not a
+/// closed list here.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(transparent)]
+pub struct TargetKind(String);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -78,12 +77,17 @@ impl OpKind {
 }
 
 impl TargetKind {
-    /// The name a spec writes (`redis`, `mongodb`, `dynamodb`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TargetKind::Redis => "redis",
-            TargetKind::Mongodb => "mongodb",
-            TargetKind::Dynamodb => "dynamodb",
-        }
+    pub fn new(name: impl Into<String>) -> Self {
+        TargetKind(name.into())
+    }
+    /// The name a spec writes.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TargetKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }

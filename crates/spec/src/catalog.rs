@@ -10,6 +10,7 @@ use std::sync::Arc;
 use faultline_model::ops::{OpKind, TargetKind};
 
 use crate::fault::FaultKind;
+pub use crate::memory::KindCost;
 use crate::options::OptionsError;
 
 /// A kind, with the options one target (or scenario) gave it, as validation
@@ -36,13 +37,27 @@ pub trait KindInfo: Send + Sync {
     fn faults(&self) -> &'static [FaultKind] {
         &[]
     }
+    /// What one client and one op in flight of this kind cost faultline's
+    /// memory, for the estimate that refuses a load too big to hold.
+    fn cost(&self) -> KindCost;
 }
 
 /// The target kinds a build holds.
 pub trait Catalog: Sync {
+    /// The names of the kinds this build holds.
+    fn names(&self) -> Vec<&'static str>;
+    /// Whether `kind` names a kind this build holds: the problem and the
+    /// fix otherwise.
+    fn known(&self, kind: &TargetKind) -> Result<(), String> {
+        let names = self.names();
+        match names.contains(&kind.as_str()) {
+            true => Ok(()),
+            false => Err(format!("`{kind}` is not a target kind faultline knows: use one of {}", names.join(", "))),
+        }
+    }
     /// `kind` with `options` (the target's, overlaid by a scenario's); the
     /// error names the field under `options` and what is wrong.
-    fn kind(&self, kind: TargetKind, options: Option<&serde_json::Value>) -> Result<Arc<dyn KindInfo>, OptionsError>;
+    fn kind(&self, kind: &TargetKind, options: Option<&serde_json::Value>) -> Result<Arc<dyn KindInfo>, OptionsError>;
 }
 
 /// The catalog this crate's own tests load specs against: every kind takes
@@ -64,12 +79,18 @@ pub(crate) mod plain {
         fn supports(&self, _op: OpKind) -> bool {
             true
         }
+        fn cost(&self) -> KindCost {
+            KindCost { connection: 32 << 10, slot: 256 }
+        }
     }
 
     impl Catalog for Plain {
+        fn names(&self) -> Vec<&'static str> {
+            vec!["redis", "mongodb", "dynamodb"]
+        }
         fn kind(
             &self,
-            _kind: TargetKind,
+            _kind: &TargetKind,
             options: Option<&serde_json::Value>,
         ) -> Result<Arc<dyn KindInfo>, OptionsError> {
             match options {

@@ -644,12 +644,18 @@ mod tests {
         fn faults(&self) -> &'static [FaultKind] {
             &[FaultKind::Stepdown, FaultKind::Freeze, FaultKind::Stepup]
         }
+        fn cost(&self) -> crate::KindCost {
+            crate::KindCost { connection: 32 << 10, slot: 256 }
+        }
     }
 
     impl crate::Catalog for OwnFaults {
+        fn names(&self) -> Vec<&'static str> {
+            vec!["redis", "mongodb"]
+        }
         fn kind(
             &self,
-            _kind: faultline_model::ops::TargetKind,
+            _kind: &faultline_model::ops::TargetKind,
             _options: Option<&serde_json::Value>,
         ) -> Result<std::sync::Arc<dyn crate::KindInfo>, crate::options::OptionsError> {
             Ok(std::sync::Arc::new(OwnFaults))

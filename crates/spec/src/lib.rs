@@ -32,7 +32,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use catalog::{Catalog, KindInfo};
+pub use catalog::{Catalog, KindCost, KindInfo};
 pub use fault::{FaultAction, FaultBackend, FaultKind, FaultSpec};
 pub use model::*;
 

@@ -6,28 +6,23 @@
 //! fit is refused where it asks for it, rather than aborting mid-run on a
 //! failed allocation with nothing written.
 
-use super::model::{KeyDistribution, Load, TargetKind, ValueSizeSpec, WorkloadSpec};
+use super::model::{KeyDistribution, Load, ValueSizeSpec, WorkloadSpec};
 
 /// What a target kind's client costs, measured as peak RSS over many
-/// clients (x1) and many ops in flight (docs/spec.md#memory).
-struct KindCost {
+/// clients (x1) and many ops in flight (docs/spec.md#memory); each kind
+/// states its own ([`crate::KindInfo::cost`]).
+#[derive(Debug, Clone, Copy)]
+pub struct KindCost {
     /// One client connection besides its histograms: the Redis lane's
     /// buffers and task; a MongoDB client with its pool and monitor; a
     /// DynamoDB SDK client.
-    connection: u64,
+    pub connection: u64,
     /// One op in flight besides its value: its request and place in the
     /// books; a MongoDB or DynamoDB op also holds a pooled connection of
     /// its own while it is out.
-    slot: u64,
+    pub slot: u64,
 }
 
-fn cost(kind: TargetKind) -> KindCost {
-    match kind {
-        TargetKind::Redis => KindCost { connection: 32 << 10, slot: 256 },
-        TargetKind::Mongodb => KindCost { connection: 2 << 20, slot: 64 << 10 },
-        TargetKind::Dynamodb => KindCost { connection: 64 << 10, slot: 8 << 10 },
-    }
-}
 /// A zipfian key space's alias table: 12 bytes a key, for at most 2^20 keys.
 const ZIPF_TABLE_BYTES_PER_KEY: u64 = 12;
 
@@ -62,15 +57,14 @@ impl Need {
     }
 }
 
-/// What `load` of `workload` against a `kind` target needs.
-pub fn need(load: Load<'_>, workload: &WorkloadSpec, kind: TargetKind) -> Need {
+/// What `load` of `workload` against a target whose kind costs `cost` needs.
+pub fn need(load: Load<'_>, workload: &WorkloadSpec, cost: KindCost) -> Need {
     let (connections, in_flight) = match load {
         Load::Closed(s) => (u64::from(s.clients), u64::from(s.in_flight)),
         Load::Open(o) => (u64::from(o.connections), u64::from(o.in_flight)),
     };
     // One histogram per op kind, and one for the schedule's lag in an open loop.
     let histograms = workload.ops.len().max(1) as u64 + u64::from(matches!(load, Load::Open(_)));
-    let cost = cost(kind);
     let value = match &workload.value_size {
         ValueSizeSpec::Fixed(s) => s.0,
         ValueSizeSpec::Range { max, .. } => max.0,
@@ -154,10 +148,15 @@ mod tests {
         serde_yaml_ng::from_str(yaml).unwrap()
     }
 
+    /// A kind whose client is a socket and buffers (as Redis's).
+    const SOCKET: KindCost = KindCost { connection: 32 << 10, slot: 256 };
+    /// A kind whose client is a pool of its own (as MongoDB's driver).
+    const POOL: KindCost = KindCost { connection: 2 << 20, slot: 64 << 10 };
+
     #[test]
     fn a_load_is_refused_with_what_it_would_need() {
         let w = workload("{ops: {get: 1, set: 1}, value_size: 768B}");
-        let huge = need(Load::Closed(ClosedShape { clients: 10_000, in_flight: 10_000 }), &w, TargetKind::Redis);
+        let huge = need(Load::Closed(ClosedShape { clients: 10_000, in_flight: 10_000 }), &w, SOCKET);
         assert_eq!(huge.slots, 100_000_000);
         assert_eq!(huge.per_slot, 256 + 768);
         let message = refusal(&huge, 8 << 30).expect("100 million slots of 1 KiB do not fit in 8 GiB");
@@ -166,10 +165,10 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("half of this machine's 16.0 GiB"), "{message}");
-        let small = need(Load::Closed(ClosedShape { clients: 3, in_flight: 32 }), &w, TargetKind::Redis);
+        let small = need(Load::Closed(ClosedShape { clients: 3, in_flight: 32 }), &w, SOCKET);
         assert_eq!(refusal(&small, 8 << 30), None);
         // A MongoDB client is a pool of its own: 5000 of them do not fit in 8 GiB.
-        let clients = need(Load::Closed(ClosedShape { clients: 5000, in_flight: 1 }), &w, TargetKind::Mongodb);
+        let clients = need(Load::Closed(ClosedShape { clients: 5000, in_flight: 1 }), &w, POOL);
         assert!(refusal(&clients, 8 << 30).is_some());
         assert_eq!(bytes_text(512), "512 B");
     }

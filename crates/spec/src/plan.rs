@@ -278,7 +278,7 @@ impl Plan {
             }
             shown.push(&c.instance);
             let t = &c.spec(spec).targets[&c.target];
-            let default = catalog.kind(t.kind, None).map(|d| d.default_command()).unwrap_or("?");
+            let default = catalog.kind(&t.kind, None).map(|d| d.default_command()).unwrap_or("?");
             let command = t.command.as_deref().unwrap_or(default);
             let line =
                 faultline_model::command_line::shown(std::iter::once(command).chain(t.args.iter().map(String::as_str)));

@@ -203,6 +203,7 @@ fn validate_ratio_pair(
 }
 
 fn validate_target(at: &str, name: &str, t: &TargetSpec, catalog: &dyn Catalog) -> Result<(), Problem> {
+    catalog.known(&t.kind).map_err(|e| (format!("{at}.kind"), e))?;
     if t.provider != ProviderKind::Docker {
         if let Some(field) = super::docker::docker_only_fields(t) {
             return Err((format!("{at}.{field}"), "applies only to provider: docker".into()));
@@ -252,7 +253,7 @@ fn validate_target(at: &str, name: &str, t: &TargetSpec, catalog: &dyn Catalog) 
 /// The kind's driver with its default options (what a URI or a program
 /// check needs); options are checked on their own.
 fn kind_info(t: &TargetSpec, catalog: &dyn Catalog) -> Result<std::sync::Arc<dyn KindInfo>, Problem> {
-    catalog.kind(t.kind, None)
+    catalog.kind(&t.kind, None)
 }
 
 /// A kind's options, parsed by the kind itself: the error names the field.
@@ -262,7 +263,7 @@ fn validate_options(
     options: Option<&serde_json::Value>,
     catalog: &dyn Catalog,
 ) -> Result<(), Problem> {
-    match catalog.kind(t.kind, options) {
+    match catalog.kind(&t.kind, options) {
         Ok(_) => Ok(()),
         Err((field, e)) if field.is_empty() => Err((at.into(), e)),
         Err((field, e)) => Err((format!("{at}.{field}"), e)),
@@ -464,6 +465,7 @@ fn fits_in_memory(
     p: &str,
     profile: &ProfileSpec,
     workloads: &[String],
+    catalog: &dyn Catalog,
 ) -> Result<(), Problem> {
     let Some(budget) = super::memory::budget() else { return Ok(()) };
     let field = match profile.load() {
@@ -473,7 +475,8 @@ fn fits_in_memory(
     for name in workloads {
         let workload = &spec.workloads[name];
         for t in s.target.names() {
-            let need = super::memory::need(profile.load(), workload, spec.targets[&t].kind);
+            let Ok(kind) = catalog.kind(&spec.targets[&t].kind, None) else { continue };
+            let need = super::memory::need(profile.load(), workload, kind.cost());
             if let Some(why) = super::memory::refusal(&need, budget) {
                 return Err((
                     field,
@@ -538,12 +541,12 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
             };
             for t in &targets {
                 let target = &spec.targets[t];
-                let kind = target.kind;
                 let options = crate::options::overlay(target.options.as_ref(), s.options.as_ref());
                 if s.options.is_some() {
                     validate_options(&format!("{at}.options"), target, options.as_ref(), catalog)?;
                 }
-                let driver = catalog.kind(kind, options.as_ref()).map_err(|(f, e)| (format!("{at}.options.{f}"), e))?;
+                let driver =
+                    catalog.kind(&target.kind, options.as_ref()).map_err(|(f, e)| (format!("{at}.options.{f}"), e))?;
                 if !driver.acknowledges_writes() && spec.checkers.contains(&CheckerName::LostAcknowledgedWrite) {
                     return Err((
                         format!("{at}.options"),
@@ -554,15 +557,16 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
                 if checkers.contains(&CheckerName::HotKey) && !driver.returns_old_images() {
                     return Err((
                         format!("{at}.checkers"),
-                        format!("the hot-key checker follows the old images writes return, which target `{t}` ({kind:?}) does not: use a dynamodb target"),
+                        format!("the hot-key checker follows the old images writes return, which target `{t}` ({}) does not: use a dynamodb target", target.kind),
                     ));
                 }
                 if let Some(op) = workload.ops.keys().find(|op| !driver.supports(**op)) {
                     return Err((
                         field,
                         format!(
-                            "workload `{name}` uses `{}`, which target `{t}` ({kind:?}) does not support",
-                            op.as_str()
+                            "workload `{name}` uses `{}`, which target `{t}` ({}) does not support",
+                            op.as_str(),
+                            target.kind
                         ),
                     ));
                 }
@@ -584,7 +588,7 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
                     format!("workload `{w}` runs contention rounds (distribution: rounds), which a closed loop drives: profile `{p}` is an open loop"),
                 ));
             }
-            fits_in_memory(spec, s, p, profile, &workloads)?;
+            fits_in_memory(spec, s, p, profile, &workloads, catalog)?;
         }
         validate_faults(spec, s, &at, catalog)?;
         cells = cells.saturating_add(cells_of(spec, s));
@@ -642,7 +646,7 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn Catalo
         let t = &spec.targets[&target];
         let kind = f.action.kind();
         let own = catalog
-            .kind(t.kind, t.options.as_ref())
+            .kind(&t.kind, t.options.as_ref())
             .map_err(|(f, e)| (format!("targets.{target}.options.{f}"), e))?
             .faults();
         // A kind's own faults are commands to its server, which any provider

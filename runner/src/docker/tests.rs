@@ -257,7 +257,7 @@ scenarios:
                 log_name: "kv",
             };
             let target =
-                crate::provider::start("kv", t, crate::target::driver(t.kind, None).unwrap(), &dirs).await.unwrap();
+                crate::provider::start("kv", t, crate::target::driver(&t.kind, None).unwrap(), &dirs).await.unwrap();
             let topo = std::sync::Arc::clone(target.topology().unwrap());
             let result = async {
                 assert_eq!(topo.primary().await?.name, "kv-0");

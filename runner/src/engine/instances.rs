@@ -79,7 +79,7 @@ impl Instances {
             let spec = c.spec(engine.spec);
             let target_spec = &spec.targets[&c.target];
             engine.progress.println(
-                &format!("starting target `{}` ({:?} via {:?})", c.instance, target_spec.kind, target_spec.provider)
+                &format!("starting target `{}` ({} via {:?})", c.instance, target_spec.kind, target_spec.provider)
                     .to_lowercase(),
             );
             // Absolute, as `{target_dir}` and `{run_dir}` are handed to the server.
@@ -91,7 +91,7 @@ impl Instances {
                 log_dir: engine.log_dir,
                 log_name: &file_name(&c.instance),
             };
-            let driver = match target::driver(target_spec.kind, target_spec.options.as_ref()) {
+            let driver = match target::driver(&target_spec.kind, target_spec.options.as_ref()) {
                 Ok(d) => d,
                 Err((field, e)) => {
                     let message = format!("target `{}`: options.{field}: {e}", c.instance);

@@ -1,8 +1,6 @@
 //! Gate rule plugins (world `gate`): a fresh instance per evaluation gets
 //! the run's measurements and returns a verdict with a criteria table.
 
-use std::time::Duration;
-
 use super::sandbox::{PluginError, Sandbox};
 use super::{Limits, Plugin, PluginHost};
 use faultline_model::checks::CheckStatus;
@@ -15,13 +13,7 @@ mod bindings {
 
 use bindings::exports::faultline::plugin::rule as wit;
 
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(1);
-
-/// What a gate plugin decided.
-pub struct Decision {
-    pub outcome: GateOutcome,
-    pub criteria: Vec<Criterion>,
-}
+pub use super::interface::{Decision, GATE_DEADLINE as DEFAULT_DEADLINE};
 
 pub fn evaluate(
     host: &PluginHost,

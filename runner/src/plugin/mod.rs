@@ -8,6 +8,7 @@
 pub mod bench;
 mod cache;
 pub mod gate;
+mod interface;
 mod sandbox;
 pub mod shape;
 
@@ -23,14 +24,14 @@ use std::collections::HashMap;
 
 use crate::spec::{self, GateRule, LoadedSpec, PluginRef, SpecError};
 
+pub use interface::{Limits, DEFAULT_MEMORY};
+
 /// The WIT package version this host speaks.
 pub const INTERFACE_VERSION: &str = "0.2.0";
 const PACKAGE: &str = "faultline:plugin";
 
 /// The epoch ticks this often; per-call deadlines are counted in ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(1);
-
-pub const DEFAULT_MEMORY: u64 = 64 << 20;
 
 /// What a plugin is for: the world it implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,22 +76,6 @@ impl Plugin {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| self.path.display().to_string())
-    }
-}
-
-/// The limits a plugin instance runs under.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub deadline: Duration,
-    pub memory: u64,
-}
-
-impl Limits {
-    pub fn of(plugin: &PluginRef, default_deadline: Duration) -> Limits {
-        Limits {
-            deadline: plugin.deadline.map(|d| d.0).unwrap_or(default_deadline),
-            memory: plugin.memory.map(|m| m.0).unwrap_or(DEFAULT_MEMORY),
-        }
     }
 }
 

@@ -14,15 +14,7 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, 
 
 use super::{Limits, Plugin, PluginHost, EPOCH_TICK};
 
-/// Why a plugin call did not return a value: names the plugin, the export
-/// and the reason.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("plugin {plugin}: `{export}` {reason}")]
-pub struct PluginError {
-    pub plugin: String,
-    pub export: String,
-    pub reason: String,
-}
+pub use super::interface::PluginError;
 
 pub struct State {
     limiter: MemoryCap,

@@ -17,9 +17,7 @@ mod bindings {
 
 use bindings::exports::faultline::plugin::shape as wit;
 
-/// Per `next-ops` or `observe` call, unless the spec says otherwise. Wall
-/// time, so generous: a busy machine can preempt a call for milliseconds.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(50);
+pub use super::interface::{Setup, SHAPE_DEADLINE as DEFAULT_DEADLINE};
 
 /// `init` may take longer than a batch: shapes build their tables there.
 const INIT_DEADLINE: Duration = Duration::from_secs(1);
@@ -27,29 +25,6 @@ const INIT_DEADLINE: Duration = Duration::from_secs(1);
 /// Ops per `next-ops` call for shapes that do not observe outcomes: large
 /// enough that the call's fixed cost vanishes per op.
 const BATCH: u32 = 128;
-
-/// What the host tells a shape about the workload it runs in.
-pub struct Setup {
-    pub kinds: Vec<(OpKind, f64)>,
-    pub key_count: u64,
-    pub value_size: (u32, u32),
-    pub workers: u32,
-    /// Checkers are on: every write's value must name the write, so a shape
-    /// may not choose the value itself.
-    pub recording: bool,
-}
-
-impl Setup {
-    pub fn of(workload: &crate::workload::Workload, workers: u32, recording: bool) -> Setup {
-        Setup {
-            kinds: workload.declared.clone(),
-            key_count: workload.key_count(),
-            value_size: workload.value_size(),
-            workers,
-            recording,
-        }
-    }
-}
 
 /// One cell's instance of a shape plugin, shared by the cell's connections.
 pub struct Shape {

@@ -20,7 +20,7 @@ use super::RunningTarget;
 use crate::docker::{ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard};
 use crate::spec::docker::{split_tmpfs, CompanionSpec, DiscoverySpec, ReadySpec};
 use crate::spec::{ProviderKind, TargetSpec};
-use crate::target::topology::{topology_kind, FailoverMember, Role, TopologyKind};
+use crate::target::topology::{FailoverMember, Role, TopologyKind};
 use crate::target::{ServerInfo, TargetDriver};
 use crate::topology::{companion_name, member_name, Member, Topology};
 
@@ -113,7 +113,7 @@ pub async fn start(
         name,
         spec,
         driver: Arc::clone(&driver),
-        kind: topology_kind(spec.kind),
+        kind: crate::target::kinds::members(&spec.kind),
         labels: labels.clone(),
         created: Vec::new(),
     };

@@ -14,6 +14,7 @@ use anyhow::bail;
 
 use crate::spec::{ProviderKind, TargetSpec};
 use crate::target::{ServerInfo, TargetDriver};
+#[cfg(feature = "mongodb")]
 pub use external::is_external;
 
 /// A target that is up and answering.

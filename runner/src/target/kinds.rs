@@ -1,6 +1,7 @@
-//! The one place target kinds are registered: each kind's `options:` are
-//! parsed into its own typed struct (so errors name the field), checked,
-//! and turned into the kind's driver. A scenario's `options:` overlay its
+//! The one place target kinds are registered: each kind is a [`Kind`]
+//! its own module declares, whose `options:` are parsed into the kind's
+//! own typed struct (so errors name the field), checked, and turned into
+//! the kind's driver. A scenario's `options:` overlay its
 //! target's, key by key, so one campaign can compare, say, read concerns on
 //! the same servers.
 
@@ -8,13 +9,61 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
-use super::dynamodb::{DynamoDriver, DynamoOptions};
-use super::mongodb::{MongoDriver, MongoOptions};
-use super::redis::RedisDriver;
+use super::topology::TopologyKind;
 use super::TargetDriver;
 use crate::spec::TargetKind;
 
 pub use faultline_spec::options::{overlay, OptionsError};
+
+/// One target kind as a build registers it: each kind's module holds its
+/// own `pub const KIND: Kind`, and [`KINDS`] names it on one line.
+pub struct Kind {
+    /// The name a spec's `kind:` writes.
+    pub name: &'static str,
+    /// The kind's driver with the options a target (overlaid by a
+    /// scenario's) gave it; the error names the field under `options`.
+    pub driver: fn(Option<&serde_json::Value>) -> Result<Arc<dyn TargetDriver>, OptionsError>,
+    /// How the kind's members run in containers and tell their roles.
+    pub members: fn() -> Arc<dyn TopologyKind>,
+    /// The schema of the kind's typed options, for `faultline schema`
+    /// (None: the kind takes no options).
+    pub options: Option<fn(&mut schemars::SchemaGenerator) -> schemars::Schema>,
+}
+
+/// Every kind this build holds. MongoDB and DynamoDB bring their official
+/// drivers (the AWS SDK, the MongoDB driver), which a Redis-only build
+/// leaves out with their cargo features.
+pub static KINDS: &[Kind] = &[
+    super::redis::KIND,
+    #[cfg(feature = "mongodb")]
+    super::mongodb::KIND,
+    #[cfg(feature = "dynamodb")]
+    super::dynamodb::KIND,
+];
+
+/// The kinds a build can leave out, by the cargo feature that brings each
+/// in, so a spec naming one gets the fix rather than "unknown kind".
+const OPTIONAL: &[&str] = &["mongodb", "dynamodb"];
+
+/// The registered kind named `kind`, or what to do when this build has none.
+pub fn find(kind: &TargetKind) -> Result<&'static Kind, String> {
+    if let Some(k) = KINDS.iter().find(|k| k.name == kind.as_str()) {
+        return Ok(k);
+    }
+    Err(not_held(kind.as_str(), &KINDS.iter().map(|k| k.name).collect::<Vec<_>>()))
+}
+
+/// Why a build that holds `held` cannot take `kind`, and the fix.
+fn not_held(kind: &str, held: &[&str]) -> String {
+    let held = held.join(", ");
+    match OPTIONAL.contains(&kind) {
+        true => format!(
+            "`{kind}` targets need a faultline built with them: `cargo build --release --features {kind}` \
+             (this build holds {held})"
+        ),
+        false => format!("`{kind}` is not a target kind faultline knows: use one of {held}"),
+    }
+}
 
 /// The kinds this build holds, for the spec loader.
 pub struct Kinds;
@@ -23,9 +72,17 @@ pub struct Kinds;
 pub static CATALOG: Kinds = Kinds;
 
 impl faultline_spec::Catalog for Kinds {
+    fn names(&self) -> Vec<&'static str> {
+        KINDS.iter().map(|k| k.name).collect()
+    }
+
+    fn known(&self, kind: &TargetKind) -> Result<(), String> {
+        find(kind).map(|_| ())
+    }
+
     fn kind(
         &self,
-        kind: TargetKind,
+        kind: &TargetKind,
         options: Option<&serde_json::Value>,
     ) -> Result<Arc<dyn faultline_spec::KindInfo>, OptionsError> {
         driver(kind, options).map(|d| d as Arc<dyn faultline_spec::KindInfo>)
@@ -34,26 +91,43 @@ impl faultline_spec::Catalog for Kinds {
 
 /// The driver for `kind` with `options` (the target's, overlaid by a
 /// scenario's when it has some).
-pub fn driver(kind: TargetKind, options: Option<&serde_json::Value>) -> Result<Arc<dyn TargetDriver>, OptionsError> {
-    Ok(match kind {
-        TargetKind::Redis => {
-            no_options(kind, options)?;
-            Arc::new(RedisDriver)
-        }
-        TargetKind::Mongodb => {
-            let options: MongoOptions = parse(options)?;
-            options.check().map_err(|(field, e)| (field.to_string(), e))?;
-            Arc::new(MongoDriver { options })
-        }
-        TargetKind::Dynamodb => {
-            let options: DynamoOptions = parse(options)?;
-            options.check().map_err(|(field, e)| (field.to_string(), e))?;
-            Arc::new(DynamoDriver::new(options))
-        }
-    })
+pub fn driver(kind: &TargetKind, options: Option<&serde_json::Value>) -> Result<Arc<dyn TargetDriver>, OptionsError> {
+    let kind = find(kind).map_err(|e| (String::new(), e))?;
+    (kind.driver)(options)
 }
 
-fn parse<T: DeserializeOwned>(options: Option<&serde_json::Value>) -> Result<T, OptionsError> {
+/// How members of `kind` run in containers (the kind is known: the spec
+/// was validated against [`CATALOG`]).
+pub fn members(kind: &TargetKind) -> Arc<dyn TopologyKind> {
+    (find(kind).expect("a validated spec names a kind this build holds").members)()
+}
+
+/// The spec's JSON schema as this build knows it (`faultline schema`):
+/// `kind` is one of the kinds it holds, and each kind's `options` are
+/// described by its own typed options, which the spec model keeps as
+/// plain YAML since it does not know the kinds.
+pub fn spec_schema() -> serde_json::Value {
+    let mut generator = schemars::SchemaGenerator::default();
+    let options: Vec<_> = KINDS
+        .iter()
+        .map(|k| {
+            let schema = match k.options {
+                Some(schema_of) => serde_json::to_value(schema_of(&mut generator)).expect("a schema is JSON"),
+                None => serde_json::json!({"type": ["object", "null"], "maxProperties": 0}),
+            };
+            serde_json::json!({"if": {"properties": {"kind": {"const": k.name}}}, "then": {"properties": {"options": schema}}})
+        })
+        .collect();
+    let root = generator.into_root_schema_for::<crate::spec::Spec>();
+    let mut root = serde_json::to_value(root).expect("a schema is JSON");
+    let target = root.pointer_mut("/$defs/TargetSpec").expect("the spec schema defines TargetSpec");
+    target["properties"]["kind"]["enum"] = KINDS.iter().map(|k| k.name).collect();
+    target["allOf"] = options.into();
+    root
+}
+
+/// A kind's typed options from the spec's `options:` (none: its defaults).
+pub fn parse_options<T: DeserializeOwned>(options: Option<&serde_json::Value>) -> Result<T, OptionsError> {
     let empty = serde_json::Value::Object(Default::default());
     let value = options.unwrap_or(&empty);
     serde_path_to_error::deserialize(value).map_err(|e| {
@@ -63,11 +137,12 @@ fn parse<T: DeserializeOwned>(options: Option<&serde_json::Value>) -> Result<T, 
     })
 }
 
-fn no_options(kind: TargetKind, options: Option<&serde_json::Value>) -> Result<(), OptionsError> {
+/// For kinds that take no options: the first one given is the error.
+pub fn no_options(kind: &str, options: Option<&serde_json::Value>) -> Result<(), OptionsError> {
     match options {
         Some(serde_json::Value::Object(m)) if !m.is_empty() => {
             let first = m.keys().next().expect("not empty").clone();
-            Err((first, format!("{} targets take no options", kind.as_str())))
+            Err((first, format!("{kind} targets take no options")))
         }
         _ => Ok(()),
     }
@@ -87,14 +162,45 @@ mod tests {
     }
 
     #[test]
+    fn a_kind_this_build_lacks_says_how_to_get_it() {
+        let message = not_held("dynamodb", &["redis"]);
+        assert!(message.contains("--features dynamodb") && message.contains("holds redis"), "{message}");
+        let message = find(&TargetKind::new("cassandra")).err().unwrap();
+        assert!(message.starts_with("`cassandra` is not a target kind faultline knows: use one of redis"), "{message}");
+        assert!(find(&TargetKind::new("redis")).is_ok());
+    }
+
+    /// Every kind this build holds is in the schema's `kind`, and each
+    /// kind's own options reach it (MongoDB's read concern, DynamoDB's table).
+    #[test]
+    fn the_schema_names_each_kind_and_its_options() {
+        let schema = spec_schema();
+        let target = &schema["$defs"]["TargetSpec"];
+        let kinds: Vec<_> = target["properties"]["kind"]["enum"].as_array().unwrap().iter().collect();
+        assert_eq!(kinds.len(), KINDS.len());
+        let rules = target["allOf"].as_array().unwrap();
+        assert_eq!(rules.len(), KINDS.len());
+        let text = serde_json::to_string(&schema).unwrap();
+        #[cfg(feature = "mongodb")]
+        assert!(text.contains("read_concern") && text.contains("\"const\":\"mongodb\""), "{text}");
+        #[cfg(feature = "dynamodb")]
+        assert!(text.contains("settle") && text.contains("\"const\":\"dynamodb\""), "{text}");
+        let redis = rules.iter().find(|r| r["if"]["properties"]["kind"]["const"] == "redis").unwrap();
+        assert_eq!(redis["then"]["properties"]["options"]["maxProperties"], 0);
+    }
+
+    #[cfg(feature = "mongodb")]
+    #[test]
     fn option_errors_name_the_field() {
         let bad = json!({"read_concern": "strong"});
-        let (field, message) = driver(TargetKind::Mongodb, Some(&bad)).err().unwrap();
+        let (field, message) = driver(&TargetKind::new("mongodb"), Some(&bad)).err().unwrap();
         assert_eq!(field, "read_concern");
         assert!(message.contains("linearizable"), "{message}");
-        let (field, _) = driver(TargetKind::Mongodb, Some(&json!({"write_concern": {"w": "all"}}))).err().unwrap();
+        let (field, _) =
+            driver(&TargetKind::new("mongodb"), Some(&json!({"write_concern": {"w": "all"}}))).err().unwrap();
         assert_eq!(field, "write_concern.w");
-        let (field, message) = driver(TargetKind::Redis, Some(&json!({"read_concern": "majority"}))).err().unwrap();
+        let (field, message) =
+            driver(&TargetKind::new("redis"), Some(&json!({"read_concern": "majority"}))).err().unwrap();
         assert_eq!((field.as_str(), message.as_str()), ("read_concern", "redis targets take no options"));
     }
 }

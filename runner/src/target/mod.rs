@@ -1,15 +1,16 @@
 //! Target kinds: how to reach, probe and drive one kind of database. A new
 //! kind is one folder implementing [`TargetDriver`] (and, for members in
-//! containers, [`topology::TopologyKind`]) plus its line in [`kinds`].
+//! containers, [`topology::TopologyKind`]) that declares its `KIND`, plus
+//! its line in [`kinds::KINDS`] (and a cargo feature when it brings a heavy
+//! driver).
 
 mod cause;
+#[cfg(feature = "dynamodb")]
 pub mod dynamodb;
 pub mod kinds;
+#[cfg(feature = "mongodb")]
 pub mod mongodb;
 mod redis;
-mod redis_failover;
-mod redis_sentinel;
-mod redis_topology;
 pub mod topology;
 
 use std::path::Path;
@@ -25,7 +26,7 @@ use crate::workload::{Op, Workload};
 pub use faultline_spec::KindInfo;
 pub use kinds::{driver, CATALOG};
 
-pub use faultline_model::items::{IndexSettle, StoredItem, StreamChange};
+pub use faultline_model::items::StoredItem;
 
 /// A probe's answer from a server that refuses faultline (its credentials):
 /// waiting will not change it, so readiness gives up at once.

@@ -3,12 +3,8 @@
 //! member which role it has right now. Roles are never remembered: after a
 //! failover the answer changes, so every [`Role`] comes from the servers at
 //! the moment it is asked for. A kind joins with one implementation of
-//! [`TopologyKind`] and one line in [`topology_kind`] (MongoDB asks
+//! [`TopologyKind`], named by its [`super::kinds::Kind`] (MongoDB asks
 //! `hello`).
-
-use std::sync::Arc;
-
-use crate::spec::TargetKind;
 
 pub use faultline_model::roles::Role;
 
@@ -85,12 +81,4 @@ pub struct FailoverPlan {
     /// Stop writes and let the replicas catch up before switching, and
     /// demote the old primary the moment the new one is promoted.
     pub coordinated: bool,
-}
-
-pub fn topology_kind(kind: TargetKind) -> Arc<dyn TopologyKind> {
-    match kind {
-        TargetKind::Redis => Arc::new(super::redis_topology::RedisTopology),
-        TargetKind::Mongodb => Arc::new(super::mongodb::MongoTopology),
-        TargetKind::Dynamodb => Arc::new(super::dynamodb::DynamoTopology),
-    }
 }

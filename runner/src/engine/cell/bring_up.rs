@@ -27,7 +27,7 @@ pub struct Armed {
 pub async fn bring_up(run: &CellRun<'_>) -> Result<Armed, Stopped> {
     let target_spec = run.target_spec();
     let options = target::kinds::overlay(target_spec.options.as_ref(), run.engine.scenario(run.cell).options.as_ref());
-    let driver = match target::driver(target_spec.kind, options.as_ref()) {
+    let driver = match target::driver(&target_spec.kind, options.as_ref()) {
         Ok(d) => d,
         Err((field, e)) => return Err(Stopped::failed(Kept::default(), format!("options.{field}: {e}"))),
     };

@@ -177,7 +177,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         (false, _) if driver.has_roles() => Some(roles::Watched::Server {
             name: run.running.name.clone(),
             uri: uri.to_string(),
-            kind: target::topology::topology_kind(target_spec.kind),
+            kind: target::kinds::members(&target_spec.kind),
         }),
         (false, _) => None,
     };

@@ -32,15 +32,30 @@ use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use aws_sdk_dynamodb::Client;
 use aws_smithy_http_client::tls;
 
-use super::{Connection, IndexSettle, ServerInfo, StoredItem, TargetDriver};
+use super::kinds::{parse_options, Kind};
+use super::{Connection, ServerInfo, StoredItem, TargetDriver};
 use crate::ledger::{DynamoAccess, Resource};
 use crate::workload::Workload;
+use faultline_model::items::IndexSettle;
 use faultline_model::ops::OpKind;
 use faultline_model::value::{parse_header, ValueId};
+use faultline_spec::KindCost;
 use ops::{value_of, DynamoClient, Item, Items};
 pub use options::DynamoOptions;
 use options::{Projection, RetrySpec};
 use stream::StreamCursor;
+
+/// The kind as the build registers it ([`super::kinds::KINDS`]).
+pub const KIND: Kind = Kind {
+    name: "dynamodb",
+    driver: |options| {
+        let options: DynamoOptions = parse_options(options)?;
+        options.check().map_err(|(field, e)| (field.to_string(), e))?;
+        Ok(Arc::new(DynamoDriver::new(options)))
+    },
+    members: || Arc::new(DynamoTopology),
+    options: Some(|generator| generator.subschema_for::<DynamoOptions>()),
+};
 
 pub struct DynamoDriver {
     pub options: DynamoOptions,
@@ -391,6 +406,12 @@ impl faultline_spec::KindInfo for DynamoDriver {
 
     fn returns_old_images(&self) -> bool {
         true
+    }
+
+    /// A client is an SDK client; an op in flight holds a pooled HTTP
+    /// connection of its own (measured: docs/spec.md#memory).
+    fn cost(&self) -> KindCost {
+        KindCost { connection: 64 << 10, slot: 8 << 10 }
     }
 }
 

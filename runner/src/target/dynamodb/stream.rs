@@ -17,7 +17,7 @@ use std::time::Duration;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Shard, ShardIteratorType};
 use aws_sdk_dynamodbstreams::Client;
 
-use crate::target::StreamChange;
+use faultline_model::items::StreamChange;
 
 /// Records per GetRecords call (the API's most).
 const PAGE: i32 = 1000;

@@ -24,12 +24,26 @@ use mongodb::bson::{doc, Bson, Document};
 use mongodb::options::ClientOptions;
 use mongodb::Client;
 
+use super::kinds::{parse_options, Kind};
 use super::{Connection, ServerInfo, TargetDriver};
 use crate::spec::{FaultAction, FaultKind, OpKind};
 use crate::workload::Workload;
 pub use collection::drop_listed as drop_listed_collection;
+use faultline_spec::KindCost;
 pub use options::MongoOptions;
-pub use topology::MongoTopology;
+use topology::MongoTopology;
+
+/// The kind as the build registers it ([`super::kinds::KINDS`]).
+pub const KIND: Kind = Kind {
+    name: "mongodb",
+    driver: |options| {
+        let options: MongoOptions = parse_options(options)?;
+        options.check().map_err(|(field, e)| (field.to_string(), e))?;
+        Ok(Arc::new(MongoDriver { options }))
+    },
+    members: || Arc::new(MongoTopology),
+    options: Some(|generator| generator.subschema_for::<MongoOptions>()),
+};
 
 pub struct MongoDriver {
     pub options: MongoOptions,
@@ -85,6 +99,12 @@ impl faultline_spec::KindInfo for MongoDriver {
 
     fn faults(&self) -> &'static [FaultKind] {
         &[FaultKind::Stepdown, FaultKind::Freeze, FaultKind::Stepup]
+    }
+
+    /// A client is a driver pool with its monitor; an op in flight holds a
+    /// pooled connection of its own (measured: docs/spec.md#memory).
+    fn cost(&self) -> KindCost {
+        KindCost { connection: 2 << 20, slot: 64 << 10 }
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use redis::AsyncConnectionConfig;
 
-use super::topology::{FailoverPlan, Role, TopologyKind};
+use crate::target::topology::{FailoverPlan, Role, TopologyKind};
 
 pub struct RedisTopology;
 
@@ -42,7 +42,7 @@ impl TopologyKind for RedisTopology {
     }
 
     fn discovery_uri(&self, sentinels: &[String], master: &str) -> Option<String> {
-        Some(super::redis_sentinel::format_uri(sentinels, master))
+        Some(super::sentinel::format_uri(sentinels, master))
     }
 
     async fn role(&self, uri: &str) -> anyhow::Result<Role> {
@@ -59,7 +59,7 @@ impl TopologyKind for RedisTopology {
     }
 
     async fn failover(&self, plan: &FailoverPlan) -> anyhow::Result<String> {
-        super::redis_failover::run(plan).await
+        super::failover::run(plan).await
     }
 }
 

@@ -112,7 +112,7 @@ async fn connect_if_master(addr: &str) -> anyhow::Result<TcpStream> {
     let mut reply = Vec::with_capacity(256);
     let mut buf = [0u8; 1024];
     let len = loop {
-        if let Some(len) = super::redis::skip_reply(&reply, 0).map_err(|e| anyhow!("answered ROLE with {e}"))? {
+        if let Some(len) = super::skip_reply(&reply, 0).map_err(|e| anyhow!("answered ROLE with {e}"))? {
             break len;
         }
         let n = stream.read(&mut buf).await?;

@@ -22,7 +22,7 @@ use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
 use tokio::time::Instant;
 
-use super::topology::{FailoverMember, FailoverPlan};
+use crate::target::topology::{FailoverMember, FailoverPlan};
 
 /// How long writes stay paused at most: they resume on their own if
 /// faultline dies mid-switch.

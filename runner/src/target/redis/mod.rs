@@ -11,11 +11,28 @@ use anyhow::Context;
 use redis::AsyncConnectionConfig;
 use tokio::net::TcpStream;
 
-use super::redis_sentinel::SentinelUri;
+mod failover;
+mod sentinel;
+mod topology;
+
+use super::kinds::{no_options, Kind};
 use super::{Connection, PipelinedConnection, Reply, ReplyValue, ServerInfo, TargetDriver, WireProtocol};
 use crate::metrics::ErrorClass;
 use crate::spec::OpKind;
 use crate::workload::{Op, Workload};
+use faultline_spec::KindCost;
+use sentinel::SentinelUri;
+
+/// The kind as the build registers it ([`super::kinds::KINDS`]).
+pub const KIND: Kind = Kind {
+    name: "redis",
+    driver: |options| {
+        no_options("redis", options)?;
+        Ok(Arc::new(RedisDriver))
+    },
+    members: || Arc::new(topology::RedisTopology),
+    options: None,
+};
 
 pub struct RedisDriver;
 
@@ -39,6 +56,12 @@ impl faultline_spec::KindInfo for RedisDriver {
 
     fn supports(&self, op: OpKind) -> bool {
         matches!(op, OpKind::Get | OpKind::Set | OpKind::Incr | OpKind::Del)
+    }
+
+    /// A lane's buffers and task; an op in flight is its request in the
+    /// lane's books (measured: docs/spec.md#memory).
+    fn cost(&self) -> KindCost {
+        KindCost { connection: 32 << 10, slot: 256 }
     }
 }
 
