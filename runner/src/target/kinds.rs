@@ -15,6 +15,9 @@ use crate::spec::TargetKind;
 
 pub use faultline_spec::options::{overlay, OptionsError};
 
+/// Makes a kind's driver from the options a target gave it.
+pub type MakeDriver = fn(Option<&serde_json::Value>) -> Result<Arc<dyn TargetDriver>, OptionsError>;
+
 /// One target kind as a build registers it: each kind's module holds its
 /// own `pub const KIND: Kind`, and [`KINDS`] names it on one line.
 pub struct Kind {
@@ -22,7 +25,7 @@ pub struct Kind {
     pub name: &'static str,
     /// The kind's driver with the options a target (overlaid by a
     /// scenario's) gave it; the error names the field under `options`.
-    pub driver: fn(Option<&serde_json::Value>) -> Result<Arc<dyn TargetDriver>, OptionsError>,
+    pub driver: MakeDriver,
     /// How the kind's members run in containers and tell their roles.
     pub members: fn() -> Arc<dyn TopologyKind>,
     /// The schema of the kind's typed options, for `faultline schema`
