@@ -619,3 +619,37 @@ gates:
     assert_eq!(left, "[]");
     assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0, "every ledger is gone");
 }
+
+/// A table on a moto that faultline itself started goes with that server,
+/// so a SIGKILLed run's ledger does not list it: `teardown` has nothing of
+/// it to reach (the server is gone) and finishes cleanly.
+#[test]
+fn a_table_on_a_server_faultline_started_is_not_in_the_ledger() {
+    let _load = exclusive();
+    let state = tempfile::tempdir().unwrap();
+    let (_spec_dir, spec) = spec_file(
+        r#"name: own-server
+targets:
+  shim: {kind: dynamodb, provider: process, command: moto_server, ready_timeout: 30s,
+         options: {table: {name: own-table}}}
+workloads:
+  w: {ops: {set: 1}}
+profiles:
+  p: {closed: 1x1}
+timing: {warmup: 0s, duration: 120s}
+scenarios:
+  - {name: s, target: shim, workload: w, profiles: [p]}
+gates:
+  ok: errors == 0
+"#,
+    );
+    let out = tempfile::tempdir().unwrap();
+    let run = killed_when(&spec, state.path(), out.path(), "created table `own-table`");
+    let id = run.file_name().unwrap().to_string_lossy().into_owned();
+    let (code, listed) = teardown(state.path(), &["--dry-run", "--run", &id]);
+    assert_eq!(code, 0, "{listed}");
+    assert!(!listed.contains("dynamodb table"), "the table went with the server: {listed}");
+    let (code, removed) = teardown(state.path(), &["--run", &id]);
+    assert_eq!(code, 0, "{removed}");
+    assert!(!removed.contains("dynamodb table"), "{removed}");
+}

@@ -47,6 +47,14 @@ pub struct SpecError {
     pub message: String,
 }
 
+impl SpecError {
+    /// An error in `file` at a line and column, when known.
+    fn at(file: &Path, place: Option<(usize, usize)>, field: Option<String>, message: String) -> Self {
+        let (line, column) = place.unzip();
+        SpecError { file: file.to_path_buf(), line, column, field, message }
+    }
+}
+
 impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file.display())?;
@@ -91,13 +99,7 @@ impl LoadedSpec {
 
 /// Reads, substitutes params, parses and validates a spec file.
 pub fn load(path: &Path, overrides: &[(String, String)], catalog: &dyn Catalog) -> Result<LoadedSpec, SpecError> {
-    let err_at = |at: Option<(usize, usize)>, message: String| SpecError {
-        file: path.to_path_buf(),
-        line: at.map(|a| a.0),
-        column: at.map(|a| a.1),
-        field: None,
-        message,
-    };
+    let err_at = |at: Option<(usize, usize)>, message: String| SpecError::at(path, at, None, message);
     // One byte past the limit is enough to know it is too large; a huge file
     // (or /dev/zero) is never read whole.
     let mut bytes = Vec::new();
@@ -137,12 +139,8 @@ pub fn parse(
     overrides: &[(String, String)],
     catalog: &dyn Catalog,
 ) -> Result<LoadedSpec, SpecError> {
-    let err_at = |line: Option<usize>, column: Option<usize>, field: Option<String>, message: String| SpecError {
-        file: path.to_path_buf(),
-        line,
-        column,
-        field,
-        message,
+    let err_at = |line: Option<usize>, column: Option<usize>, field: Option<String>, message: String| {
+        SpecError { file: path.to_path_buf(), line, column, field, message }
     };
 
     // Pass 0: size and nesting, before a parser spends quadratic time on them.

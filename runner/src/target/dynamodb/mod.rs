@@ -464,10 +464,18 @@ impl TargetDriver for DynamoDriver {
         let client = self.client(uri)?;
         let existed = self.created.load(Ordering::SeqCst);
         let resource = self.ledger_entry(uri);
-        let taken_back = self.take_back_a_killed_runs_table(&client, &resource).await?;
+        // Only on an external endpoint does the table outlive the run: on a
+        // server faultline started it goes with the process or container,
+        // and listing it would leave teardown a table it cannot reach.
+        let external = crate::provider::is_external(uri);
+        let taken_back = match external {
+            true => self.take_back_a_killed_runs_table(&client, &resource).await?,
+            false => None,
+        };
         // Written down before it is created, so a SIGKILL in between still
         // leaves it listed; a kept table is left on purpose, not listed.
-        let own = !existed
+        let own = external
+            && !existed
             && !self.options.table.keep
             && self.options.table.create
             && crate::ledger::record(resource.clone())?;
