@@ -97,7 +97,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         };
         let tag = history.as_ref().map(|h| (h.scope.cell, i as u16));
         let ops = match &shape {
-            Some(s) => OpStream::from_plugin(Feed::new(s, i as u32, in_flight), tag),
+            Some(s) => OpStream::from_source(Box::new(Feed::new(s, i as u32, in_flight)), tag),
             None => workload.stream(i as u64, connections as u64, in_flight, salt, tag),
         };
         let pacing = match load {
