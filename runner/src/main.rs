@@ -34,7 +34,6 @@ mod stdout;
 mod synthetic_results;
 mod target;
 mod teardown;
-mod topology;
 mod verdict;
 mod workload;
 

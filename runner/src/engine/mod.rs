@@ -10,6 +10,7 @@ pub mod load_threads;
 mod pipeline;
 pub mod progress;
 mod requests;
+mod role_watch;
 mod rounds;
 mod schedule;
 

@@ -14,8 +14,6 @@ use anyhow::bail;
 
 use crate::spec::{ProviderKind, TargetSpec};
 use crate::target::{ServerInfo, TargetDriver};
-#[cfg(feature = "mongodb")]
-pub use external::is_external;
 
 /// A target that is up and answering.
 pub struct RunningTarget {
@@ -64,7 +62,7 @@ impl RunningTarget {
 
     /// The members and companions of a docker target, with their roles on
     /// request; None for other providers.
-    pub fn topology(&self) -> Option<&std::sync::Arc<crate::topology::Topology>> {
+    pub fn topology(&self) -> Option<&std::sync::Arc<crate::docker::topology::Topology>> {
         self.docker.as_ref().map(|d| &d.topology)
     }
 }

@@ -7,16 +7,22 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 
 use super::topology::TopologyKind;
 use super::TargetDriver;
+use crate::ledger::Resource;
 use crate::spec::TargetKind;
 
 pub use faultline_spec::options::{overlay, OptionsError};
 
 /// Makes a kind's driver from the options a target gave it.
 pub type MakeDriver = fn(Option<&serde_json::Value>) -> Result<Arc<dyn TargetDriver>, OptionsError>;
+
+/// Removes what a run ledger lists that the kind created (a table, a
+/// collection), for `faultline teardown`; says what it did.
+pub type RemoveListed = for<'a> fn(&'a Resource) -> BoxFuture<'a, anyhow::Result<String>>;
 
 /// One target kind as a build registers it: each kind's module holds its
 /// own `pub const KIND: Kind`, and [`KINDS`] names it on one line.
@@ -31,6 +37,9 @@ pub struct Kind {
     /// The schema of the kind's typed options, for `faultline schema`
     /// (None: the kind takes no options).
     pub options: Option<fn(&mut schemars::SchemaGenerator) -> schemars::Schema>,
+    /// How teardown removes what the kind lists in a run ledger
+    /// ([`Resource::created_by`] names the kind); None: it lists nothing.
+    pub remove_listed: Option<RemoveListed>,
 }
 
 /// Every kind this build holds. MongoDB and DynamoDB bring their official

@@ -6,7 +6,7 @@
 //! [`TopologyKind`], named by its [`super::kinds::Kind`] (MongoDB asks
 //! `hello`).
 
-pub use faultline_model::roles::Role;
+use faultline_model::roles::Role;
 
 #[async_trait::async_trait]
 pub trait TopologyKind: Send + Sync {

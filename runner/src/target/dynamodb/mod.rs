@@ -31,6 +31,7 @@ use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use aws_sdk_dynamodb::Client;
 use aws_smithy_http_client::tls;
+use futures::future::BoxFuture;
 
 use super::kinds::{parse_options, Kind};
 use super::{Connection, ServerInfo, StoredItem, TargetDriver};
@@ -55,6 +56,7 @@ pub const KIND: Kind = Kind {
     },
     members: || Arc::new(DynamoTopology),
     options: Some(|generator| generator.subschema_for::<DynamoOptions>()),
+    remove_listed: Some(DynamoDriver::delete_listed_table),
 };
 
 pub struct DynamoDriver {
@@ -155,7 +157,7 @@ impl DynamoDriver {
         let Some((path, entry)) = crate::ledger::claimed_elsewhere(resource) else { return Ok(None) };
         let name = &self.options.table.name;
         anyhow::ensure!(
-            !crate::teardown::faultline_alive(entry.pid),
+            !crate::ledger::faultline_alive(entry.pid),
             "table `{name}` belongs to run {}, whose faultline (pid {}) is still running: give this target another table.name",
             entry.run,
             entry.pid
@@ -175,23 +177,29 @@ impl DynamoDriver {
         )))
     }
 
-    /// Deletes `endpoint`'s table as a run ledger lists it (`faultline teardown`).
-    pub async fn delete_listed_table(endpoint: &str, table: &str, access: &DynamoAccess) -> anyhow::Result<String> {
-        let options = DynamoOptions {
-            region: access.region.clone(),
-            credentials: match (&access.access_key_id, &access.secret_access_key) {
-                (Some(id), Some(secret)) => Some(options::CredentialsSpec {
-                    access_key_id: id.clone(),
-                    secret_access_key: secret.clone(),
-                    session_token: access.session_token.clone(),
-                }),
-                _ => None,
-            },
-            insecure: access.insecure,
-            ca_file: access.ca_file.clone(),
-            ..DynamoOptions::default()
-        };
-        table::delete(&DynamoDriver::new(options).client(endpoint)?, table).await
+    /// Deletes a table as a run ledger lists it (`faultline teardown`):
+    /// the kind's [`super::kinds::Kind::remove_listed`].
+    fn delete_listed_table(resource: &Resource) -> BoxFuture<'_, anyhow::Result<String>> {
+        Box::pin(async move {
+            let Resource::DynamodbTable { endpoint, table, access } = resource else {
+                anyhow::bail!("{} is not a DynamoDB table", resource.describe())
+            };
+            let options = DynamoOptions {
+                region: access.region.clone(),
+                credentials: match (&access.access_key_id, &access.secret_access_key) {
+                    (Some(id), Some(secret)) => Some(options::CredentialsSpec {
+                        access_key_id: id.clone(),
+                        secret_access_key: secret.clone(),
+                        session_token: access.session_token.clone(),
+                    }),
+                    _ => None,
+                },
+                insecure: access.insecure,
+                ca_file: access.ca_file.clone(),
+                ..DynamoOptions::default()
+            };
+            table::delete(&DynamoDriver::new(options).client(endpoint)?, table).await
+        })
     }
 
     /// An SDK client for `endpoint`.
@@ -616,9 +624,9 @@ impl super::topology::TopologyKind for DynamoTopology {
         vec!["-H".into(), "0.0.0.0".into(), "-p".into(), port.to_string()]
     }
 
-    async fn role(&self, uri: &str) -> anyhow::Result<super::topology::Role> {
+    async fn role(&self, uri: &str) -> anyhow::Result<faultline_model::roles::Role> {
         DynamoDriver::new(DynamoOptions::default()).probe(uri).await?;
-        Ok(super::topology::Role::Primary)
+        Ok(faultline_model::roles::Role::Primary)
     }
 }
 

@@ -7,6 +7,7 @@
 //! as it is and left. A server faultline starts takes its collection with
 //! its data directory or container, so nothing is listed for it.
 
+use futures::future::BoxFuture;
 use mongodb::bson::{doc, Document};
 use mongodb::error::ErrorKind;
 use mongodb::Client;
@@ -51,7 +52,7 @@ pub async fn prepare(client: &Client, uri: &str, options: &MongoOptions) -> anyh
         };
         // A killed run's collection holds that run's writes: not adopted.
         anyhow::ensure!(
-            !crate::teardown::faultline_alive(entry.pid),
+            !crate::ledger::faultline_alive(entry.pid),
             "collection `{name}` belongs to run {}, whose faultline (pid {}) is still running: give this target another collection",
             entry.run,
             entry.pid
@@ -90,14 +91,21 @@ pub async fn clean_up(client: &Client, uri: &str, options: &MongoOptions) -> any
     Ok(format!("dropped collection `{}`", name(options)))
 }
 
-/// Drops a collection as a run ledger lists it (`faultline teardown`).
-pub async fn drop_listed(uri: &str, database: &str, collection: &str) -> anyhow::Result<String> {
-    let options = MongoOptions { database: database.into(), collection: collection.into(), ..MongoOptions::default() };
-    let driver = MongoDriver { options };
-    let client = driver.admin_client(uri).await?;
-    let dropped = drop_collection(&client, &driver.options).await;
-    client.shutdown().immediate(true).await;
-    dropped.map(|()| format!("dropped collection `{}`", name(&driver.options)))
+/// Drops a collection as a run ledger lists it (`faultline teardown`):
+/// the kind's [`super::super::kinds::Kind::remove_listed`].
+pub fn drop_listed(resource: &Resource) -> BoxFuture<'_, anyhow::Result<String>> {
+    Box::pin(async move {
+        let Resource::MongodbCollection { uri, database, collection } = resource else {
+            anyhow::bail!("{} is not a MongoDB collection", resource.describe())
+        };
+        let options =
+            MongoOptions { database: database.clone(), collection: collection.clone(), ..MongoOptions::default() };
+        let driver = MongoDriver { options };
+        let client = driver.admin_client(uri).await?;
+        let dropped = drop_collection(&client, &driver.options).await;
+        client.shutdown().immediate(true).await;
+        dropped.map(|()| format!("dropped collection `{}`", name(&driver.options)))
+    })
 }
 
 /// Drops the collection; one already gone is no error.

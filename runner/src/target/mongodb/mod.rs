@@ -28,7 +28,6 @@ use super::kinds::{parse_options, Kind};
 use super::{Connection, ServerInfo, TargetDriver};
 use crate::spec::{FaultAction, FaultKind, OpKind};
 use crate::workload::Workload;
-pub use collection::drop_listed as drop_listed_collection;
 use faultline_spec::KindCost;
 pub use options::MongoOptions;
 use topology::MongoTopology;
@@ -43,6 +42,7 @@ pub const KIND: Kind = Kind {
     },
     members: || Arc::new(MongoTopology),
     options: Some(|generator| generator.subschema_for::<MongoOptions>()),
+    remove_listed: Some(collection::drop_listed),
 };
 
 pub struct MongoDriver {
@@ -178,7 +178,7 @@ impl TargetDriver for MongoDriver {
 
     async fn prepare(&self, uri: &str, workload: &Workload) -> anyhow::Result<String> {
         // Only on an external server does the collection outlive the run.
-        let external = crate::provider::is_external(uri);
+        let external = crate::ledger::is_external(uri);
         if self.options.seed_documents == 0 && !external {
             return Ok(String::new());
         }

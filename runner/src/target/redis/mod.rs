@@ -32,6 +32,7 @@ pub const KIND: Kind = Kind {
     },
     members: || Arc::new(topology::RedisTopology),
     options: None,
+    remove_listed: None,
 };
 
 pub struct RedisDriver;
