@@ -13,7 +13,6 @@ mod docker;
 mod engine;
 mod fault;
 mod gate;
-mod ledger;
 mod leftovers;
 mod metrics;
 #[cfg(feature = "plugins")]
@@ -35,7 +34,6 @@ mod synthetic_results;
 mod target;
 mod teardown;
 mod verdict;
-mod workload;
 
 use faultline_check::{checker, history};
 use faultline_model::{command_line, input_file};

@@ -8,10 +8,10 @@
 use std::collections::BTreeMap;
 
 use crate::docker::{Docker, Owned, ResourceKind};
-use crate::ledger::{self, faultline_alive, run_id_matches, Resource};
 use crate::spec::TargetKind;
 use crate::target::kinds;
 use crate::EXIT_USAGE;
+use faultline_kind::ledger::{self, faultline_alive, run_id_matches, Resource};
 
 pub struct TeardownArgs {
     pub run: Option<String>,

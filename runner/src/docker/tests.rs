@@ -289,7 +289,7 @@ scenarios:
             target.stop().await;
             result.unwrap();
             let d = Docker::connect().await.unwrap();
-            let left = d.list_owned(Some(&crate::ledger::run_id(&log_dir))).await.unwrap();
+            let left = d.list_owned(Some(&faultline_kind::ledger::run_id(&log_dir))).await.unwrap();
             assert!(left.is_empty(), "{left:?}");
             for log in ["kv-0.log", "kv-2.log", "kv-sentinels-0.log"] {
                 assert!(log_dir.join("kv").join(log).is_file(), "{log} not saved");

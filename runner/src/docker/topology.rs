@@ -6,7 +6,7 @@
 //! [`TopologyKind`]), so `kv.primary` after a failover is the new primary.
 //! This is the running half, which asks containers; the selector grammar
 //! is the spec's (`faultline_spec::selector`), and what a kind knows about
-//! its members is [`crate::target::topology`].
+//! its members is [`faultline_kind::topology`].
 
 // Selectors and role resolution are the fault scheduler's API: until it
 // lands only the tests and the docker provider use them.
@@ -20,8 +20,8 @@ use anyhow::{anyhow, bail};
 use indexmap::IndexMap;
 
 use super::{Container, Docker, Network};
-use crate::target::topology::{FailoverMember, FailoverPlan, TopologyKind};
-use crate::target::TargetDriver;
+use faultline_kind::topology::{FailoverMember, FailoverPlan, TopologyKind};
+use faultline_kind::TargetDriver;
 use faultline_model::roles::Role;
 
 /// One container of a target.

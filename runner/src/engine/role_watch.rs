@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::docker::topology::Topology;
-use crate::target::topology::TopologyKind;
+use faultline_kind::topology::TopologyKind;
 use faultline_model::roles::{Role, RoleChange};
 
 /// How often every member is asked.

@@ -76,7 +76,7 @@ pub mod shape {
     use std::sync::{Arc, Mutex};
 
     use super::{Limits, Plugin, PluginHost};
-    use crate::workload::{Op, OpSource};
+    use faultline_kind::workload::{Op, OpSource};
 
     pub use super::interface::{PluginError, Setup, SHAPE_DEADLINE as DEFAULT_DEADLINE};
 

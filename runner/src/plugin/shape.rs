@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::sandbox::{PluginError, Sandbox};
 use super::{Limits, Plugin, PluginHost};
 use crate::spec::OpKind;
-use crate::workload::{Op, OpSource};
+use faultline_kind::workload::{Op, OpSource};
 
 mod bindings {
     wasmtime::component::bindgen!({ path: "../plugins/wit", world: "workload" });

@@ -21,8 +21,8 @@ use crate::docker::topology::{companion_name, member_name, Member, Topology};
 use crate::docker::{ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard};
 use crate::spec::docker::{split_tmpfs, CompanionSpec, DiscoverySpec, ReadySpec};
 use crate::spec::{ProviderKind, TargetSpec};
-use crate::target::topology::{FailoverMember, TopologyKind};
-use crate::target::{ServerInfo, TargetDriver};
+use faultline_kind::topology::{FailoverMember, TopologyKind};
+use faultline_kind::{ServerInfo, TargetDriver};
 use faultline_model::roles::Role;
 
 /// A started docker target: its containers, and the guard that removes
@@ -63,7 +63,7 @@ pub async fn start(
         docker.require_image(i).await.with_context(|| label.clone())?;
     }
 
-    let labels = Labels::target(&crate::ledger::run_id(log_dir), name);
+    let labels = Labels::target(&faultline_kind::ledger::run_id(log_dir), name);
     // Armed from before the first resource exists: if this future is dropped
     // (Ctrl-C during start) or panics, the guard removes what it created.
     let mut guard = TeardownGuard::new(labels.clone());

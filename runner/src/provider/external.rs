@@ -6,11 +6,11 @@ use anyhow::Context;
 
 use super::{wait_ready, RunningTarget};
 use crate::spec::{ProviderKind, TargetSpec};
-use crate::target::TargetDriver;
+use faultline_kind::TargetDriver;
 
 pub async fn start(name: &str, spec: &TargetSpec, driver: Arc<dyn TargetDriver>) -> anyhow::Result<RunningTarget> {
     let uri = spec.uri.clone().context("external targets need `uri`")?;
-    crate::ledger::note_external(&uri);
+    faultline_kind::ledger::note_external(&uri);
     let server = wait_ready(driver.as_ref(), &uri, spec.ready_timeout.0, || Ok(()))
         .await
         .with_context(|| format!("target `{name}` (external)"))?;

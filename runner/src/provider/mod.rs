@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::bail;
 
 use crate::spec::{ProviderKind, TargetSpec};
-use crate::target::{ServerInfo, TargetDriver};
+use faultline_kind::{ServerInfo, TargetDriver};
 
 /// A target that is up and answering.
 pub struct RunningTarget {
@@ -118,7 +118,7 @@ pub(crate) async fn wait_ready(
         let last_probe = began.elapsed();
         match tokio::time::timeout_at(deadline, driver.probe(uri)).await {
             Ok(Ok(info)) => return Ok(info),
-            Ok(Err(e)) if e.downcast_ref::<crate::target::Refused>().is_some() => {
+            Ok(Err(e)) if e.downcast_ref::<faultline_kind::Refused>().is_some() => {
                 bail!("{uri} refused faultline: {e:#}")
             }
             Ok(Err(e)) => last_error = Some(format!("{e:#}")),

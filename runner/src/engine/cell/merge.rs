@@ -16,8 +16,8 @@ use crate::engine::role_watch;
 use crate::metrics::CellMetrics;
 use crate::results::CellStatus;
 use crate::spec::units::format_duration;
-use crate::target::{ReadRule, TargetDriver};
 use faultline_check::history::HistoryWriter;
+use faultline_kind::{ReadRule, TargetDriver};
 
 /// The lanes' books as one, over the window they measured.
 pub struct Merged {

@@ -13,7 +13,7 @@ use crate::metrics::windows::FaultSpan;
 use crate::metrics::CellStats;
 use crate::results::CellStatus;
 use crate::spec::Load;
-use crate::target::TargetDriver;
+use faultline_kind::TargetDriver;
 use faultline_model::roles::{self, NonPrimaryReads, RoleChange};
 
 /// The cell's numbers, and what the checkers still need.

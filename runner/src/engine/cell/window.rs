@@ -22,9 +22,10 @@ use crate::metrics::{LiveCounters, Recorder, SharedTimelines};
 use crate::plugin::shape::{Feed, Shape};
 use crate::spec::probe::ProbeWhen;
 use crate::spec::Load;
-use crate::target::{self, Connection, ReadRule, TargetDriver};
-use crate::workload::OpStream;
+use crate::target;
 use faultline_check::history::{HistoryWriter, Scope};
+use faultline_kind::workload::OpStream;
+use faultline_kind::{Connection, ReadRule, TargetDriver};
 
 /// The cell's measured window on its clock.
 #[derive(Clone, Copy)]
@@ -130,7 +131,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
                         return Err(Stopped::failed(kept, format!("cannot move a connection to its load thread: {e}")))
                     }
                 };
-                let c = target::PipelinedConnection { stream, protocol: c.protocol };
+                let c = faultline_kind::PipelinedConnection { stream, protocol: c.protocol };
                 engine.load_threads.spawn(i, async move {
                     tokio::time::sleep_until(t0).await;
                     pipeline::run(c, dialer, ops, settings, recorder, history, cancel).await

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use redis::AsyncConnectionConfig;
 
-use crate::target::topology::{FailoverPlan, TopologyKind};
+use faultline_kind::topology::{FailoverPlan, TopologyKind};
 use faultline_model::roles::Role;
 
 pub struct RedisTopology;

@@ -79,7 +79,7 @@ impl Resource {
     /// The target kind that created it, whose [`Kind::remove_listed`]
     /// removes it for teardown; None for a data directory, removed as one.
     ///
-    /// [`Kind::remove_listed`]: crate::target::kinds::Kind::remove_listed
+    /// [`Kind::remove_listed`]: crate::registry::Kind::remove_listed
     pub fn created_by(&self) -> Option<&'static str> {
         match self {
             Resource::DynamodbTable { .. } => Some("dynamodb"),
@@ -93,7 +93,7 @@ impl Resource {
         match self {
             Resource::DynamodbTable { endpoint, table, .. } => format!("dynamodb table `{table}` at {endpoint}"),
             Resource::MongodbCollection { uri, database, collection } => {
-                format!("mongodb collection `{database}.{collection}` at {}", crate::redact::text(uri))
+                format!("mongodb collection `{database}.{collection}` at {}", faultline_model::redact::text(uri))
             }
             Resource::DataDirectory { target, path } => format!("data directory {path} (target {target})"),
         }
@@ -175,9 +175,7 @@ pub fn note_external(uri: &str) {
     }
 }
 
-/// Whether `uri` is one of this run's external targets (only MongoDB
-/// creates something there that it must list: its collection).
-#[cfg(feature = "mongodb")]
+/// Whether `uri` is one of this run's external targets.
 pub fn is_external(uri: &str) -> bool {
     EXTERNAL.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|u| u == uri)
 }
@@ -289,7 +287,7 @@ pub fn entries() -> Vec<(PathBuf, Entry)> {
         if path.extension().is_none_or(|e| e != "json") {
             continue;
         }
-        let read = crate::input_file::read(&path, 16 << 20)
+        let read = faultline_model::input_file::read(&path, 16 << 20)
             .map_err(anyhow::Error::from)
             .and_then(|bytes| Ok(serde_json::from_slice::<Entry>(&bytes)?));
         match read {
@@ -304,7 +302,7 @@ pub fn entries() -> Vec<(PathBuf, Entry)> {
 /// Strikes `resource` off another run's file (teardown removed it, or a
 /// later run took the table back); the file goes when it is empty.
 pub fn strike(path: &Path, resource: &Resource) -> anyhow::Result<()> {
-    let bytes = crate::input_file::read(path, 16 << 20)?;
+    let bytes = faultline_model::input_file::read(path, 16 << 20)?;
     let mut entry: Entry = serde_json::from_slice(&bytes)?;
     entry.resources.retain(|r| !r.same(resource));
     write(path, &entry)
