@@ -13,7 +13,6 @@ mod docker;
 mod engine;
 mod fault;
 mod gate;
-mod ledger;
 mod leftovers;
 mod metrics;
 #[cfg(feature = "plugins")]
@@ -34,9 +33,7 @@ mod stdout;
 mod synthetic_results;
 mod target;
 mod teardown;
-mod topology;
 mod verdict;
-mod workload;
 
 use faultline_check::{checker, history};
 use faultline_model::{command_line, input_file};

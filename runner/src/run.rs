@@ -154,7 +154,7 @@ fn execute(
     let run_dir = create_run_dir(&args.out, &spec.name)?;
     let log_dir = run_dir.join("logs");
     std::fs::create_dir_all(&log_dir)?;
-    crate::ledger::open(&crate::provider::docker::run_id(&log_dir), &run_dir);
+    faultline_kind::ledger::open(&faultline_kind::ledger::run_id(&log_dir), &run_dir);
     let history_dir = run_dir.join("history");
     std::fs::write(run_dir.join("spec.yaml"), crate::redact::text(&loaded.resolved_text).as_bytes())?;
     let progress = Progress::new(Some(run_dir.join("run.log")))?;
@@ -192,7 +192,7 @@ fn execute(
         outcome
     });
     // Every target is down: what the run created is removed, or kept on purpose.
-    crate::ledger::close();
+    faultline_kind::ledger::close();
 
     let comparisons = comparison::compare(spec, &outcome.cells);
     let context = gate::RunContext {

@@ -14,7 +14,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::plan::{self, PlanOptions};
 use crate::spec::SpecError;
-use crate::workload::Workload;
+use faultline_kind::workload::Workload;
 
 /// Cases per run (about a second in release); `FAULTLINE_FUZZ_CASES` and
 /// `FAULTLINE_FUZZ_SEED` run more, or others, by hand.

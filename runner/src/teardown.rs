@@ -8,9 +8,10 @@
 use std::collections::BTreeMap;
 
 use crate::docker::{Docker, Owned, ResourceKind};
-use crate::ledger::{self, DynamoAccess, Resource};
-use crate::provider::docker::run_id_matches;
+use crate::spec::TargetKind;
+use crate::target::kinds;
 use crate::EXIT_USAGE;
+use faultline_kind::ledger::{self, faultline_alive, run_id_matches, Resource};
 
 pub struct TeardownArgs {
     pub run: Option<String>,
@@ -138,16 +139,13 @@ async fn remove_listed(listed: &[(std::path::PathBuf, ledger::Entry)]) -> bool {
     for (path, entry) in listed {
         for r in &entry.resources {
             let removed = match r {
-                Resource::DynamodbTable { endpoint, table, access } => delete_table(endpoint, table, access).await,
-                Resource::MongodbCollection { uri, database, collection } => {
-                    drop_collection(uri, database, collection).await
-                }
                 Resource::DataDirectory { path: dir, .. } => match std::fs::remove_dir_all(dir) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                         Err(anyhow::anyhow!("cannot remove {dir}: {e}"))
                     }
                     _ => Ok(String::new()),
                 },
+                _ => remove_through_its_kind(r).await,
             };
             match removed.and_then(|_| ledger::strike(path, r)) {
                 Ok(()) => crate::stdout::say!("removed {} (run {})", r.describe(), entry.run),
@@ -161,32 +159,14 @@ async fn remove_listed(listed: &[(std::path::PathBuf, ledger::Entry)]) -> bool {
     all
 }
 
-#[cfg(feature = "dynamodb")]
-async fn delete_table(endpoint: &str, table: &str, access: &DynamoAccess) -> anyhow::Result<String> {
-    crate::target::dynamodb::DynamoDriver::delete_listed_table(endpoint, table, access).await
-}
-
-/// A build without DynamoDB cannot remove a table an earlier run (of a
-/// build with it) listed: it stays listed, and the message says how.
-#[cfg(not(feature = "dynamodb"))]
-async fn delete_table(_endpoint: &str, table: &str, _access: &DynamoAccess) -> anyhow::Result<String> {
-    anyhow::bail!(
-        "table `{table}` needs a faultline built with DynamoDB to remove: `cargo build --release --features dynamodb`"
-    )
-}
-
-#[cfg(feature = "mongodb")]
-async fn drop_collection(uri: &str, database: &str, collection: &str) -> anyhow::Result<String> {
-    crate::target::mongodb::drop_listed_collection(uri, database, collection).await
-}
-
-/// A build without MongoDB cannot drop a collection an earlier run listed:
-/// it stays listed, and the message says how.
-#[cfg(not(feature = "mongodb"))]
-async fn drop_collection(_uri: &str, database: &str, collection: &str) -> anyhow::Result<String> {
-    anyhow::bail!(
-        "collection `{database}.{collection}` needs a faultline built with MongoDB to drop: `cargo build --release --features mongodb`"
-    )
+/// A table or a collection, removed by the kind that created it; a build
+/// without that kind cannot, so it stays listed and the error says how to
+/// build one that can.
+async fn remove_through_its_kind(resource: &Resource) -> anyhow::Result<String> {
+    let name = resource.created_by().ok_or_else(|| anyhow::anyhow!("no target kind created it"))?;
+    let kind = kinds::find(&TargetKind::new(name)).map_err(anyhow::Error::msg)?;
+    let remove = kind.remove_listed.ok_or_else(|| anyhow::anyhow!("`{name}` targets remove nothing they list"))?;
+    remove(resource).await
 }
 
 fn origin(o: &Owned) -> String {
@@ -202,12 +182,4 @@ fn kind_word(k: ResourceKind) -> &'static str {
         ResourceKind::Container => "container",
         ResourceKind::Network => "network",
     }
-}
-
-/// Whether `pid` is a live faultline process (a test binary counts too).
-pub fn faultline_alive(pid: u32) -> bool {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-    let name = String::from_utf8_lossy(argv0);
-    name.rsplit('/').next().is_some_and(|base| base.starts_with("faultline"))
 }

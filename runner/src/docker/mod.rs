@@ -12,6 +12,7 @@
 
 mod ops;
 mod teardown;
+pub mod topology;
 
 #[cfg(test)]
 mod tests;

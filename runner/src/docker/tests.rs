@@ -209,8 +209,8 @@ fn a_missing_image_says_how_to_build_it() {
 
 mod roles {
     use super::*;
-    use crate::target::topology::Role;
-    use crate::topology::Selector;
+    use crate::docker::topology::Selector;
+    use faultline_model::roles::Role;
 
     const SPEC: &str = r#"name: roles
 targets:
@@ -234,7 +234,7 @@ scenarios:
   - {name: s, target: kv, workload: w, profiles: [p]}
 "#;
 
-    fn names(members: &[crate::topology::Member]) -> Vec<&str> {
+    fn names(members: &[crate::docker::topology::Member]) -> Vec<&str> {
         members.iter().map(|m| m.name.as_str()).collect()
     }
 
@@ -289,7 +289,7 @@ scenarios:
             target.stop().await;
             result.unwrap();
             let d = Docker::connect().await.unwrap();
-            let left = d.list_owned(Some(&crate::provider::docker::run_id(&log_dir))).await.unwrap();
+            let left = d.list_owned(Some(&faultline_kind::ledger::run_id(&log_dir))).await.unwrap();
             assert!(left.is_empty(), "{left:?}");
             for log in ["kv-0.log", "kv-2.log", "kv-sentinels-0.log"] {
                 assert!(log_dir.join("kv").join(log).is_file(), "{log} not saved");
@@ -297,7 +297,7 @@ scenarios:
         });
     }
 
-    async fn d_exec(topo: &crate::topology::Topology, name: &str, cmd: &str) -> anyhow::Result<String> {
+    async fn d_exec(topo: &crate::docker::topology::Topology, name: &str, cmd: &str) -> anyhow::Result<String> {
         let m = topo.by_name(name).unwrap();
         Ok(topo.docker.exec_ok(&m.container, &argv(cmd), Duration::from_secs(10)).await?.stdout)
     }

@@ -8,8 +8,8 @@ use tokio::time::Instant;
 
 use crate::metrics::{Completion, ErrorClass, Recorder};
 use crate::plan::CellTiming;
-use crate::workload::{Op, OpStream};
 use faultline_check::history::{HistoryWriter, Observed, OpRecord, Outcome, Scope};
+use faultline_kind::workload::{Op, OpStream};
 
 use super::rounds::RoundSeat;
 use super::schedule::{Issue, Pacing};

@@ -10,6 +10,7 @@ pub mod load_threads;
 mod pipeline;
 pub mod progress;
 mod requests;
+mod role_watch;
 mod rounds;
 mod schedule;
 
@@ -28,7 +29,7 @@ use crate::results::{CellResult, CellStatus, TargetInfo};
 use crate::spec::matrix::Isolation;
 use crate::spec::probe::{ProbeSpec, ProbeWhen};
 use crate::spec::Spec;
-use crate::workload::Workload;
+use faultline_kind::workload::Workload;
 use instances::Instances;
 use progress::Progress;
 

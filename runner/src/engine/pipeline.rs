@@ -27,9 +27,9 @@ use tokio_util::sync::CancellationToken;
 use super::books::{Books, Ending, HistoryLog, LaneEnd, Pending, Settings};
 use super::schedule::{Issue, Issuer};
 use crate::metrics::{ErrorClass, Recorder};
-use crate::target::{Connection, PipelinedConnection, ReplyValue, TargetDriver, WireProtocol};
-use crate::workload::{OpStream, Workload};
 use faultline_check::history::{parse_value, Observed, Outcome};
+use faultline_kind::workload::{OpStream, Workload};
+use faultline_kind::{Connection, PipelinedConnection, ReplyValue, TargetDriver, WireProtocol};
 
 /// How long to wait between reconnect attempts.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);

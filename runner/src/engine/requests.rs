@@ -23,9 +23,9 @@ use tokio_util::sync::CancellationToken;
 use super::books::{Books, Ending, HistoryLog, LaneEnd, Pending, Settings};
 use super::schedule::Issuer;
 use crate::metrics::Recorder;
-use crate::target::{Applied, ReadValue, RequestClient, Response};
-use crate::workload::OpStream;
 use faultline_check::history::{parse_value, Observed, Outcome};
+use faultline_kind::workload::OpStream;
+use faultline_kind::{Applied, ReadValue, RequestClient, Response};
 
 type Request = Pin<Box<dyn Future<Output = (u64, Response)> + Send>>;
 

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::rounds::RoundSeat;
 use crate::metrics::Recorder;
-use crate::workload::{Op, OpStream};
+use faultline_kind::workload::{Op, OpStream};
 
 /// tokio's timers tick in milliseconds and wake up to a tick late, so an
 /// open loop wakes this much early and sends ops due within it: an op sent

@@ -20,7 +20,7 @@ async fn members(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyh
     let Some(topology) = target.topology() else {
         return Ok(vec![(target.name.clone(), target.uri.clone())]);
     };
-    let selection = crate::topology::parse_selector(&fault.target, spec).map_err(anyhow::Error::msg)?;
+    let selection = faultline_spec::selector::parse_selector(&fault.target, spec).map_err(anyhow::Error::msg)?;
     let mut out = Vec::new();
     for m in topology.resolve(&selection.selector).await? {
         let uri = topology.uri(&m).await?;

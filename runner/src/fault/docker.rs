@@ -5,8 +5,8 @@
 use anyhow::Context;
 
 use super::{Applied, Heal, EXEC_TIMEOUT, STOP_GRACE};
+use crate::docker::topology::{Member, Topology};
 use crate::spec::{FaultAction, FaultKind, FaultSpec, Spec};
-use crate::topology::{Member, Topology};
 
 /// What undoes a container fault.
 pub struct Undo {
@@ -18,7 +18,7 @@ pub async fn apply(topo: &Topology, fault: &FaultSpec, spec: &Spec) -> anyhow::R
     if let FaultAction::Failover { coordinated } = fault.action {
         return failover(topo, coordinated, spec).await;
     }
-    let selection = crate::topology::parse_selector(&fault.target, spec).map_err(|e| anyhow::anyhow!(e))?;
+    let selection = faultline_spec::selector::parse_selector(&fault.target, spec).map_err(|e| anyhow::anyhow!(e))?;
     let members = topo.resolve(&selection.selector).await.with_context(|| format!("resolving `{}`", fault.target))?;
     anyhow::ensure!(!members.is_empty(), "`{}` selects no container now", fault.target);
     let d = &topo.docker;

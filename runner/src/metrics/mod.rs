@@ -15,9 +15,9 @@ use crate::spec::OpKind;
 
 pub mod fault_impact;
 mod recent;
-pub mod roles;
 pub mod windows;
 use fault_impact::{bucket_of, Bucket, FaultImpact, FineTimelines};
+use faultline_model::roles;
 use recent::{absorb_at, entry_at, Absorb, Recent};
 use windows::{FaultSpan, WindowLatency, WindowSamples};
 

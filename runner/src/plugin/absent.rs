@@ -76,7 +76,7 @@ pub mod shape {
     use std::sync::{Arc, Mutex};
 
     use super::{Limits, Plugin, PluginHost};
-    use crate::workload::Op;
+    use faultline_kind::workload::{Op, OpSource};
 
     pub use super::interface::{PluginError, Setup, SHAPE_DEADLINE as DEFAULT_DEADLINE};
 
@@ -107,20 +107,22 @@ pub mod shape {
         pub fn new(shape: &Arc<Mutex<Shape>>, _worker: u32, _in_flight: u32) -> Feed {
             match *shape.lock().unwrap_or_else(|e| e.into_inner()) {}
         }
+    }
 
-        pub fn observes(&self) -> bool {
+    impl OpSource for Feed {
+        fn next_op(&mut self) -> Option<Op> {
             match *self {}
         }
 
-        pub fn next_op(&mut self) -> Option<Op> {
+        fn prepare(&mut self, _need: usize) {
             match *self {}
         }
 
-        pub fn prepare(&mut self, _need: usize) {
+        fn observes(&self) -> bool {
             match *self {}
         }
 
-        pub fn completed(&mut self, _op: &Op, _ok: bool) {
+        fn completed(&mut self, _op: &Op, _ok: bool) {
             match *self {}
         }
     }

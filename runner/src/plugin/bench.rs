@@ -10,7 +10,7 @@ use anyhow::Context;
 use super::shape::{Feed, Setup, Shape, DEFAULT_DEADLINE};
 use super::{Limits, PluginHost, World};
 use crate::spec::WorkloadSpec;
-use crate::workload::Workload;
+use faultline_kind::workload::{OpSource, Workload};
 
 const WORKLOAD: &str = "ops: {get: 80, set: 15, incr: 3, del: 2}\nkeys: {count: 100000, distribution: zipfian, exponent: 0.99}\nvalue_size: {min: 32B, max: 512B}\n";
 

@@ -48,7 +48,7 @@ pub struct Setup {
 }
 
 impl Setup {
-    pub fn of(workload: &crate::workload::Workload, workers: u32, recording: bool) -> Setup {
+    pub fn of(workload: &faultline_kind::workload::Workload, workers: u32, recording: bool) -> Setup {
         Setup {
             kinds: workload.declared.clone(),
             key_count: workload.key_count(),

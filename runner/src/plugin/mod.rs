@@ -213,7 +213,7 @@ impl SpecPlugins {
                 let field = format!("workloads.{name}.shape.plugin");
                 let plugin = load(&field, p, World::Workload)?;
                 // Its init now, so a config it refuses is a spec error, not a failed cell.
-                let workload = crate::workload::Workload::new(w, spec.seed, 0);
+                let workload = faultline_kind::workload::Workload::new(w, spec.seed, 0);
                 let setup = shape::Setup::of(&workload, 1, !spec.checkers.is_empty());
                 let limits = Limits::of(p, shape::DEFAULT_DEADLINE);
                 if let Err(e) = shape::Shape::start(&host, &plugin, limits, &p.config, spec.seed, setup) {

@@ -1,6 +1,7 @@
 //! Workload shape plugins (world `workload`): the host asks a cell's shape
 //! instance for ops in batches, one worker (connection) at a time, and —
-//! when the shape asks for it — tells it which ops completed.
+//! when the shape asks for it — tells it which ops completed. A connection's
+//! [`Feed`] is the workload's [`OpSource`] for it.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,7 +10,7 @@ use std::time::Duration;
 use super::sandbox::{PluginError, Sandbox};
 use super::{Limits, Plugin, PluginHost};
 use crate::spec::OpKind;
-use crate::workload::Op;
+use faultline_kind::workload::{Op, OpSource};
 
 mod bindings {
     wasmtime::component::bindgen!({ path: "../plugins/wit", world: "workload" });
@@ -187,37 +188,6 @@ impl Feed {
         }
     }
 
-    pub fn observes(&self) -> bool {
-        self.observes
-    }
-
-    /// The next op, or `None` once the shape has no more for this worker
-    /// or has failed (the cell then reads the error from the shape).
-    pub fn next_op(&mut self) -> Option<Op> {
-        if self.ready.is_empty() {
-            let shape = Arc::clone(&self.shape);
-            let locked = shape.lock().expect("shape lock");
-            self.refill(locked);
-        }
-        self.ready.pop_front()
-    }
-
-    /// Asks for another batch when fewer than `need` ops are queued, while
-    /// the connection waits for replies, so the plugin call does not sit
-    /// between a reply and the next request. A shape that observes is asked only when its queue is
-    /// empty, after the outcomes: its next ops depend on them. Another
-    /// connection using the shape is not waited for (this runs on the
-    /// runtime's threads): the queue is topped up next time, or by `next_op`.
-    pub fn prepare(&mut self, need: usize) {
-        if !self.observes && self.ready.len() < need {
-            let shape = Arc::clone(&self.shape);
-            let locked = shape.try_lock().ok();
-            if let Some(locked) = locked {
-                self.refill(locked);
-            }
-        }
-    }
-
     fn refill(&mut self, mut shape: MutexGuard<'_, Shape>) {
         if self.done {
             return;
@@ -240,8 +210,41 @@ impl Feed {
             }
         }
     }
+}
 
-    pub fn completed(&mut self, op: &Op, ok: bool) {
+impl OpSource for Feed {
+    fn observes(&self) -> bool {
+        self.observes
+    }
+
+    /// The next op, or `None` once the shape has no more for this worker
+    /// or has failed (the cell then reads the error from the shape).
+    fn next_op(&mut self) -> Option<Op> {
+        if self.ready.is_empty() {
+            let shape = Arc::clone(&self.shape);
+            let locked = shape.lock().expect("shape lock");
+            self.refill(locked);
+        }
+        self.ready.pop_front()
+    }
+
+    /// Asks for another batch when fewer than `need` ops are queued, while
+    /// the connection waits for replies, so the plugin call does not sit
+    /// between a reply and the next request. A shape that observes is asked only when its queue is
+    /// empty, after the outcomes: its next ops depend on them. Another
+    /// connection using the shape is not waited for (this runs on the
+    /// runtime's threads): the queue is topped up next time, or by `next_op`.
+    fn prepare(&mut self, need: usize) {
+        if !self.observes && self.ready.len() < need {
+            let shape = Arc::clone(&self.shape);
+            let locked = shape.try_lock().ok();
+            if let Some(locked) = locked {
+                self.refill(locked);
+            }
+        }
+    }
+
+    fn completed(&mut self, op: &Op, ok: bool) {
         let args = op.value.as_ref().map(|v| vec![v.to_string()]).unwrap_or_default();
         let kind =
             self.setup.kinds.iter().position(|(k, _)| *k == op.kind).expect("ops come from the declared kinds") as u8;

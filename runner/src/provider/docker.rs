@@ -17,12 +17,13 @@ use indexmap::IndexMap;
 use tokio::time::Instant;
 
 use super::RunningTarget;
+use crate::docker::topology::{companion_name, member_name, Member, Topology};
 use crate::docker::{ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard};
 use crate::spec::docker::{split_tmpfs, CompanionSpec, DiscoverySpec, ReadySpec};
 use crate::spec::{ProviderKind, TargetSpec};
-use crate::target::topology::{FailoverMember, Role, TopologyKind};
-use crate::target::{ServerInfo, TargetDriver};
-use crate::topology::{companion_name, member_name, Member, Topology};
+use faultline_kind::topology::{FailoverMember, TopologyKind};
+use faultline_kind::{ServerInfo, TargetDriver};
+use faultline_model::roles::Role;
 
 /// A started docker target: its containers, and the guard that removes
 /// them if the orderly [`DockerTarget::stop`] never runs.
@@ -47,47 +48,6 @@ impl DockerTarget {
     }
 }
 
-/// The id that labels this run's containers: the run directory's name and
-/// a hash of its full path, so two runs with the same name in different
-/// places do not share it.
-pub fn run_id(log_dir: &Path) -> String {
-    let run_dir = log_dir.parent().unwrap_or(log_dir);
-    let full = std::fs::canonicalize(run_dir).unwrap_or_else(|_| run_dir.to_path_buf());
-    let name = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in full.to_string_lossy().bytes() {
-        hash = (hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{}-{:06x}", run_id_name(&name), hash & 0xff_ffff)
-}
-
-/// The part of [`run_id`] taken from the run directory's name, so
-/// `teardown --run` finds a run by the name the user sees.
-pub fn run_id_name(dir_name: &str) -> String {
-    let name: String =
-        dir_name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect();
-    // Keep container names readable: the date part is at the end.
-    if name.len() > 48 {
-        name[name.len() - 48..].trim_start_matches('-').to_string()
-    } else {
-        name
-    }
-}
-
-/// Whether the run label `label` (a [`run_id`]) is the run the user named:
-/// the full label, the run directory's name, or its path.
-pub fn run_id_matches(label: &str, asked: &str) -> bool {
-    if label == asked {
-        return true;
-    }
-    let dir_name = Path::new(asked.trim_end_matches('/')).file_name().map(|n| n.to_string_lossy().into_owned());
-    let Some(dir_name) = dir_name else { return false };
-    label
-        .strip_prefix(&run_id_name(&dir_name))
-        .and_then(|rest| rest.strip_prefix('-'))
-        .is_some_and(|hash| hash.len() == 6 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
 pub async fn start(
     name: &str,
     spec: &TargetSpec,
@@ -103,7 +63,7 @@ pub async fn start(
         docker.require_image(i).await.with_context(|| label.clone())?;
     }
 
-    let labels = Labels::target(&run_id(log_dir), name);
+    let labels = Labels::target(&faultline_kind::ledger::run_id(log_dir), name);
     // Armed from before the first resource exists: if this future is dropped
     // (Ctrl-C during start) or panics, the guard removes what it created.
     let mut guard = TeardownGuard::new(labels.clone());

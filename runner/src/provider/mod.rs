@@ -13,9 +13,7 @@ use std::time::Duration;
 use anyhow::bail;
 
 use crate::spec::{ProviderKind, TargetSpec};
-use crate::target::{ServerInfo, TargetDriver};
-#[cfg(feature = "mongodb")]
-pub use external::is_external;
+use faultline_kind::{ServerInfo, TargetDriver};
 
 /// A target that is up and answering.
 pub struct RunningTarget {
@@ -64,7 +62,7 @@ impl RunningTarget {
 
     /// The members and companions of a docker target, with their roles on
     /// request; None for other providers.
-    pub fn topology(&self) -> Option<&std::sync::Arc<crate::topology::Topology>> {
+    pub fn topology(&self) -> Option<&std::sync::Arc<crate::docker::topology::Topology>> {
         self.docker.as_ref().map(|d| &d.topology)
     }
 }
@@ -120,7 +118,7 @@ pub(crate) async fn wait_ready(
         let last_probe = began.elapsed();
         match tokio::time::timeout_at(deadline, driver.probe(uri)).await {
             Ok(Ok(info)) => return Ok(info),
-            Ok(Err(e)) if e.downcast_ref::<crate::target::Refused>().is_some() => {
+            Ok(Err(e)) if e.downcast_ref::<faultline_kind::Refused>().is_some() => {
                 bail!("{uri} refused faultline: {e:#}")
             }
             Ok(Err(e)) => last_error = Some(format!("{e:#}")),

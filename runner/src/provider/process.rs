@@ -19,7 +19,7 @@ use tokio::process::{Child, Command};
 use super::process_group::{self, Guardian};
 use super::{wait_ready, RunningTarget};
 use crate::spec::{ProviderKind, TargetSpec};
-use crate::target::TargetDriver;
+use faultline_kind::TargetDriver;
 
 pub struct ManagedProcess {
     child: Child,
@@ -221,9 +221,11 @@ pub async fn start(
     let command = fill(spec.command.as_deref().unwrap_or_else(|| driver.default_command()));
     let mut args: Vec<String> = Vec::new();
     // Listed for `faultline teardown` should this run be killed.
-    let data =
-        crate::ledger::Resource::DataDirectory { target: name.to_string(), path: dirs.work_dir.display().to_string() };
-    crate::ledger::record(data)?;
+    let data = faultline_kind::ledger::Resource::DataDirectory {
+        target: name.to_string(),
+        path: dirs.work_dir.display().to_string(),
+    };
+    faultline_kind::ledger::record(data)?;
     std::fs::create_dir_all(dirs.work_dir).with_context(|| format!("cannot create {}", dirs.work_dir.display()))?;
     if !spec.args.iter().any(|a| a.contains("{port}")) {
         args.extend(driver.listen_args(port, dirs.work_dir));
@@ -308,7 +310,7 @@ fn spawn(launch: &Launch) -> anyhow::Result<ManagedProcess> {
 
 /// Waits until the driver's probe answers; the error shows the command and
 /// the end of the server's log.
-async fn ready(launch: &Launch, process: &mut ManagedProcess) -> anyhow::Result<crate::target::ServerInfo> {
+async fn ready(launch: &Launch, process: &mut ManagedProcess) -> anyhow::Result<faultline_kind::ServerInfo> {
     let ready =
         wait_ready(launch.driver.as_ref(), &launch.uri, launch.ready_timeout, || match process.child.try_wait() {
             Ok(Some(status)) => Err(anyhow!("exited with {status} before it was ready")),

@@ -7,31 +7,12 @@
 
 use std::sync::Arc;
 
-use serde::de::DeserializeOwned;
-
-use super::topology::TopologyKind;
-use super::TargetDriver;
 use crate::spec::TargetKind;
+use faultline_kind::registry::Kind;
+use faultline_kind::topology::TopologyKind;
+use faultline_kind::TargetDriver;
 
 pub use faultline_spec::options::{overlay, OptionsError};
-
-/// Makes a kind's driver from the options a target gave it.
-pub type MakeDriver = fn(Option<&serde_json::Value>) -> Result<Arc<dyn TargetDriver>, OptionsError>;
-
-/// One target kind as a build registers it: each kind's module holds its
-/// own `pub const KIND: Kind`, and [`KINDS`] names it on one line.
-pub struct Kind {
-    /// The name a spec's `kind:` writes.
-    pub name: &'static str,
-    /// The kind's driver with the options a target (overlaid by a
-    /// scenario's) gave it; the error names the field under `options`.
-    pub driver: MakeDriver,
-    /// How the kind's members run in containers and tell their roles.
-    pub members: fn() -> Arc<dyn TopologyKind>,
-    /// The schema of the kind's typed options, for `faultline schema`
-    /// (None: the kind takes no options).
-    pub options: Option<fn(&mut schemars::SchemaGenerator) -> schemars::Schema>,
-}
 
 /// Every kind this build holds. MongoDB and DynamoDB bring their official
 /// drivers (the AWS SDK, the MongoDB driver), which a Redis-only build
@@ -127,28 +108,6 @@ pub fn spec_schema() -> serde_json::Value {
     target["properties"]["kind"]["enum"] = KINDS.iter().map(|k| k.name).collect();
     target["allOf"] = options.into();
     root
-}
-
-/// A kind's typed options from the spec's `options:` (none: its defaults).
-pub fn parse_options<T: DeserializeOwned>(options: Option<&serde_json::Value>) -> Result<T, OptionsError> {
-    let empty = serde_json::Value::Object(Default::default());
-    let value = options.unwrap_or(&empty);
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let field = if path == "." { String::new() } else { path };
-        (field, e.into_inner().to_string())
-    })
-}
-
-/// For kinds that take no options: the first one given is the error.
-pub fn no_options(kind: &str, options: Option<&serde_json::Value>) -> Result<(), OptionsError> {
-    match options {
-        Some(serde_json::Value::Object(m)) if !m.is_empty() => {
-            let first = m.keys().next().expect("not empty").clone();
-            Err((first, format!("{kind} targets take no options")))
-        }
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use super::{CellRun, Kept, Stopped};
 use crate::plugin::shape::{Setup, Shape};
 use crate::plugin::Limits;
 use crate::spec::probe::ProbeWhen;
-use crate::target::{self, Connection, TargetDriver};
+use crate::target;
+use faultline_kind::{Connection, TargetDriver};
 
 /// A cell ready to run: everything its lanes need before the clock starts.
 pub struct Armed {

@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use super::summarize::Measured;
 use super::{CellRun, Kept};
-use crate::metrics::roles::{self, NonPrimaryReads, RoleChange};
 use crate::metrics::CellStats;
 use crate::results::CellStatus;
 use crate::spec::OpKind;
-use crate::target::TargetDriver;
 use faultline_check::checker::lost_write_times::{self, AckTimes};
 use faultline_check::checker::{self, CheckResult, CheckerName};
 use faultline_check::history::Scope;
+use faultline_kind::TargetDriver;
+use faultline_model::roles::{self, NonPrimaryReads, RoleChange};
 
 /// How long the linearizability search may take per cell before it says `unknown`.
 const LINEARIZABILITY_BUDGET: Duration = Duration::from_secs(60);

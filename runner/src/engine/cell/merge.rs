@@ -12,11 +12,12 @@ use tokio::time::Instant;
 
 use super::window::Ran;
 use super::{CellRun, Kept, Stopped};
-use crate::metrics::{roles, CellMetrics};
+use crate::engine::role_watch;
+use crate::metrics::CellMetrics;
 use crate::results::CellStatus;
 use crate::spec::units::format_duration;
-use crate::target::{ReadRule, TargetDriver};
 use faultline_check::history::HistoryWriter;
+use faultline_kind::{ReadRule, TargetDriver};
 
 /// The lanes' books as one, over the window they measured.
 pub struct Merged {
@@ -30,7 +31,7 @@ pub struct Merged {
     /// Why some lane's history could not be written in full, if so: the
     /// checkers then cannot judge.
     pub incomplete: Option<anyhow::Error>,
-    pub role_changes: Option<roles::Sampled>,
+    pub role_changes: Option<role_watch::Sampled>,
     pub read_rule: Option<ReadRule>,
     pub kept: Kept,
 }

@@ -35,8 +35,8 @@ use crate::provider::RunningTarget;
 use crate::results::{CellResult, CellStatus};
 use crate::spec::probe::ProbeWhen;
 use crate::spec::{Load, Spec, TargetSpec};
-use crate::workload::Workload;
 use faultline_check::checker::CheckerName;
+use faultline_kind::workload::Workload;
 
 /// What every phase of a cell reads and none changes: the engine, the cell,
 /// where it stands in the run, its running target and its workload.

@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use super::merge::Merged;
 use super::{CellRun, Kept};
-use crate::metrics::roles::{self, NonPrimaryReads, RoleChange};
 use crate::metrics::windows::FaultSpan;
 use crate::metrics::CellStats;
 use crate::results::CellStatus;
 use crate::spec::Load;
-use crate::target::TargetDriver;
+use faultline_kind::TargetDriver;
+use faultline_model::roles::{self, NonPrimaryReads, RoleChange};
 
 /// The cell's numbers, and what the checkers still need.
 pub struct Measured {

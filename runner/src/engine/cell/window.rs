@@ -15,15 +15,17 @@ use tokio::time::Instant;
 use super::bring_up::Armed;
 use super::{CellRun, Kept, Stopped};
 use crate::engine::books::{self, LaneEnd};
+use crate::engine::role_watch::{self, Watched};
 use crate::engine::{pipeline, progress, requests, rounds, schedule};
 use crate::fault;
-use crate::metrics::{roles, LiveCounters, Recorder, SharedTimelines};
+use crate::metrics::{LiveCounters, Recorder, SharedTimelines};
 use crate::plugin::shape::{Feed, Shape};
 use crate::spec::probe::ProbeWhen;
 use crate::spec::Load;
-use crate::target::{self, Connection, ReadRule, TargetDriver};
-use crate::workload::OpStream;
+use crate::target;
 use faultline_check::history::{HistoryWriter, Scope};
+use faultline_kind::workload::OpStream;
+use faultline_kind::{Connection, ReadRule, TargetDriver};
 
 /// The cell's measured window on its clock.
 #[derive(Clone, Copy)]
@@ -45,7 +47,7 @@ pub struct Ran {
     /// The cell's progress line, still drawing.
     pub watcher: JoinHandle<()>,
     /// Who was primary through the window, when someone was watched.
-    pub role_changes: Option<roles::Sampled>,
+    pub role_changes: Option<role_watch::Sampled>,
     /// Which reads only a primary may answer, if the kind has such a rule.
     pub read_rule: Option<ReadRule>,
     /// The before- and window probes' outputs, and the fault records.
@@ -97,7 +99,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         };
         let tag = history.as_ref().map(|h| (h.scope.cell, i as u16));
         let ops = match &shape {
-            Some(s) => OpStream::from_plugin(Feed::new(s, i as u32, in_flight), tag),
+            Some(s) => OpStream::from_source(Box::new(Feed::new(s, i as u32, in_flight)), tag),
             None => workload.stream(i as u64, connections as u64, in_flight, salt, tag),
         };
         let pacing = match load {
@@ -129,7 +131,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
                         return Err(Stopped::failed(kept, format!("cannot move a connection to its load thread: {e}")))
                     }
                 };
-                let c = target::PipelinedConnection { stream, protocol: c.protocol };
+                let c = faultline_kind::PipelinedConnection { stream, protocol: c.protocol };
                 engine.load_threads.spawn(i, async move {
                     tokio::time::sleep_until(t0).await;
                     pipeline::run(c, dialer, ops, settings, recorder, history, cancel).await
@@ -173,8 +175,8 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     // members, and for one server whose role its kind can ask.
     let watched = match (faults.is_empty(), run.running.topology()) {
         (true, _) => None,
-        (false, Some(t)) if t.members.len() > 1 => Some(roles::Watched::Members(Arc::clone(t))),
-        (false, _) if driver.has_roles() => Some(roles::Watched::Server {
+        (false, Some(t)) if t.members.len() > 1 => Some(Watched::Members(Arc::clone(t))),
+        (false, _) if driver.has_roles() => Some(Watched::Server {
             name: run.running.name.clone(),
             uri: uri.to_string(),
             kind: target::kinds::members(&target_spec.kind),
@@ -183,7 +185,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     };
     let roles = async {
         match watched {
-            Some(w) => Some(roles::watch(w, measure_from, stop_at, load_ended.clone()).await),
+            Some(w) => Some(role_watch::watch(w, measure_from, stop_at, load_ended.clone()).await),
             None => None,
         }
     };

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
 use crate::metrics::ErrorClass;
-use crate::target::{cause, Applied, DriverError};
+use faultline_kind::{cause, Applied, DriverError};
 
 /// The error types a DynamoDB API answers with 400 when it does not accept
 /// the caller (an unknown key, a bad signature, a missing or expired token,

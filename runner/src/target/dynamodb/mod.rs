@@ -31,12 +31,14 @@ use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use aws_sdk_dynamodb::Client;
 use aws_smithy_http_client::tls;
+use futures::future::BoxFuture;
 
-use super::kinds::{parse_options, Kind};
-use super::{Connection, ServerInfo, StoredItem, TargetDriver};
-use crate::ledger::{DynamoAccess, Resource};
-use crate::workload::Workload;
+use faultline_kind::ledger::{DynamoAccess, Resource};
+use faultline_kind::registry::{parse_options, Kind};
+use faultline_kind::workload::Workload;
+use faultline_kind::{Connection, ServerInfo, TargetDriver};
 use faultline_model::items::IndexSettle;
+use faultline_model::items::StoredItem;
 use faultline_model::ops::OpKind;
 use faultline_model::value::{parse_header, ValueId};
 use faultline_spec::KindCost;
@@ -55,6 +57,7 @@ pub const KIND: Kind = Kind {
     },
     members: || Arc::new(DynamoTopology),
     options: Some(|generator| generator.subschema_for::<DynamoOptions>()),
+    remove_listed: Some(DynamoDriver::delete_listed_table),
 };
 
 pub struct DynamoDriver {
@@ -152,10 +155,10 @@ impl DynamoDriver {
         client: &Client,
         resource: &Resource,
     ) -> anyhow::Result<Option<String>> {
-        let Some((path, entry)) = crate::ledger::claimed_elsewhere(resource) else { return Ok(None) };
+        let Some((path, entry)) = faultline_kind::ledger::claimed_elsewhere(resource) else { return Ok(None) };
         let name = &self.options.table.name;
         anyhow::ensure!(
-            !crate::teardown::faultline_alive(entry.pid),
+            !faultline_kind::ledger::faultline_alive(entry.pid),
             "table `{name}` belongs to run {}, whose faultline (pid {}) is still running: give this target another table.name",
             entry.run,
             entry.pid
@@ -168,30 +171,36 @@ impl DynamoDriver {
         );
         table::delete(client, name).await?;
         table::wait_gone(client, name, self.options.table.active_timeout.0).await?;
-        crate::ledger::strike(&path, resource)?;
+        faultline_kind::ledger::strike(&path, resource)?;
         Ok(Some(format!(
             "deleted table `{name}`, left by killed run {} (`faultline teardown` lists such tables)",
             entry.run
         )))
     }
 
-    /// Deletes `endpoint`'s table as a run ledger lists it (`faultline teardown`).
-    pub async fn delete_listed_table(endpoint: &str, table: &str, access: &DynamoAccess) -> anyhow::Result<String> {
-        let options = DynamoOptions {
-            region: access.region.clone(),
-            credentials: match (&access.access_key_id, &access.secret_access_key) {
-                (Some(id), Some(secret)) => Some(options::CredentialsSpec {
-                    access_key_id: id.clone(),
-                    secret_access_key: secret.clone(),
-                    session_token: access.session_token.clone(),
-                }),
-                _ => None,
-            },
-            insecure: access.insecure,
-            ca_file: access.ca_file.clone(),
-            ..DynamoOptions::default()
-        };
-        table::delete(&DynamoDriver::new(options).client(endpoint)?, table).await
+    /// Deletes a table as a run ledger lists it (`faultline teardown`):
+    /// the kind's [`faultline_kind::registry::Kind::remove_listed`].
+    fn delete_listed_table(resource: &Resource) -> BoxFuture<'_, anyhow::Result<String>> {
+        Box::pin(async move {
+            let Resource::DynamodbTable { endpoint, table, access } = resource else {
+                anyhow::bail!("{} is not a DynamoDB table", resource.describe())
+            };
+            let options = DynamoOptions {
+                region: access.region.clone(),
+                credentials: match (&access.access_key_id, &access.secret_access_key) {
+                    (Some(id), Some(secret)) => Some(options::CredentialsSpec {
+                        access_key_id: id.clone(),
+                        secret_access_key: secret.clone(),
+                        session_token: access.session_token.clone(),
+                    }),
+                    _ => None,
+                },
+                insecure: access.insecure,
+                ca_file: access.ca_file.clone(),
+                ..DynamoOptions::default()
+            };
+            table::delete(&DynamoDriver::new(options).client(endpoint)?, table).await
+        })
     }
 
     /// An SDK client for `endpoint`.
@@ -434,7 +443,7 @@ impl TargetDriver for DynamoDriver {
         let table = &self.options.table;
         let index = table.index.as_ref().map_or(Duration::ZERO, |i| i.settle.0);
         let stream = if table.stream { table.stream_settle.0 } else { Duration::ZERO };
-        super::FINAL_READ_BUDGET + index + stream
+        faultline_kind::FINAL_READ_BUDGET + index + stream
     }
 
     async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {
@@ -448,7 +457,7 @@ impl TargetDriver for DynamoDriver {
             let (status, code) = why.code.as_deref().and_then(|c| c.split_once(' ')).unzip();
             let status = e.raw_response().map(|r| r.status().as_u16()).or(status.and_then(|s| s.parse().ok()));
             if status.is_some_and(|s| errors::refuses_credentials(s, code)) {
-                return Err(super::Refused(format!(
+                return Err(faultline_kind::Refused(format!(
                     "ListTables answered {}: {}; the credentials (options.credentials, else AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) are not accepted",
                     why.code.unwrap_or_default(),
                     why.message
@@ -478,12 +487,12 @@ impl TargetDriver for DynamoDriver {
             && !existed
             && !self.options.table.keep
             && self.options.table.create
-            && crate::ledger::record(resource.clone())?;
+            && faultline_kind::ledger::record(resource.clone())?;
         let mut done = match table::create(&client, &self.options.table).await {
             Ok(done) => done,
             Err(e) => {
                 if own {
-                    crate::ledger::forget(&resource);
+                    faultline_kind::ledger::forget(&resource);
                 }
                 return Err(e);
             }
@@ -491,7 +500,7 @@ impl TargetDriver for DynamoDriver {
         if !existed && done.starts_with("created") {
             self.created.store(true, Ordering::SeqCst);
         } else if own {
-            crate::ledger::forget(&resource);
+            faultline_kind::ledger::forget(&resource);
         }
         if let Some(note) = taken_back {
             done = format!("{note}; {done}");
@@ -519,7 +528,7 @@ impl TargetDriver for DynamoDriver {
             return Ok(String::new());
         }
         let done = table::delete(&self.client(uri)?, &self.options.table.name).await?;
-        crate::ledger::forget(&self.ledger_entry(uri));
+        faultline_kind::ledger::forget(&self.ledger_entry(uri));
         Ok(done)
     }
 
@@ -615,7 +624,7 @@ impl TargetDriver for DynamoDriver {
 pub struct DynamoTopology;
 
 #[async_trait::async_trait]
-impl super::topology::TopologyKind for DynamoTopology {
+impl faultline_kind::topology::TopologyKind for DynamoTopology {
     fn container_port(&self) -> u16 {
         5000
     }
@@ -624,9 +633,9 @@ impl super::topology::TopologyKind for DynamoTopology {
         vec!["-H".into(), "0.0.0.0".into(), "-p".into(), port.to_string()]
     }
 
-    async fn role(&self, uri: &str) -> anyhow::Result<super::topology::Role> {
+    async fn role(&self, uri: &str) -> anyhow::Result<faultline_model::roles::Role> {
         DynamoDriver::new(DynamoOptions::default()).probe(uri).await?;
-        Ok(super::topology::Role::Primary)
+        Ok(faultline_model::roles::Role::Primary)
     }
 }
 
@@ -669,7 +678,7 @@ mod tests {
             );
             let uri = answering("400 Bad Request", body).await;
             let error = DynamoDriver::new(DynamoOptions::default()).probe(&uri).await.unwrap_err();
-            assert!(error.downcast_ref::<crate::target::Refused>().is_some(), "{kind}: not a refusal: {error:#}");
+            assert!(error.downcast_ref::<faultline_kind::Refused>().is_some(), "{kind}: not a refusal: {error:#}");
             let said = format!("{error:#}");
             assert!(said.contains(&format!("400 {kind}")) && said.contains(words), "{said}");
         }
@@ -680,7 +689,7 @@ mod tests {
         )
         .await;
         let error = DynamoDriver::new(DynamoOptions::default()).probe(&uri).await.unwrap_err();
-        assert!(error.downcast_ref::<crate::target::Refused>().is_none(), "{error:#}");
+        assert!(error.downcast_ref::<faultline_kind::Refused>().is_none(), "{error:#}");
     }
 
     #[tokio::test]
@@ -694,7 +703,7 @@ mod tests {
     fn the_stored_items_budget_covers_the_index_and_stream_windows() {
         use crate::spec::units::Dur;
         let mut options = DynamoOptions::default();
-        assert_eq!(DynamoDriver::new(options.clone()).stored_items_budget(), crate::target::FINAL_READ_BUDGET);
+        assert_eq!(DynamoDriver::new(options.clone()).stored_items_budget(), faultline_kind::FINAL_READ_BUDGET);
         options.table.index = Some(options::IndexSpec {
             name: "by-group".into(),
             projection: Projection::All,
@@ -705,7 +714,7 @@ mod tests {
         // An entry still wrong waits out the whole 10m window, then the
         // stream's: the engine must still be waiting for the verdict.
         let budget = DynamoDriver::new(options).stored_items_budget();
-        assert_eq!(budget, crate::target::FINAL_READ_BUDGET + options::MAX_SETTLE + Duration::from_secs(90));
+        assert_eq!(budget, faultline_kind::FINAL_READ_BUDGET + options::MAX_SETTLE + Duration::from_secs(90));
     }
 
     #[test]

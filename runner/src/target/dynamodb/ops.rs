@@ -30,8 +30,8 @@ use aws_sdk_dynamodb::Client;
 
 use super::errors::classify;
 use super::options::DynamoOptions;
-use crate::target::{Applied, DriverError, ReadValue, RequestClient, Response};
-use crate::workload::{Op, Workload};
+use faultline_kind::workload::{Op, Workload};
+use faultline_kind::{Applied, DriverError, ReadValue, RequestClient, Response};
 use faultline_model::ops::OpKind;
 use faultline_model::stats::ErrorClass;
 use faultline_model::value::VALUE_HEADER_MAX;

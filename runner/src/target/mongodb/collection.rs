@@ -7,12 +7,13 @@
 //! as it is and left. A server faultline starts takes its collection with
 //! its data directory or container, so nothing is listed for it.
 
+use futures::future::BoxFuture;
 use mongodb::bson::{doc, Document};
 use mongodb::error::ErrorKind;
 use mongodb::Client;
 
 use super::{errors, MongoDriver, MongoOptions};
-use crate::ledger::Resource;
+use faultline_kind::ledger::Resource;
 
 /// MongoDB's code for a namespace that does not exist.
 const NAMESPACE_NOT_FOUND: i32 = 26;
@@ -34,7 +35,7 @@ fn name(options: &MongoOptions) -> String {
 /// first (so a SIGKILL in between still leaves it listed); says what it did.
 pub async fn prepare(client: &Client, uri: &str, options: &MongoOptions) -> anyhow::Result<String> {
     let resource = ledger_entry(uri, options);
-    if crate::ledger::lists(&resource) {
+    if faultline_kind::ledger::lists(&resource) {
         return Ok(String::new()); // created by this run, for an earlier workload
     }
     let name = name(options);
@@ -46,27 +47,27 @@ pub async fn prepare(client: &Client, uri: &str, options: &MongoOptions) -> anyh
         .map_err(|e| anyhow::anyhow!("listCollections in `{}`: {}", options.database, errors::explain(&e)))?;
     let mut taken_back = None;
     if listed.contains(&options.collection) {
-        let Some((path, entry)) = crate::ledger::claimed_elsewhere(&resource) else {
+        let Some((path, entry)) = faultline_kind::ledger::claimed_elsewhere(&resource) else {
             return Ok(format!("collection `{name}` exists, used as it is (and left at the end)"));
         };
         // A killed run's collection holds that run's writes: not adopted.
         anyhow::ensure!(
-            !crate::teardown::faultline_alive(entry.pid),
+            !faultline_kind::ledger::faultline_alive(entry.pid),
             "collection `{name}` belongs to run {}, whose faultline (pid {}) is still running: give this target another collection",
             entry.run,
             entry.pid
         );
         drop_collection(client, options).await?;
-        crate::ledger::strike(&path, &resource)?;
+        faultline_kind::ledger::strike(&path, &resource)?;
         taken_back = Some(format!(
             "dropped collection `{name}`, left by killed run {} (`faultline teardown` lists such collections)",
             entry.run
         ));
     }
-    let own = !options.keep_collection && crate::ledger::record(resource.clone())?;
+    let own = !options.keep_collection && faultline_kind::ledger::record(resource.clone())?;
     if let Err(e) = database.create_collection(&options.collection).await {
         if own {
-            crate::ledger::forget(&resource);
+            faultline_kind::ledger::forget(&resource);
         }
         anyhow::bail!("the server refused to create collection `{name}`: {}", errors::explain(&e));
     }
@@ -82,22 +83,29 @@ pub async fn prepare(client: &Client, uri: &str, options: &MongoOptions) -> anyh
 /// says what it did.
 pub async fn clean_up(client: &Client, uri: &str, options: &MongoOptions) -> anyhow::Result<String> {
     let resource = ledger_entry(uri, options);
-    if !crate::ledger::lists(&resource) {
+    if !faultline_kind::ledger::lists(&resource) {
         return Ok(String::new());
     }
     drop_collection(client, options).await?;
-    crate::ledger::forget(&resource);
+    faultline_kind::ledger::forget(&resource);
     Ok(format!("dropped collection `{}`", name(options)))
 }
 
-/// Drops a collection as a run ledger lists it (`faultline teardown`).
-pub async fn drop_listed(uri: &str, database: &str, collection: &str) -> anyhow::Result<String> {
-    let options = MongoOptions { database: database.into(), collection: collection.into(), ..MongoOptions::default() };
-    let driver = MongoDriver { options };
-    let client = driver.admin_client(uri).await?;
-    let dropped = drop_collection(&client, &driver.options).await;
-    client.shutdown().immediate(true).await;
-    dropped.map(|()| format!("dropped collection `{}`", name(&driver.options)))
+/// Drops a collection as a run ledger lists it (`faultline teardown`):
+/// the kind's [`faultline_kind::registry::Kind::remove_listed`].
+pub fn drop_listed(resource: &Resource) -> BoxFuture<'_, anyhow::Result<String>> {
+    Box::pin(async move {
+        let Resource::MongodbCollection { uri, database, collection } = resource else {
+            anyhow::bail!("{} is not a MongoDB collection", resource.describe())
+        };
+        let options =
+            MongoOptions { database: database.clone(), collection: collection.clone(), ..MongoOptions::default() };
+        let driver = MongoDriver { options };
+        let client = driver.admin_client(uri).await?;
+        let dropped = drop_collection(&client, &driver.options).await;
+        client.shutdown().immediate(true).await;
+        dropped.map(|()| format!("dropped collection `{}`", name(&driver.options)))
+    })
 }
 
 /// Drops the collection; one already gone is no error.

@@ -8,7 +8,7 @@
 use mongodb::error::{Error, ErrorKind, WriteFailure};
 
 use crate::metrics::ErrorClass;
-use crate::target::{cause, Applied, DriverError};
+use faultline_kind::{cause, Applied, DriverError};
 
 /// Server errors that mean the write was refused before it was acted on:
 /// the member was not (or no longer) primary, or the document exists.

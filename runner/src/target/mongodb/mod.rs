@@ -24,11 +24,10 @@ use mongodb::bson::{doc, Bson, Document};
 use mongodb::options::ClientOptions;
 use mongodb::Client;
 
-use super::kinds::{parse_options, Kind};
-use super::{Connection, ServerInfo, TargetDriver};
 use crate::spec::{FaultAction, FaultKind, OpKind};
-use crate::workload::Workload;
-pub use collection::drop_listed as drop_listed_collection;
+use faultline_kind::registry::{parse_options, Kind};
+use faultline_kind::workload::Workload;
+use faultline_kind::{Connection, ServerInfo, TargetDriver};
 use faultline_spec::KindCost;
 pub use options::MongoOptions;
 use topology::MongoTopology;
@@ -43,6 +42,7 @@ pub const KIND: Kind = Kind {
     },
     members: || Arc::new(MongoTopology),
     options: Some(|generator| generator.subschema_for::<MongoOptions>()),
+    remove_listed: Some(collection::drop_listed),
 };
 
 pub struct MongoDriver {
@@ -110,7 +110,7 @@ impl faultline_spec::KindInfo for MongoDriver {
 
 #[async_trait::async_trait]
 impl TargetDriver for MongoDriver {
-    fn read_rule(&self) -> Option<super::ReadRule> {
+    fn read_rule(&self) -> Option<faultline_kind::ReadRule> {
         use options::ReadConcernLevel as Level;
         // Without a read concern the server's default (local) applies.
         let level = self.options.read_concern.unwrap_or(Level::Local);
@@ -122,7 +122,10 @@ impl TargetDriver for MongoDriver {
             Level::Snapshot => "snapshot",
         };
         // MongoDB documents linearizable reads as served by the primary only.
-        Some(super::ReadRule { read_concern: read_concern.into(), requires_primary: level == Level::Linearizable })
+        Some(faultline_kind::ReadRule {
+            read_concern: read_concern.into(),
+            requires_primary: level == Level::Linearizable,
+        })
     }
 
     fn has_roles(&self) -> bool {
@@ -146,7 +149,7 @@ impl TargetDriver for MongoDriver {
             let admin = client.database("admin");
             let hello =
                 admin.run_command(doc! {"hello": 1}).await.map_err(|e| match errors::refuses_credentials(&e) {
-                    true => anyhow::Error::new(super::Refused(format!(
+                    true => anyhow::Error::new(faultline_kind::Refused(format!(
                         "the server refused the credentials: {} (check the user and password in the URI)",
                         errors::explain(&e)
                     ))),
@@ -178,7 +181,7 @@ impl TargetDriver for MongoDriver {
 
     async fn prepare(&self, uri: &str, workload: &Workload) -> anyhow::Result<String> {
         // Only on an external server does the collection outlive the run.
-        let external = crate::provider::is_external(uri);
+        let external = faultline_kind::ledger::is_external(uri);
         if self.options.seed_documents == 0 && !external {
             return Ok(String::new());
         }
@@ -200,7 +203,7 @@ impl TargetDriver for MongoDriver {
     }
 
     async fn clean_up(&self, uri: &str) -> anyhow::Result<String> {
-        if !crate::ledger::lists(&collection::ledger_entry(uri, &self.options)) {
+        if !faultline_kind::ledger::lists(&collection::ledger_entry(uri, &self.options)) {
             return Ok(String::new());
         }
         let client = self.admin_client(uri).await?;

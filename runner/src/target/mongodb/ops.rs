@@ -13,8 +13,8 @@ use super::errors::classify;
 use super::value_bytes;
 use super::MongoOptions;
 use crate::spec::OpKind;
-use crate::target::{ReadValue, RequestClient, Response};
-use crate::workload::{Op, Workload};
+use faultline_kind::workload::{Op, Workload};
+use faultline_kind::{ReadValue, RequestClient, Response};
 
 /// Connections per client when the spec sets no `pool_size`: the seed's
 /// driver default, above any profile's in-flight ops per client.
@@ -73,9 +73,9 @@ impl RequestClient for MongoClient {
             OpKind::Del => c.delete_one(doc! {"_id": &id}).await.map(drop),
             // Refused by validation (`supports`); never sent if one got here.
             OpKind::Update | OpKind::Transact | OpKind::Batch | OpKind::Query => {
-                return Err(crate::target::DriverError {
+                return Err(faultline_kind::DriverError {
                     class: crate::metrics::ErrorClass::Server,
-                    applied: crate::target::Applied::No,
+                    applied: faultline_kind::Applied::No,
                     code: Some("client".into()),
                     message: format!("mongodb targets have no `{}` op", op.kind.as_str()),
                 })

@@ -12,7 +12,8 @@ use mongodb::options::ClientOptions;
 use mongodb::Client;
 
 use super::admin::describe;
-use crate::target::topology::{FailoverMember, Role, TopologyKind};
+use faultline_kind::topology::{FailoverMember, TopologyKind};
+use faultline_model::roles::Role;
 
 /// The replica set's name.
 pub const SET_NAME: &str = "rs0";

@@ -22,7 +22,7 @@ use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
 use tokio::time::Instant;
 
-use crate::target::topology::{FailoverMember, FailoverPlan};
+use faultline_kind::topology::{FailoverMember, FailoverPlan};
 
 /// How long writes stay paused at most: they resume on their own if
 /// faultline dies mid-switch.

@@ -15,11 +15,11 @@ mod failover;
 mod sentinel;
 mod topology;
 
-use super::kinds::{no_options, Kind};
-use super::{Connection, PipelinedConnection, Reply, ReplyValue, ServerInfo, TargetDriver, WireProtocol};
 use crate::metrics::ErrorClass;
 use crate::spec::OpKind;
-use crate::workload::{Op, Workload};
+use faultline_kind::registry::{no_options, Kind};
+use faultline_kind::workload::{Op, Workload};
+use faultline_kind::{Connection, PipelinedConnection, Reply, ReplyValue, ServerInfo, TargetDriver, WireProtocol};
 use faultline_spec::KindCost;
 use sentinel::SentinelUri;
 
@@ -32,6 +32,7 @@ pub const KIND: Kind = Kind {
     },
     members: || Arc::new(topology::RedisTopology),
     options: None,
+    remove_listed: None,
 };
 
 pub struct RedisDriver;

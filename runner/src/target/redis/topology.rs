@@ -6,7 +6,8 @@ use std::time::Duration;
 use anyhow::Context;
 use redis::AsyncConnectionConfig;
 
-use crate::target::topology::{FailoverPlan, Role, TopologyKind};
+use faultline_kind::topology::{FailoverPlan, TopologyKind};
+use faultline_model::roles::Role;
 
 pub struct RedisTopology;
 

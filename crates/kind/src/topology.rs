@@ -3,10 +3,10 @@
 //! member which role it has right now. Roles are never remembered: after a
 //! failover the answer changes, so every [`Role`] comes from the servers at
 //! the moment it is asked for. A kind joins with one implementation of
-//! [`TopologyKind`], named by its [`super::kinds::Kind`] (MongoDB asks
+//! [`TopologyKind`], named by its [`crate::registry::Kind`] (MongoDB asks
 //! `hello`).
 
-pub use faultline_model::roles::Role;
+use faultline_model::roles::Role;
 
 #[async_trait::async_trait]
 pub trait TopologyKind: Send + Sync {

@@ -10,6 +10,12 @@
 //! The file holds what removing a table or a collection takes, its
 //! credentials included (a MongoDB URI's password), so it is readable by
 //! its owner only (mode 0600), as ~/.aws/credentials.
+//!
+//! Also here, because the kinds, the providers and teardown all need them
+//! and none of those may reach into another: the run's id (its file's name
+//! and its containers' label), whether a run's faultline is still alive,
+//! and which of this run's targets are external (what a kind creates there
+//! is this file's business).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -70,12 +76,24 @@ impl Resource {
         }
     }
 
+    /// The target kind that created it, whose [`Kind::remove_listed`]
+    /// removes it for teardown; None for a data directory, removed as one.
+    ///
+    /// [`Kind::remove_listed`]: crate::registry::Kind::remove_listed
+    pub fn created_by(&self) -> Option<&'static str> {
+        match self {
+            Resource::DynamodbTable { .. } => Some("dynamodb"),
+            Resource::MongodbCollection { .. } => Some("mongodb"),
+            Resource::DataDirectory { .. } => None,
+        }
+    }
+
     /// `dynamodb table `t` at http://…`, for teardown's lines.
     pub fn describe(&self) -> String {
         match self {
             Resource::DynamodbTable { endpoint, table, .. } => format!("dynamodb table `{table}` at {endpoint}"),
             Resource::MongodbCollection { uri, database, collection } => {
-                format!("mongodb collection `{database}.{collection}` at {}", crate::redact::text(uri))
+                format!("mongodb collection `{database}.{collection}` at {}", faultline_model::redact::text(uri))
             }
             Resource::DataDirectory { target, path } => format!("data directory {path} (target {target})"),
         }
@@ -91,6 +109,75 @@ pub struct Entry {
     /// The faultline process that ran it.
     pub pid: u32,
     pub resources: Vec<Resource>,
+}
+
+/// The id that labels this run's containers and names its file: the run
+/// directory's name and a hash of its full path, so two runs with the same
+/// name in different places do not share it.
+pub fn run_id(log_dir: &Path) -> String {
+    let run_dir = log_dir.parent().unwrap_or(log_dir);
+    let full = std::fs::canonicalize(run_dir).unwrap_or_else(|_| run_dir.to_path_buf());
+    let name = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in full.to_string_lossy().bytes() {
+        hash = (hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{}-{:06x}", run_id_name(&name), hash & 0xff_ffff)
+}
+
+/// The part of [`run_id`] taken from the run directory's name, so
+/// `teardown --run` finds a run by the name the user sees.
+fn run_id_name(dir_name: &str) -> String {
+    let name: String =
+        dir_name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect();
+    // Keep container names readable: the date part is at the end.
+    if name.len() > 48 {
+        name[name.len() - 48..].trim_start_matches('-').to_string()
+    } else {
+        name
+    }
+}
+
+/// Whether the run id `label` (a [`run_id`]) is the run the user named:
+/// the full label, the run directory's name, or its path.
+pub fn run_id_matches(label: &str, asked: &str) -> bool {
+    if label == asked {
+        return true;
+    }
+    let dir_name = Path::new(asked.trim_end_matches('/')).file_name().map(|n| n.to_string_lossy().into_owned());
+    let Some(dir_name) = dir_name else { return false };
+    label
+        .strip_prefix(&run_id_name(&dir_name))
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|hash| hash.len() == 6 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Whether `pid` is a live faultline process (a test binary counts too):
+/// the run whose file or label names it is still going.
+pub fn faultline_alive(pid: u32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+    let name = String::from_utf8_lossy(argv0);
+    name.rsplit('/').next().is_some_and(|base| base.starts_with("faultline"))
+}
+
+/// The URIs of this run's external targets: what a kind creates on them
+/// outlives the run unless removed, so it goes in this file; a server
+/// faultline starts takes what is on it with its data directory or
+/// container.
+static EXTERNAL: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Notes that this run reaches `uri` as an external target.
+pub fn note_external(uri: &str) {
+    let mut external = EXTERNAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !external.iter().any(|u| u == uri) {
+        external.push(uri.to_string());
+    }
+}
+
+/// Whether `uri` is one of this run's external targets.
+pub fn is_external(uri: &str) -> bool {
+    EXTERNAL.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|u| u == uri)
 }
 
 /// The directory the files are in: $FAULTLINE_STATE_DIR, else
@@ -200,7 +287,7 @@ pub fn entries() -> Vec<(PathBuf, Entry)> {
         if path.extension().is_none_or(|e| e != "json") {
             continue;
         }
-        let read = crate::input_file::read(&path, 16 << 20)
+        let read = faultline_model::input_file::read(&path, 16 << 20)
             .map_err(anyhow::Error::from)
             .and_then(|bytes| Ok(serde_json::from_slice::<Entry>(&bytes)?));
         match read {
@@ -215,7 +302,7 @@ pub fn entries() -> Vec<(PathBuf, Entry)> {
 /// Strikes `resource` off another run's file (teardown removed it, or a
 /// later run took the table back); the file goes when it is empty.
 pub fn strike(path: &Path, resource: &Resource) -> anyhow::Result<()> {
-    let bytes = crate::input_file::read(path, 16 << 20)?;
+    let bytes = faultline_model::input_file::read(path, 16 << 20)?;
     let mut entry: Entry = serde_json::from_slice(&bytes)?;
     entry.resources.retain(|r| !r.same(resource));
     write(path, &entry)

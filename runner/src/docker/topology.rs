@@ -4,6 +4,9 @@
 //! `kv.member[1]`, `kv.sentinels[0]`). Roles are asked of the servers at
 //! the moment a selector is resolved (through the kind's
 //! [`TopologyKind`]), so `kv.primary` after a failover is the new primary.
+//! This is the running half, which asks containers; the selector grammar
+//! is the spec's (`faultline_spec::selector`), and what a kind knows about
+//! its members is [`faultline_kind::topology`].
 
 // Selectors and role resolution are the fault scheduler's API: until it
 // lands only the tests and the docker provider use them.
@@ -16,9 +19,10 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 use indexmap::IndexMap;
 
-use crate::docker::{Container, Docker, Network};
-use crate::target::topology::{FailoverMember, FailoverPlan, Role, TopologyKind};
-use crate::target::TargetDriver;
+use super::{Container, Docker, Network};
+use faultline_kind::topology::{FailoverMember, FailoverPlan, TopologyKind};
+use faultline_kind::TargetDriver;
+use faultline_model::roles::Role;
 
 /// One container of a target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +40,7 @@ pub struct Member {
     pub port: Option<u16>,
 }
 
-pub use faultline_spec::selector::{companion_name, member_name, parse_selector, Selector};
+pub use faultline_spec::selector::{companion_name, member_name, Selector};
 
 /// A docker target's containers and how to ask them their roles.
 pub struct Topology {
@@ -219,6 +223,7 @@ impl Topology {
 mod tests {
     use super::*;
     use crate::spec::Spec;
+    use faultline_spec::selector::parse_selector;
 
     const SPEC: &str = "name: t\ntargets:\n  kv:\n    kind: redis\n    provider: docker\n    image: faultline/redis:bookworm\n    members: 3\n    companions:\n      sentinels: {count: 3, port: 26379}\n  local: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\nprofiles:\n  p: {closed: 1x1}\nscenarios:\n  - {name: s, target: kv, workload: w, profiles: [p]}\n";
 

@@ -1,5 +1,7 @@
 //! Turns a workload spec into a deterministic stream of ops: the op mix, the
 //! key chosen by the distribution, and the value size, all from the seed.
+//! Ops that something else decides (a shape plugin) come through
+//! [`OpSource`], so the workload needs nothing of what makes them.
 
 pub mod zipf;
 
@@ -9,10 +11,9 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::plugin::shape::Feed;
-use crate::spec::{KeyDistribution, PluginRef, ValueSizeSpec, WorkloadSpec};
 use faultline_model::ops::OpKind;
 use faultline_model::value::{write_value, ValueId};
+use faultline_spec::{KeyDistribution, PluginRef, ValueSizeSpec, WorkloadSpec};
 use zipf::ZipfTable;
 
 /// One operation for a target to execute.
@@ -188,8 +189,23 @@ impl Workload {
     }
 }
 
-/// One client's ops, from the built-in generator or a shape plugin; writes
-/// get their ids here when a history is recorded.
+/// Where one client's ops come from when the built-in generator does not
+/// decide them (a shape plugin's feed): the engine pulls ops from it and,
+/// if it asks, tells it how each ended.
+pub trait OpSource: Send {
+    /// The next op; `None` when the source has no more (or failed).
+    fn next_op(&mut self) -> Option<Op>;
+    /// Called while the connection waits for replies: make the next `need`
+    /// ops now, off the path from a reply to the next request.
+    fn prepare(&mut self, need: usize);
+    /// Whether the source wants to hear how its ops ended.
+    fn observes(&self) -> bool;
+    /// How `op` ended, for a source that [`Self::observes`].
+    fn completed(&mut self, op: &Op, ok: bool);
+}
+
+/// One client's ops, from the built-in generator or an [`OpSource`];
+/// writes get their ids here when a history is recorded.
 pub struct OpStream {
     source: Source,
     tag: Option<(u16, u16)>,
@@ -198,12 +214,12 @@ pub struct OpStream {
 
 enum Source {
     Builtin(BuiltinStream),
-    Plugin(Feed),
+    External(Box<dyn OpSource>),
 }
 
 impl OpStream {
-    pub fn from_plugin(feed: Feed, tag: Option<(u16, u16)>) -> OpStream {
-        OpStream { source: Source::Plugin(feed), tag, next_seq: 0 }
+    pub fn from_source(source: Box<dyn OpSource>, tag: Option<(u16, u16)>) -> OpStream {
+        OpStream { source: Source::External(source), tag, next_seq: 0 }
     }
 
     /// The next op; `None` when a shape plugin has no more (or failed).
@@ -211,7 +227,7 @@ impl OpStream {
     pub fn next_op(&mut self) -> Option<Op> {
         let mut op = match &mut self.source {
             Source::Builtin(b) => b.next_op()?,
-            Source::Plugin(f) => f.next_op()?,
+            Source::External(s) => s.next_op()?,
         };
         if let (Some((cell, writer)), true) = (self.tag, op.kind.writes_value()) {
             self.next_seq += 1;
@@ -220,12 +236,12 @@ impl OpStream {
         Some(op)
     }
 
-    /// Called while the connection waits for replies: a shape plugin
-    /// generates the next `need` ops now, off the path from a reply to the
-    /// next request. The built-in generator is cheap enough per op.
+    /// Called while the connection waits for replies: an external source
+    /// makes the next `need` ops now, off the path from a reply to the next
+    /// request. The built-in generator is cheap enough per op.
     pub fn prepare(&mut self, need: usize) {
-        if let Source::Plugin(f) = &mut self.source {
-            f.prepare(need);
+        if let Source::External(s) = &mut self.source {
+            s.prepare(need);
         }
     }
 
@@ -236,7 +252,7 @@ impl OpStream {
             Source::Builtin(b) => {
                 b.workload.distribution == KeyDistribution::Rounds && b.issued > 0 && b.issued % b.per_round == 0
             }
-            Source::Plugin(_) => false,
+            Source::External(_) => false,
         }
     }
 
@@ -244,18 +260,18 @@ impl OpStream {
     pub fn rounds_done(&self) -> u64 {
         match &self.source {
             Source::Builtin(b) => b.issued / b.per_round,
-            Source::Plugin(_) => 0,
+            Source::External(_) => 0,
         }
     }
 
     /// Whether the source wants to hear how its ops ended.
     pub fn observes(&self) -> bool {
-        matches!(&self.source, Source::Plugin(f) if f.observes())
+        matches!(&self.source, Source::External(s) if s.observes())
     }
 
     pub fn completed(&mut self, op: &Op, ok: bool) {
-        if let Source::Plugin(f) = &mut self.source {
-            f.completed(op, ok);
+        if let Source::External(s) = &mut self.source {
+            s.completed(op, ok);
         }
     }
 }

@@ -1,14 +1,11 @@
 //! Who was primary when: during a cell with faults on a docker target, every
-//! member is asked its role a few times a second, and each change is kept.
-//! The report turns the changes into a per-second failover timeline (the
-//! MongoDB seed's), and they tell e.g. whether a demoted primary went on
-//! taking writes while another member was already primary: [`demoted_primaries`]
-//! finds those spans, with edges as wide as the sampling leaves them.
-//! A target of one server (a process or external MongoDB) has its one
-//! server sampled the same way, and [`no_primary_spans`] says when no
-//! member was primary: a read that the read concern sends to the primary
-//! (MongoDB's linearizable) answered wholly inside such a span was answered
-//! by a member that was not primary ([`NonPrimaryReads`]).
+//! member is asked its role a few times a second, and each change is kept
+//! as a [`RoleChange`]. A target of one server (a process or external
+//! MongoDB) has its one server sampled the same way. What the changes tell
+//! (demoted primaries that went on taking writes, spans without a primary,
+//! reads a non-primary answered) is the model's `faultline_model::roles`;
+//! the sampling is here, in the engine, because it asks the running
+//! members through their kind.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,13 +13,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::target::topology::{Role, TopologyKind};
-use crate::topology::Topology;
+use crate::docker::topology::Topology;
+use faultline_kind::topology::TopologyKind;
+use faultline_model::roles::{Role, RoleChange};
 
 /// How often every member is asked.
 const EVERY: Duration = Duration::from_millis(250);
-
-pub use faultline_model::roles::{demoted_primaries, no_primary_spans, NoPrimarySpan, NonPrimaryReads, RoleChange};
 
 /// Whose roles are sampled.
 pub enum Watched {

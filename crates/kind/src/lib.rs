@@ -1,0 +1,205 @@
+//! The target-kind interface: what a kind implements to be driven by the
+//! engine ([`TargetDriver`], its connections and replies), how its members
+//! run as one target ([`topology`]), what it declares to be registered
+//! ([`registry::Kind`]), the ops it is given ([`workload`]) and the run
+//! ledger it lists what it creates in ([`ledger`]). The kinds themselves
+//! (Redis, MongoDB, DynamoDB) and the list of those a build holds live
+//! above this crate and depend on it; so do the engine, the providers and
+//! teardown, which reach a kind only through what is here. No database
+//! driver is built for it.
+
+pub mod cause;
+pub mod ledger;
+pub mod registry;
+pub mod topology;
+pub mod workload;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+
+use faultline_model::items::StoredItem;
+use faultline_model::stats::ErrorClass;
+use faultline_spec::{FaultAction, KindInfo};
+use workload::{Op, Workload};
+
+/// A probe's answer from a server that refuses faultline (its credentials):
+/// waiting will not change it, so readiness gives up at once.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// How long the engine gives a cell's final read of its keys before the
+/// checkers are left unknown; a kind that waits for something to settle
+/// adds its window ([`TargetDriver::stored_items_budget`]).
+pub const FINAL_READ_BUDGET: Duration = Duration::from_secs(60);
+
+/// What a probe learned about a running server (for the report's provenance).
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    pub version: String,
+}
+
+/// The read concern a cell's reads go out under, where the kind has one.
+#[derive(Debug, Clone)]
+pub struct ReadRule {
+    /// As the kind names it, e.g. `linearizable`.
+    pub read_concern: String,
+    /// Only the primary may answer (MongoDB's linearizable reads).
+    pub requires_primary: bool,
+}
+
+#[async_trait::async_trait]
+/// A kind's driver: what validation asks of the kind ([`KindInfo`]) and
+/// how to start, reach, load and read a server of it.
+pub trait TargetDriver: KindInfo {
+    /// The read concern reads are sent under; None for kinds without one.
+    fn read_rule(&self) -> Option<ReadRule> {
+        None
+    }
+    /// Whether the role of a single server (no docker members) can be asked
+    /// (MongoDB's `hello`), so cells with faults sample it.
+    fn has_roles(&self) -> bool {
+        false
+    }
+    /// Arguments that make the server listen on `port` on loopback only and
+    /// keep its files in `data_dir` (the target's own, under the run's).
+    fn listen_args(&self, port: u16, data_dir: &Path) -> Vec<String>;
+    fn uri(&self, host: &str, port: u16) -> String;
+    /// One round trip that succeeds only when the server can serve requests.
+    async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo>;
+    /// Opens one load connection.
+    async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection>;
+    /// Reads the current values of `keys` (absent keys as None), for the
+    /// checkers' final state.
+    async fn read_values(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>>;
+    /// Sets the target up for a workload before its first cell (e.g. seeds
+    /// documents); says what it did.
+    async fn prepare(&self, uri: &str, workload: &Workload) -> anyhow::Result<String> {
+        let _ = (uri, workload);
+        Ok(String::new())
+    }
+    /// Removes what [`Self::prepare`] made that must not outlive the run
+    /// (e.g. a table), called when the target stops; says what it did.
+    async fn clean_up(&self, uri: &str) -> anyhow::Result<String> {
+        let _ = uri;
+        Ok(String::new())
+    }
+    /// The whole stored items of `keys`, read as strongly as the server
+    /// offers, with their index entries: for kinds that return old images.
+    async fn stored_items(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<StoredItem>> {
+        let _ = (uri, keys);
+        anyhow::bail!("this kind has no items to inspect")
+    }
+    /// How long [`Self::stored_items`] may take, waits for an index or a
+    /// stream to catch up included.
+    fn stored_items_budget(&self) -> Duration {
+        FINAL_READ_BUDGET
+    }
+    /// Applies one of [`KindInfo::faults`] to the server at `uri` and confirms
+    /// it took effect; the evidence comes back.
+    async fn fault(&self, uri: &str, action: &FaultAction) -> anyhow::Result<String> {
+        let _ = uri;
+        anyhow::bail!("`{}` is not a fault of this kind", action.as_str())
+    }
+}
+
+/// How the engine drives a target's load: the executor follows the variant.
+pub enum Connection {
+    /// A socket speaking a protocol faultline encodes itself (Redis's RESP).
+    Pipelined(PipelinedConnection),
+    /// An official driver: every op is its own request future over the
+    /// driver's own connection pool (MongoDB, the AWS SDK).
+    Requests(Arc<dyn RequestClient>),
+}
+
+/// A socket speaking a pipelined request/response protocol: replies come back
+/// in request order, so one connection carries many ops in flight and the
+/// engine batches them into single writes and reads.
+pub struct PipelinedConnection {
+    pub stream: TcpStream,
+    pub protocol: Box<dyn WireProtocol>,
+}
+
+/// A driver that runs one op per call. The engine owns time: it drops the
+/// future at the op's deadline, or counts a hang when it runs on past the
+/// watchdog, so `execute` needs no timeout of its own.
+#[async_trait::async_trait]
+pub trait RequestClient: Send + Sync {
+    async fn execute(&self, op: &Op) -> Response;
+}
+
+/// What one request ended with: a value read (or an image a write
+/// returned), or a failure the driver classified.
+pub type Response = Result<ReadValue, DriverError>;
+
+/// What a read returned, for the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadValue {
+    /// Not a value (a write's acknowledgement, a count).
+    None,
+    /// The key had no value.
+    Nil,
+    Bytes(Vec<u8>),
+}
+
+/// A failed request as its driver understood it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverError {
+    pub class: ErrorClass,
+    /// Whether it may still have taken effect (checkers treat such a write
+    /// as Jepsen does: it may or may not have happened).
+    pub applied: Applied,
+    /// The driver's name for the failure, counted as its own label
+    /// (`NotWritablePrimary`, `ServerSelectionTimeout`).
+    pub code: Option<String>,
+    /// Its own words, kept as an example.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Definitely not applied: the server refused it before acting.
+    No,
+    /// May have been applied: a timeout or broken connection after it was
+    /// sent, a write-concern error.
+    Maybe,
+}
+
+pub trait WireProtocol: Send {
+    /// Appends the request for `op` to `out`.
+    fn encode(&mut self, op: &Op, out: &mut Vec<u8>);
+    /// Reads one reply from the front of `input`: `Ok(None)` when it is not
+    /// complete yet, else the bytes it took and the op's outcome. `Err` means
+    /// the stream cannot be understood any more.
+    fn decode(&mut self, input: &[u8]) -> Result<Option<Reply>, String>;
+}
+
+/// One reply read off the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// Bytes of the stream it took.
+    pub len: usize,
+    pub outcome: Result<(), ErrorClass>,
+    /// What a read returned, for the history.
+    pub value: ReplyValue,
+    /// An error reply's message, as a range of the decoded input (kept as
+    /// an example of its error class).
+    pub message: Option<std::ops::Range<usize>>,
+    /// The reply says this connection points at the wrong server (e.g. a
+    /// replica that used to be the primary): the client drops it and dials
+    /// again, which finds the current primary.
+    pub wrong_server: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyValue {
+    /// Not a value (a status, a count, an error).
+    None,
+    /// The key had no value.
+    Nil,
+    /// The value's bytes, as a range of the decoded input.
+    Bytes(std::ops::Range<usize>),
+}
