@@ -476,7 +476,7 @@ impl TargetDriver for DynamoDriver {
         // Only on an external endpoint does the table outlive the run: on a
         // server faultline started it goes with the process or container,
         // and listing it would leave teardown a table it cannot reach.
-        let external = crate::provider::is_external(uri);
+        let external = faultline_kind::ledger::is_external(uri);
         let taken_back = match external {
             true => self.take_back_a_killed_runs_table(&client, &resource).await?,
             false => None,
