@@ -5,10 +5,12 @@
 //! taking writes while another member was already primary: [`demoted_primaries`]
 //! finds those spans, with edges as wide as the sampling leaves them.
 //! A target of one server (a process or external MongoDB) has its one
-//! server sampled the same way, and [`no_primary_spans`] says when no
-//! member was primary: a read that the read concern sends to the primary
-//! (MongoDB's linearizable) answered wholly inside such a span was answered
-//! by a member that was not primary ([`NonPrimaryReads`]).
+//! server sampled the same way. Cells whose reads only the primary may
+//! answer (MongoDB's linearizable) are sampled too, faults or not, and
+//! [`judge_reads`] finds the reads a member answered while it was not
+//! primary ([`NonPrimaryReads`]). Each sample also notes every member's
+//! address (`host:port`), so a read whose driver names the address that
+//! answered it is judged by that member's own role.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,14 +24,15 @@ use crate::topology::Topology;
 /// How often every member is asked.
 const EVERY: Duration = Duration::from_millis(250);
 
-pub use faultline_model::roles::{demoted_primaries, no_primary_spans, NoPrimarySpan, NonPrimaryReads, RoleChange};
+pub use faultline_model::roles::{demoted_primaries, judge_reads, NonPrimaryReads, Read, RoleChange};
 
 /// Whose roles are sampled.
 pub enum Watched {
     /// A docker target's members.
     Members(Arc<Topology>),
-    /// The one server of a target, asked through its kind.
-    Server { name: String, uri: String, kind: Arc<dyn TopologyKind> },
+    /// The one server of a target, asked through its kind; `address` is the
+    /// `host:port` its driver names it by, when the kind's driver names one.
+    Server { name: String, uri: String, address: Option<String>, kind: Arc<dyn TopologyKind> },
 }
 
 impl Watched {
@@ -40,12 +43,13 @@ impl Watched {
         }
     }
 
-    async fn roles_within(&self, limit: Duration) -> Vec<(String, anyhow::Result<Role>)> {
+    /// Each member's name, address and role now.
+    async fn roles_within(&self, limit: Duration) -> Vec<(String, Option<String>, anyhow::Result<Role>)> {
         match self {
-            Watched::Members(t) => t.roles_within(limit).await.into_iter().map(|(m, r)| (m.name, r)).collect(),
-            Watched::Server { name, uri, kind } => {
+            Watched::Members(t) => t.roles_within(limit).await.into_iter().map(|(m, a, r)| (m.name, a, r)).collect(),
+            Watched::Server { name, uri, address, kind } => {
                 let role = kind.roles(std::slice::from_ref(uri), limit).await.pop();
-                vec![(name.clone(), role.unwrap_or_else(|| Err(anyhow::anyhow!("not asked"))))]
+                vec![(name.clone(), address.clone(), role.unwrap_or_else(|| Err(anyhow::anyhow!("not asked"))))]
             }
         }
     }
@@ -57,10 +61,14 @@ impl Watched {
 pub struct Sampled {
     pub changes: Vec<RoleChange>,
     pub last_sample_s: f64,
+    /// (address, member) for every address a member was asked at (a
+    /// container's can change when it is reconnected).
+    pub addresses: Vec<(String, String)>,
 }
 
 pub async fn watch(watched: Watched, measure_from: Instant, stop_at: Instant, cancel: CancellationToken) -> Sampled {
     let mut changes: Vec<RoleChange> = Vec::new();
+    let mut addresses: Vec<(String, String)> = Vec::new();
     let mut current: Vec<Option<String>> = vec![None; watched.len()];
     let mut previous_sample_s: Option<f64> = None;
     let mut tick = tokio::time::interval_at(measure_from, EVERY);
@@ -89,7 +97,10 @@ pub async fn watch(watched: Watched, measure_from: Instant, stop_at: Instant, ca
         };
         let at_s = asked_at.saturating_duration_since(measure_from).as_secs_f64();
         let previous_s = previous_sample_s.replace(at_s).unwrap_or(at_s);
-        for (i, (member, role)) in roles.into_iter().enumerate() {
+        for (i, (member, address, role)) in roles.into_iter().enumerate() {
+            if let Some(a) = address.filter(|a| !addresses.iter().any(|(seen, m)| seen == a && *m == member)) {
+                addresses.push((a, member.clone()));
+            }
             let role = match role {
                 Ok(r) => name(&r),
                 Err(_) => "unreachable".to_string(),
@@ -100,7 +111,7 @@ pub async fn watch(watched: Watched, measure_from: Instant, stop_at: Instant, ca
             }
         }
     }
-    Sampled { changes, last_sample_s: previous_sample_s.unwrap_or(0.0) }
+    Sampled { changes, last_sample_s: previous_sample_s.unwrap_or(0.0), addresses }
 }
 
 fn name(role: &Role) -> String {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::merge::Merged;
 use super::{CellRun, Kept};
-use crate::metrics::roles::{self, NonPrimaryReads, RoleChange};
+use crate::metrics::roles::{NonPrimaryReads, RoleChange};
 use crate::metrics::windows::FaultSpan;
 use crate::metrics::CellStats;
 use crate::results::CellStatus;
@@ -59,8 +59,7 @@ pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
     }
     let non_primary_reads = match (&role_changes, &read_rule) {
         (Some(sampled), Some(rule)) => {
-            let spans = roles::no_primary_spans(&sampled.changes, sampled.last_sample_s);
-            metrics.non_primary_reads(&rule.read_concern, rule.requires_primary, spans)
+            metrics.non_primary_reads(&rule.read_concern, rule.requires_primary, sampled, window)
         }
         _ => None,
     };
