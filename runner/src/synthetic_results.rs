@@ -17,7 +17,7 @@ use faultline_model::faults::FaultRecord;
 use faultline_model::probes::{ProbeOutput, ProbeStatus, ProbeWhen, SyscallCount};
 use faultline_model::provenance::Binary;
 use faultline_model::results::*;
-use faultline_model::roles::{NoPrimarySpan, NonPrimaryReads, RoleChange};
+use faultline_model::roles::{NoPrimarySpan, NonPrimaryReads, ReadRuleUsed, RoleChange};
 use faultline_model::stats::*;
 
 use crate::plan::{Cell, Plan, PlanOptions};
@@ -313,10 +313,13 @@ fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
         non_primary_reads: (!faults_empty).then(|| NonPrimaryReads {
             read_concern: "linearizable".into(),
             requires_primary: true,
+            rule: ReadRuleUsed::Mixed,
             judged: 900,
+            attributed: 850,
             count: 2,
+            demoted: 1,
             spans: vec![NoPrimarySpan { from_s: 1.25, to_s: 2.5, roles: "kv-0: replica | x".into() }],
-            examples: vec!["get answered 1.300 s into the window | pipe\nline".into()],
+            examples: vec!["get answered 1.300 s into the window by kv-0 | pipe\nline".into()],
         }),
         matrix: c.matrix().clone(),
         probes: vec![

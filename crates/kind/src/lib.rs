@@ -60,7 +60,8 @@ pub trait TargetDriver: KindInfo {
         None
     }
     /// Whether the role of a single server (no docker members) can be asked
-    /// (MongoDB's `hello`), so cells with faults sample it.
+    /// (MongoDB's `hello`), so cells with faults, or whose reads only the
+    /// primary may answer, sample it.
     fn has_roles(&self) -> bool {
         false
     }
@@ -129,6 +130,12 @@ pub struct PipelinedConnection {
 #[async_trait::async_trait]
 pub trait RequestClient: Send + Sync {
     async fn execute(&self, op: &Op) -> Response;
+    /// As [`Self::execute`], and the `host:port` of the member that answered
+    /// it, for a driver that can tell and a cell whose reads only the
+    /// primary may answer ([`ReadRule::requires_primary`]); None otherwise.
+    async fn execute_attributed(&self, op: &Op) -> (Response, Option<String>) {
+        (self.execute(op).await, None)
+    }
 }
 
 /// What one request ended with: a value read (or an image a write

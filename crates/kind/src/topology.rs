@@ -38,6 +38,13 @@ pub trait TopologyKind: Send + Sync {
     }
     /// The member's role now, asked of the server at `uri`.
     async fn role(&self, uri: &str) -> anyhow::Result<Role>;
+    /// The `host:port` the kind's driver names the one server at `uri` by
+    /// when it says which server answered a read; None for a kind whose
+    /// driver does not say, or a URI of several servers.
+    fn address(&self, uri: &str) -> Option<String> {
+        let _ = uri;
+        None
+    }
     /// Switches the primary away from `plan.primary` through the discovery
     /// servers (the `failover` fault); the evidence of each step comes back.
     async fn failover(&self, plan: &FailoverPlan) -> anyhow::Result<String> {

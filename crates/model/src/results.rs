@@ -159,12 +159,14 @@ pub struct CellResult {
     /// The scenario's faults as they were applied and healed in this cell.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub faults: Vec<crate::faults::FaultRecord>,
-    /// Cells with faults on a target with members (or one MongoDB server):
+    /// Cells with faults, or whose reads only the primary may answer, on a
+    /// target with members (or one MongoDB server):
     /// each member's role changes over the measured window.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub roles: Vec<crate::roles::RoleChange>,
     /// Cells whose roles were sampled, on a kind with a read concern: reads
-    /// answered while no member was primary, judged when the read concern
+    /// answered by a member that was not primary (by the member that
+    /// answered each where the read names it), judged when the read concern
     /// requires the primary.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub non_primary_reads: Option<crate::roles::NonPrimaryReads>,

@@ -1,9 +1,11 @@
 //! Who was primary when, as results.json records it: each member's role
 //! changes over a cell's window, and what follows from them alone: the
 //! spans a demoted primary still answered as primary
-//! ([`demoted_primaries`]), the spans with no primary ([`no_primary_spans`])
+//! ([`demoted_primaries`]), the spans with no primary ([`no_primary_spans`]),
+//! which reads a member answered while it was not primary ([`judge_reads`])
 //! and the per-second timeline the report draws ([`per_second`]). The
-//! sampling that sees the changes is the engine's.
+//! sampling that sees the changes, and which member answered each read, are
+//! the engine's.
 
 use serde::{Deserialize, Serialize};
 
@@ -183,24 +185,231 @@ pub fn no_primary_spans(changes: &[RoleChange], last_sample_s: f64) -> Vec<NoPri
 }
 
 /// Reads under a read concern that needs the primary, judged against the
-/// role timeline: those answered (sent and answered) wholly inside a span
-/// with no primary.
+/// role timeline ([`judge_reads`]): a read that names the member that
+/// answered it is judged by that member's own role, the others by whether
+/// any member was primary at all.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NonPrimaryReads {
     /// The read concern the cell's reads were under, e.g. `linearizable`.
     pub read_concern: String,
     /// Whether it requires the primary to answer; when not, nothing is judged.
     pub requires_primary: bool,
+    /// Which rule judged the reads (results.json before attribution: `timeline_only`).
+    #[serde(default)]
+    pub rule: ReadRuleUsed,
     /// Successful reads judged (every one the cell recorded).
     pub judged: u64,
-    /// Of those, answered while no member was primary.
+    /// Of those, reads that named the member that answered them (its
+    /// address on the role timeline), judged by that member's role.
+    #[serde(default)]
+    pub attributed: u64,
+    /// Of `judged`, answered by a member that was not primary: by the
+    /// member's own role where the read names it, else while no member was
+    /// primary.
     pub count: u64,
+    /// Of `count`, answered by a member that still said it was primary after
+    /// another member had been promoted (a demoted primary).
+    #[serde(default)]
+    pub demoted: u64,
     /// When no member was primary.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spans: Vec<NoPrimarySpan>,
-    /// A few of them, e.g. `get answered 3.412 s into the window (took 1.20 ms) while db: replica`.
+    /// The first few of them, e.g. `get answered 3.412 s into the window by
+    /// db-1 (took 1.20 ms) while it was replica (sampled 3.25–3.50 s)`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<String>,
+}
+
+/// The rule that judged a cell's reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadRuleUsed {
+    /// No read named its member: each was judged by whether any member was
+    /// primary (a kind whose driver does not say who answered).
+    #[default]
+    TimelineOnly,
+    /// Every read named the member that answered it.
+    Attributed,
+    /// Some reads named their member and some did not (an address the
+    /// role timeline has no member for).
+    Mixed,
+}
+
+impl ReadRuleUsed {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadRuleUsed::TimelineOnly => "timeline only",
+            ReadRuleUsed::Attributed => "attributed",
+            ReadRuleUsed::Mixed => "mixed",
+        }
+    }
+}
+
+/// One successful read, as the engine kept it: sent at `start_s`, answered
+/// by `end_s` (seconds into the window, the end rounded up to the
+/// millisecond the samples keep) and by `member` when the driver said which
+/// member answered and the role timeline names that member.
+#[derive(Debug, Clone, Copy)]
+pub struct Read<'a> {
+    pub start_s: f64,
+    pub end_s: f64,
+    /// When it was answered, as the examples say it.
+    pub answered_s: f64,
+    pub latency_ms: f64,
+    pub member: Option<&'a str>,
+}
+
+/// How many flagged reads the results give as examples.
+const EXAMPLES: usize = 3;
+
+/// Judges `reads` under `read_concern` against the role changes
+/// (`last_sample_s`: when the sampling last looked; `window_s`: the window's
+/// length). A read that names its member is flagged when it was sent and
+/// answered wholly inside a stretch in which every sample of that member saw
+/// it in a role other than primary (replica, replica with its link down, or
+/// what else it said; an unreachable sample says nothing of its role: the
+/// member answered the read, so it may have been primary), or inside a span
+/// in which it still said primary after another member's promotion, between
+/// the first sample that saw both and the last that still did. A read without
+/// its member is flagged when answered wholly inside a span with no primary.
+/// Every edge is a sample that saw the role, so a flagged read is certain and
+/// a read across an unsampled change is not flagged.
+pub fn judge_reads<'a>(
+    read_concern: &str,
+    requires_primary: bool,
+    reads: impl Iterator<Item = Read<'a>>,
+    changes: &[RoleChange],
+    last_sample_s: f64,
+    window_s: f64,
+) -> NonPrimaryReads {
+    let spans = no_primary_spans(changes, last_sample_s);
+    let mut judged = NonPrimaryReads {
+        read_concern: read_concern.to_string(),
+        requires_primary,
+        rule: ReadRuleUsed::TimelineOnly,
+        judged: 0,
+        attributed: 0,
+        count: 0,
+        demoted: 0,
+        spans: Vec::new(),
+        examples: Vec::new(),
+    };
+    if !requires_primary {
+        judged.spans = spans;
+        return judged;
+    }
+    let runs = not_primary_runs(changes, last_sample_s);
+    let demoted: Vec<(DemotedPrimary, f64)> = demoted_primaries(changes, window_s)
+        .into_iter()
+        .map(|d| {
+            // The last sample that still saw it: the one before the sample
+            // that no longer did, or the last sample of all.
+            let last_seen_s = match d.open_at_end {
+                true => last_sample_s,
+                false => changes.iter().find(|c| c.at_s == d.to_s).map_or(d.seen_s, |c| c.previous_sample_s),
+            };
+            (d, last_seen_s)
+        })
+        .collect();
+    let on_timeline = |m: &str| changes.iter().any(|c| c.member == m);
+    // Why a read was counted: the member's stretch in another role, its
+    // span as a demoted primary, or the span with no primary (indices).
+    enum Why {
+        NotPrimary(usize),
+        Demoted(usize),
+        NoPrimary(usize),
+    }
+    // (the read, why) of each read counted; the examples are worded last.
+    let mut counted: Vec<(Read, Why)> = Vec::new();
+    for read in reads {
+        judged.judged += 1;
+        let inside = |from: f64, to: f64| read.start_s >= from && read.end_s <= to;
+        let why = match read.member.filter(|m| on_timeline(m)) {
+            Some(member) => {
+                judged.attributed += 1;
+                let not_primary = runs.iter().position(|r| r.member == member && inside(r.from_s, r.to_s));
+                let stale = || demoted.iter().position(|(d, last)| d.member == member && inside(d.seen_s, *last));
+                not_primary.map(Why::NotPrimary).or_else(|| stale().map(Why::Demoted))
+            }
+            None => spans.iter().position(|s| inside(s.from_s, s.to_s)).map(Why::NoPrimary),
+        };
+        if let Some(why) = why {
+            judged.count += 1;
+            judged.demoted += u64::from(matches!(why, Why::Demoted(_)));
+            counted.push((read, why));
+        }
+    }
+    counted.sort_by(|a, b| a.0.answered_s.total_cmp(&b.0.answered_s));
+    judged.examples = counted
+        .iter()
+        .take(EXAMPLES)
+        .map(|(read, why)| {
+            let (at, took) = (read.answered_s, read.latency_ms);
+            let by = read.member.unwrap_or_default();
+            match *why {
+                Why::NotPrimary(i) => format!(
+                    "get answered {at:.3} s into the window by {by} (took {took:.2} ms) while it was {} (sampled {:.2}–{:.2} s)",
+                    runs[i].roles, runs[i].from_s, runs[i].to_s
+                ),
+                Why::Demoted(i) => format!(
+                    "get answered {at:.3} s into the window by {by} (took {took:.2} ms) while it was a demoted primary: {} promoted by {:.2} s, {by} still primary until {:.2} s",
+                    demoted[i].0.successor, demoted[i].0.seen_s, demoted[i].1
+                ),
+                Why::NoPrimary(i) => format!(
+                    "get answered {at:.3} s into the window (took {took:.2} ms) while no member was primary ({}, sampled {:.2}–{:.2} s)",
+                    spans[i].roles, spans[i].from_s, spans[i].to_s
+                ),
+            }
+        })
+        .collect();
+    judged.rule = match (judged.attributed, judged.judged - judged.attributed) {
+        (0, _) => ReadRuleUsed::TimelineOnly,
+        (_, 0) => ReadRuleUsed::Attributed,
+        _ => ReadRuleUsed::Mixed,
+    };
+    judged.spans = spans;
+    judged
+}
+
+/// A stretch in which every sample of `member` saw it answer in a role other
+/// than primary, from the first such sample to the last.
+#[derive(Debug, Clone, PartialEq)]
+struct NotPrimaryRun<'a> {
+    member: &'a str,
+    from_s: f64,
+    to_s: f64,
+    /// The roles it said, e.g. `replica (link down)`, or `replica, then replica (link down)`.
+    roles: String,
+}
+
+/// Each member's stretches of answered roles other than primary; one
+/// ends at the last sample before its member said primary or did not
+/// answer, or at the last sample of all.
+fn not_primary_runs(changes: &[RoleChange], last_sample_s: f64) -> Vec<NotPrimaryRun<'_>> {
+    let mut runs = Vec::new();
+    let mut open: Vec<NotPrimaryRun> = Vec::new();
+    for c in changes {
+        let ended = open.iter().position(|r| r.member == c.member);
+        let not_primary = c.role != "primary" && c.role != "unreachable";
+        match (ended, not_primary) {
+            // Another role that is not primary: the stretch goes on.
+            (Some(i), true) => open[i].roles = format!("{}, then {}", open[i].roles, c.role),
+            (Some(i), false) => {
+                let mut run = open.swap_remove(i);
+                run.to_s = c.previous_sample_s;
+                runs.push(run);
+            }
+            (None, true) => {
+                open.push(NotPrimaryRun { member: &c.member, from_s: c.at_s, to_s: c.at_s, roles: c.role.clone() })
+            }
+            (None, false) => {}
+        }
+    }
+    for mut run in open {
+        run.to_s = last_sample_s.max(run.from_s);
+        runs.push(run);
+    }
+    runs
 }
 
 /// One line per member, one letter per second of the window: the role it
@@ -314,6 +523,67 @@ mod tests {
         let spans = no_primary_spans(&set, 8.0);
         assert_eq!(spans.len(), 1, "{spans:?}");
         assert_eq!((spans[0].from_s, spans[0].to_s), (4.0, 5.75));
+    }
+
+    fn read(start_s: f64, end_s: f64, member: Option<&str>) -> Read<'_> {
+        Read { start_s, end_s, answered_s: end_s, latency_ms: (end_s - start_s) * 1e3, member }
+    }
+
+    #[test]
+    fn a_read_is_judged_by_the_role_of_the_member_that_answered_it() {
+        // db-0 primary; db-1 replica; db-1 promoted at 5.0 s while db-0
+        // still says primary until 7.0 s (a dual primary); db-0 then replica.
+        let changes = [
+            change(0.0, "db-0", "primary"),
+            change(0.0, "db-1", "replica"),
+            change(5.0, "db-1", "primary"),
+            change(7.0, "db-0", "replica"),
+            change(8.0, "db-0", "unreachable"),
+        ];
+        let reads = [
+            read(1.0, 1.1, Some("db-0")), // the primary: not flagged
+            read(2.0, 2.1, Some("db-1")), // a replica: flagged
+            read(4.9, 5.1, Some("db-1")), // across db-1's promotion: its role is not known throughout
+            read(5.5, 5.6, Some("db-0")), // db-0 after db-1's promotion: a demoted primary
+            read(5.5, 5.6, Some("db-1")), // the new primary: not flagged
+            read(7.2, 7.3, Some("db-0")), // db-0 a replica now: flagged
+            read(8.5, 8.6, Some("db-0")), // unreachable to the sampler: its role is unknown
+            read(2.0, 2.1, None),         // no member named, and db-0 was primary: not flagged
+            read(2.0, 2.1, Some("db-9")), // an address the timeline has no member for: the same
+        ];
+        let judged = judge_reads("linearizable", true, reads.into_iter(), &changes, 9.75, 10.0);
+        assert_eq!((judged.judged, judged.attributed, judged.count, judged.demoted), (9, 7, 3, 1), "{judged:?}");
+        assert_eq!(judged.rule, ReadRuleUsed::Mixed);
+        assert_eq!(
+            judged.examples,
+            [
+                "get answered 2.100 s into the window by db-1 (took 100.00 ms) while it was replica (sampled 0.00–4.75 s)",
+                "get answered 5.600 s into the window by db-0 (took 100.00 ms) while it was a demoted primary: db-1 promoted by 5.00 s, db-0 still primary until 6.75 s",
+                "get answered 7.300 s into the window by db-0 (took 100.00 ms) while it was replica (sampled 7.00–7.75 s)",
+            ]
+        );
+        // Nothing attributed: a one-member set stepped down, judged by the
+        // spans with no primary alone.
+        let one =
+            [change(0.0, "db", "primary"), change(2.25, "db", "replica (link down)"), change(5.25, "db", "primary")];
+        let judged = judge_reads("linearizable", true, [read(3.0, 3.1, None)].into_iter(), &one, 9.75, 10.0);
+        assert_eq!((judged.rule, judged.count, judged.attributed), (ReadRuleUsed::TimelineOnly, 1, 0));
+        assert!(
+            judged.examples[0].ends_with("while no member was primary (db: replica (link down), sampled 2.25–5.00 s)")
+        );
+        // The same read named by its member: the member's own role judges it.
+        let judged = judge_reads("linearizable", true, [read(3.0, 3.1, Some("db"))].into_iter(), &one, 9.75, 10.0);
+        assert_eq!((judged.rule, judged.count, judged.attributed), (ReadRuleUsed::Attributed, 1, 1));
+        // A read concern that does not need the primary judges nothing.
+        let judged = judge_reads("majority", false, [read(3.0, 3.1, Some("db"))].into_iter(), &one, 9.75, 10.0);
+        assert_eq!((judged.judged, judged.count, judged.spans.len()), (0, 0, 1));
+    }
+
+    #[test]
+    fn results_before_attribution_still_read() {
+        let old = r#"{"read_concern":"linearizable","requires_primary":true,"judged":10,"count":2}"#;
+        let reads: NonPrimaryReads = serde_json::from_str(old).unwrap();
+        assert_eq!((reads.rule, reads.attributed, reads.demoted), (ReadRuleUsed::TimelineOnly, 0, 0));
     }
 
     #[test]

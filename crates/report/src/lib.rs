@@ -486,7 +486,7 @@ mod tests {
             (" role: ", members),
             ("fault error (", fault_errors),
             ("5 lost writes, acknowledged between", fault_errors),
-            ("reads answered while no member was primary", judged_reads),
+            ("reads answered by a member that was not primary", judged_reads),
         ]
     }
 

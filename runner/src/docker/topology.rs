@@ -88,20 +88,33 @@ impl Topology {
     /// Where a client on the host reaches the member now, in the kind's URI
     /// form (e.g. `redis://172.18.0.2:6379`).
     pub async fn uri(&self, m: &Member) -> anyhow::Result<String> {
+        let (ip, port) = self.address(m).await?;
+        Ok(self.driver.uri(&ip.to_string(), port))
+    }
+
+    /// The member's address and port now: the `host:port` a driver's own
+    /// discovery names it by (the replica set is initiated with it).
+    async fn address(&self, m: &Member) -> anyhow::Result<(Ipv4Addr, u16)> {
         let port = m.port.ok_or_else(|| anyhow!("`{}` has no port (give its group a `port`)", m.name))?;
-        Ok(self.driver.uri(&self.ip(m).await?.to_string(), port))
+        Ok((self.ip(m).await?, port))
     }
 
     /// Every member's role, asked now. A member that cannot be asked (paused,
     /// stopped, cut off) has an error instead.
     pub async fn roles(&self) -> Vec<(Member, anyhow::Result<Role>)> {
-        self.roles_within(Duration::from_secs(2)).await
+        self.roles_within(Duration::from_secs(2)).await.into_iter().map(|(m, _, r)| (m, r)).collect()
     }
 
     /// As [`Self::roles`], with an error for a member that does not answer
-    /// within `limit`.
-    pub async fn roles_within(&self, limit: Duration) -> Vec<(Member, anyhow::Result<Role>)> {
-        let uris = futures::future::join_all(self.members.iter().map(|m| self.uri(m))).await;
+    /// within `limit`, and the `host:port` each member was asked at (None
+    /// when it has no address now), by which the role sampler knows which
+    /// member a driver says answered a read.
+    pub async fn roles_within(&self, limit: Duration) -> Vec<(Member, Option<String>, anyhow::Result<Role>)> {
+        let addresses = futures::future::join_all(self.members.iter().map(|m| self.address(m))).await;
+        let host_ports: Vec<Option<String>> =
+            addresses.iter().map(|a| a.as_ref().ok().map(|(ip, port)| format!("{ip}:{port}"))).collect();
+        let uris: Vec<anyhow::Result<String>> =
+            addresses.into_iter().map(|a| a.map(|(ip, port)| self.driver.uri(&ip.to_string(), port))).collect();
         let reachable: Vec<(usize, String)> =
             uris.iter().enumerate().filter_map(|(i, u)| u.as_ref().ok().map(|u| (i, u.clone()))).collect();
         let asked = self.kind.roles(&reachable.iter().map(|(_, u)| u.clone()).collect::<Vec<_>>(), limit).await;
@@ -114,13 +127,14 @@ impl Topology {
             .cloned()
             .zip(uris)
             .zip(answers)
-            .map(|((m, uri), role)| {
+            .zip(host_ports)
+            .map(|(((m, uri), role), address)| {
                 let role = match (uri, role) {
                     (Err(e), _) => Err(e),
                     (Ok(_), Some(r)) => r,
                     (Ok(_), None) => Err(anyhow!("not asked")),
                 };
-                (m, role)
+                (m, address, role)
             })
             .collect()
     }

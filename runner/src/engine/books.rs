@@ -69,6 +69,8 @@ pub struct Ending<'a> {
     pub detail: &'a [u8],
     /// A driver's name for the failure (`NotWritablePrimary`), when it has one.
     pub code: Option<&'a str>,
+    /// The member that answered (`host:port`), where the driver said so.
+    pub answered_by: Option<&'a str>,
 }
 
 impl Ending<'_> {
@@ -76,7 +78,7 @@ impl Ending<'_> {
     /// may have taken effect if its request was sent.
     pub fn failed(class: ErrorClass, sent: bool, detail: &[u8]) -> Ending<'_> {
         let outcome = if sent { Outcome::Unknown } else { Outcome::Fail };
-        Ending { result: Err(class), outcome, observed: Observed::Nothing, detail, code: None }
+        Ending { result: Err(class), outcome, observed: Observed::Nothing, detail, code: None, answered_by: None }
     }
 }
 
@@ -144,6 +146,7 @@ impl Books {
             over_deadline: late && ending.result != Err(ErrorClass::Hang),
             detail: ending.detail,
             code: ending.code,
+            answered_by: ending.answered_by,
         });
     }
 

@@ -146,7 +146,8 @@ impl Lane {
                     let detail = reply.message.as_ref().map(bytes).unwrap_or_default();
                     // An error reply: the server refused it.
                     let outcome = if reply.outcome.is_ok() { Outcome::Ok } else { Outcome::Fail };
-                    let ending = Ending { result: reply.outcome, outcome, observed, detail, code: None };
+                    let ending =
+                        Ending { result: reply.outcome, outcome, observed, detail, code: None, answered_by: None };
                     self.books.end(&p, end, ending);
                 }
                 Ok(None) if wrong_server => {

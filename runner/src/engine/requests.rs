@@ -27,7 +27,8 @@ use faultline_check::history::{parse_value, Observed, Outcome};
 use faultline_kind::workload::OpStream;
 use faultline_kind::{Applied, ReadValue, RequestClient, Response};
 
-type Request = Pin<Box<dyn Future<Output = (u64, Response)> + Send>>;
+/// An op's number in its lane, how it ended, and who answered it.
+type Request = Pin<Box<dyn Future<Output = (u64, Response, Option<String>)> + Send>>;
 
 /// One op in flight: its number in this lane and its books entry; the
 /// future runs in the lane's set under the same number.
@@ -62,7 +63,10 @@ pub async fn run(
             let (id, client) = (next_id, Arc::clone(&client));
             next_id += 1;
             let op = issue.op.clone();
-            let request: Request = Box::pin(async move { (id, client.execute(&op).await) });
+            let request: Request = Box::pin(async move {
+                let (response, answered_by) = client.execute_attributed(&op).await;
+                (id, response, answered_by)
+            });
             let (abort, registration) = futures::future::AbortHandle::new_pair();
             running.push(futures::future::Abortable::new(request, registration));
             // A driver may send at once: the op may take effect from here on.
@@ -97,10 +101,10 @@ pub async fn run(
             _ = issuer.round_opened() => {}
             done = next_done => {
                 // An aborted request ends as `Err`: it was given up already.
-                if let Some(Ok((id, response))) = done {
+                if let Some(Ok((id, response, answered_by))) = done {
                     if let Some(at) = in_flight.iter().position(|f| f.id == id) {
                         let f = in_flight.remove(at);
-                        end_request(&mut books, &f.pending, Instant::now(), response);
+                        end_request(&mut books, &f.pending, Instant::now(), response, answered_by.as_deref());
                     }
                 }
             }
@@ -122,8 +126,8 @@ pub async fn run(
     books.close(issuer.ran_out)
 }
 
-/// Records how a driver said an op ended.
-fn end_request(books: &mut Books, p: &Pending, end: Instant, response: Response) {
+/// Records how a driver said an op ended, and which member answered it.
+fn end_request(books: &mut Books, p: &Pending, end: Instant, response: Response, answered_by: Option<&str>) {
     let ending = match &response {
         Ok(value) => {
             let observed = match (value, &books.history) {
@@ -131,7 +135,7 @@ fn end_request(books: &mut Books, p: &Pending, end: Instant, response: Response)
                 (ReadValue::Nil, _) => Observed::Nil,
                 (ReadValue::Bytes(bytes), Some(h)) => parse_value(bytes, h.scope),
             };
-            Ending { result: Ok(()), outcome: Outcome::Ok, observed, detail: b"", code: None }
+            Ending { result: Ok(()), outcome: Outcome::Ok, observed, detail: b"", code: None, answered_by }
         }
         Err(e) => Ending {
             result: Err(e.class),
@@ -142,6 +146,7 @@ fn end_request(books: &mut Books, p: &Pending, end: Instant, response: Response)
             observed: Observed::Nothing,
             detail: e.message.as_bytes(),
             code: e.code.as_deref(),
+            answered_by: None,
         },
     };
     books.end(p, end, ending);

@@ -1,11 +1,14 @@
 //! Who was primary when: during a cell with faults on a docker target, every
 //! member is asked its role a few times a second, and each change is kept
 //! as a [`RoleChange`]. A target of one server (a process or external
-//! MongoDB) has its one server sampled the same way. What the changes tell
-//! (demoted primaries that went on taking writes, spans without a primary,
-//! reads a non-primary answered) is the model's `faultline_model::roles`;
-//! the sampling is here, in the engine, because it asks the running
-//! members through their kind.
+//! MongoDB) has its one server sampled the same way, and so are cells whose
+//! reads only the primary may answer (MongoDB's linearizable), faults or
+//! not. Each sample also notes every member's address (`host:port`), so a
+//! read whose driver names the address that answered it is judged by that
+//! member's own role. What the changes tell (demoted primaries that went on
+//! taking writes, spans without a primary, reads a non-primary answered) is
+//! the model's `faultline_model::roles`; the sampling is here, in the
+//! engine, because it asks the running members through their kind.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,8 +27,9 @@ const EVERY: Duration = Duration::from_millis(250);
 pub enum Watched {
     /// A docker target's members.
     Members(Arc<Topology>),
-    /// The one server of a target, asked through its kind.
-    Server { name: String, uri: String, kind: Arc<dyn TopologyKind> },
+    /// The one server of a target, asked through its kind; `address` is the
+    /// `host:port` its driver names it by, when the kind's driver names one.
+    Server { name: String, uri: String, address: Option<String>, kind: Arc<dyn TopologyKind> },
 }
 
 impl Watched {
@@ -36,12 +40,13 @@ impl Watched {
         }
     }
 
-    async fn roles_within(&self, limit: Duration) -> Vec<(String, anyhow::Result<Role>)> {
+    /// Each member's name, address and role now.
+    async fn roles_within(&self, limit: Duration) -> Vec<(String, Option<String>, anyhow::Result<Role>)> {
         match self {
-            Watched::Members(t) => t.roles_within(limit).await.into_iter().map(|(m, r)| (m.name, r)).collect(),
-            Watched::Server { name, uri, kind } => {
+            Watched::Members(t) => t.roles_within(limit).await.into_iter().map(|(m, a, r)| (m.name, a, r)).collect(),
+            Watched::Server { name, uri, address, kind } => {
                 let role = kind.roles(std::slice::from_ref(uri), limit).await.pop();
-                vec![(name.clone(), role.unwrap_or_else(|| Err(anyhow::anyhow!("not asked"))))]
+                vec![(name.clone(), address.clone(), role.unwrap_or_else(|| Err(anyhow::anyhow!("not asked"))))]
             }
         }
     }
@@ -53,10 +58,14 @@ impl Watched {
 pub struct Sampled {
     pub changes: Vec<RoleChange>,
     pub last_sample_s: f64,
+    /// (address, member) for every address a member was asked at (a
+    /// container's can change when it is reconnected).
+    pub addresses: Vec<(String, String)>,
 }
 
 pub async fn watch(watched: Watched, measure_from: Instant, stop_at: Instant, cancel: CancellationToken) -> Sampled {
     let mut changes: Vec<RoleChange> = Vec::new();
+    let mut addresses: Vec<(String, String)> = Vec::new();
     let mut current: Vec<Option<String>> = vec![None; watched.len()];
     let mut previous_sample_s: Option<f64> = None;
     let mut tick = tokio::time::interval_at(measure_from, EVERY);
@@ -85,7 +94,10 @@ pub async fn watch(watched: Watched, measure_from: Instant, stop_at: Instant, ca
         };
         let at_s = asked_at.saturating_duration_since(measure_from).as_secs_f64();
         let previous_s = previous_sample_s.replace(at_s).unwrap_or(at_s);
-        for (i, (member, role)) in roles.into_iter().enumerate() {
+        for (i, (member, address, role)) in roles.into_iter().enumerate() {
+            if let Some(a) = address.filter(|a| !addresses.iter().any(|(seen, m)| seen == a && *m == member)) {
+                addresses.push((a, member.clone()));
+            }
             let role = match role {
                 Ok(r) => name(&r),
                 Err(_) => "unreachable".to_string(),
@@ -96,7 +108,7 @@ pub async fn watch(watched: Watched, measure_from: Instant, stop_at: Instant, ca
             }
         }
     }
-    Sampled { changes, last_sample_s: previous_sample_s.unwrap_or(0.0) }
+    Sampled { changes, last_sample_s: previous_sample_s.unwrap_or(0.0), addresses }
 }
 
 fn name(role: &Role) -> String {

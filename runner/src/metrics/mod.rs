@@ -76,6 +76,9 @@ pub struct Completion<'a> {
     /// its own label; without one, a Redis-style error code is read off the
     /// detail.
     pub code: Option<&'a str>,
+    /// The member that answered (`host:port`), where the driver said so:
+    /// only in cells that judge reads against the role timeline.
+    pub answered_by: Option<&'a str>,
 }
 
 /// How many distinct messages each error label keeps as examples.
@@ -428,7 +431,7 @@ impl Recorder {
         let slot = (end_us / self.step_us) as usize;
         let ok = c.result.is_ok();
         if let (Some(w), true) = (&mut self.windows, ok) {
-            w.record(end_us, us, c.kind);
+            w.record(end_us, us, c.kind, c.answered_by);
         }
         match c.result {
             Ok(()) => {
@@ -567,43 +570,38 @@ impl CellMetrics {
         self.windows.as_ref().map(|w| w.latencies(faults, &kinds, window.as_secs_f64())).unwrap_or_default()
     }
 
-    /// The cell's reads (`get`) against the spans with no primary, under a
-    /// read concern that does (or does not) require the primary; None when
-    /// the cell kept no per-op samples to judge.
+    /// The cell's reads (`get`) judged against the sampled role `changes`
+    /// (the last sample taken at `last_sample_s`), under a read concern that
+    /// does (or does not) require the primary; a read's address is named by
+    /// the member the sampler found at it (`addresses`: address, member).
+    /// None when the cell kept no per-op samples to judge.
     pub fn non_primary_reads(
         &self,
         read_concern: &str,
         requires_primary: bool,
-        spans: Vec<roles::NoPrimarySpan>,
+        (changes, last_sample_s, addresses): (&[roles::RoleChange], f64, &[(String, String)]),
+        window: Duration,
     ) -> Option<roles::NonPrimaryReads> {
-        const EXAMPLES: usize = 3;
-        let mut reads = roles::NonPrimaryReads {
-            read_concern: read_concern.to_string(),
-            requires_primary,
-            judged: 0,
-            count: 0,
-            spans: Vec::new(),
-            examples: Vec::new(),
+        let windows = match (requires_primary, &self.windows) {
+            (true, None) => return None,
+            (_, windows) => windows.as_ref(),
         };
-        if requires_primary {
-            let windows = self.windows.as_ref()?;
-            let edges: Vec<(f64, f64)> = spans.iter().map(|s| (s.from_s, s.to_s)).collect();
-            let (judged, inside) = windows.reads_inside(OpKind::Get, &edges);
-            reads.judged = judged;
-            reads.count = inside.len() as u64;
-            reads.examples = inside
-                .iter()
-                .take(EXAMPLES)
-                .map(|(end_s, ms, i)| {
-                    format!(
-                        "get answered {end_s:.3} s into the window (took {ms:.2} ms) while no member was primary ({}, sampled {:.2}–{:.2} s)",
-                        spans[*i].roles, spans[*i].from_s, spans[*i].to_s
-                    )
-                })
-                .collect();
-        }
-        reads.spans = spans;
-        Some(reads)
+        let member = |address: &str| addresses.iter().find(|(a, _)| a == address).map(|(_, m)| m.as_str());
+        let reads = windows.into_iter().flat_map(|w| w.reads(OpKind::Get)).map(|r| roles::Read {
+            start_s: r.start_s,
+            end_s: r.end_s,
+            answered_s: r.answered_s,
+            latency_ms: r.latency_ms,
+            member: r.answered_by.and_then(member),
+        });
+        Some(roles::judge_reads(
+            read_concern,
+            requires_primary,
+            reads,
+            changes,
+            last_sample_s,
+            window.as_secs_f64(),
+        ))
     }
 
     /// Summarizes over the measured window; an open loop's sent ops are
@@ -733,6 +731,7 @@ mod tests {
             over_deadline: false,
             detail: b"",
             code: None,
+            answered_by: None,
         };
         r.record(&done(t0, 3, Ok(())));
         r.record(&done(measure_from, 2, Ok(())));

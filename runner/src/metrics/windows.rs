@@ -2,7 +2,10 @@
 //! `p99(get, after: primary-killed) < 50ms`. Cells with faults keep every
 //! successful op's end time, latency and kind (12 bytes an op), since when
 //! the faults happen is known only once the cell has run. The same samples
-//! place reads against the role timeline (see [`WindowSamples::reads_inside`]).
+//! place reads against the role timeline (see [`WindowSamples::reads`]),
+//! each with the member that answered it where the driver said: an index
+//! into the samples' own address table, in a byte the sample's alignment
+//! leaves free, so attribution costs no memory per op.
 
 use super::{new_histogram, HIST_MAX_US};
 use crate::spec::OpKind;
@@ -14,12 +17,20 @@ struct Sample {
     end_ms: u32,
     latency_us: u32,
     kind: u8,
+    /// Who answered: 0 when unknown, else 1 + its index in `addresses`.
+    answered_by: u8,
 }
 
 #[derive(Debug, Default)]
 pub struct WindowSamples {
     samples: Vec<Sample>,
+    /// The members' addresses (`host:port`) the samples name.
+    addresses: Vec<String>,
 }
+
+/// Past this many distinct addresses a cell's reads are no longer told
+/// apart by member (a replica set has at most 50 members).
+const MAX_ADDRESSES: usize = u8::MAX as usize;
 
 /// When a fault was requested and healed, seconds into the measured window.
 pub struct FaultSpan {
@@ -29,17 +40,40 @@ pub struct FaultSpan {
 }
 
 impl WindowSamples {
-    /// A successful op that ended `end_us` into the measured window.
-    pub fn record(&mut self, end_us: u64, latency_us: u64, kind: OpKind) {
+    /// A successful op that ended `end_us` into the measured window,
+    /// answered by the member at `answered_by` (`host:port`) if known.
+    pub fn record(&mut self, end_us: u64, latency_us: u64, kind: OpKind, answered_by: Option<&str>) {
+        let answered_by = answered_by.map_or(0, |a| self.address_index(a));
         self.samples.push(Sample {
             end_ms: (end_us / 1000).min(u32::MAX as u64) as u32,
             latency_us: latency_us.min(u32::MAX as u64) as u32,
             kind: kind.index() as u8,
+            answered_by,
         });
     }
 
+    /// 1 + the index of `address` in the table (added if new), or 0 when the
+    /// table is full.
+    fn address_index(&mut self, address: &str) -> u8 {
+        match self.addresses.iter().position(|a| a == address) {
+            Some(i) => i as u8 + 1,
+            None if self.addresses.len() < MAX_ADDRESSES => {
+                self.addresses.push(address.to_string());
+                self.addresses.len() as u8
+            }
+            None => 0,
+        }
+    }
+
     pub fn merge(&mut self, other: WindowSamples) {
-        self.samples.extend(other.samples);
+        // Their indices into their table become indices into ours.
+        let mapped: Vec<u8> = other.addresses.iter().map(|a| self.address_index(a)).collect();
+        self.samples.extend(other.samples.into_iter().map(|mut s| {
+            if s.answered_by > 0 {
+                s.answered_by = mapped[s.answered_by as usize - 1];
+            }
+            s
+        }));
     }
 
     /// Before, during and after each fault, for the kinds the cell sent.
@@ -68,24 +102,27 @@ impl WindowSamples {
         out
     }
 
-    /// Successful ops of `kind` answered wholly inside one of `spans`
-    /// (seconds into the window, inclusive): their start (end less latency)
-    /// at or after its start, their end, rounded up to the millisecond, at or
-    /// before its end. Returns how many ops of the kind were judged, and each
-    /// one inside as (end s, latency ms, index of its span).
-    pub fn reads_inside(&self, kind: OpKind, spans: &[(f64, f64)]) -> (u64, Vec<(f64, f64, usize)>) {
-        let mut judged = 0;
-        let mut inside = Vec::new();
-        for s in self.samples.iter().filter(|s| s.kind as usize == kind.index()) {
-            judged += 1;
-            let end_s = (s.end_ms as f64 + 1.0) / 1e3;
-            let start_s = s.end_ms as f64 / 1e3 - s.latency_us as f64 / 1e6;
-            if let Some(i) = spans.iter().position(|(from, to)| start_s >= *from && end_s <= *to) {
-                inside.push((s.end_ms as f64 / 1e3, s.latency_us as f64 / 1e3, i));
-            }
-        }
-        (judged, inside)
+    /// Every successful op of `kind`: sent at its end less its latency,
+    /// answered by its end rounded up to the millisecond, and the address of
+    /// the member that answered it, where known.
+    pub fn reads(&self, kind: OpKind) -> impl Iterator<Item = SampledRead<'_>> {
+        self.samples.iter().filter(move |s| s.kind as usize == kind.index()).map(|s| SampledRead {
+            start_s: s.end_ms as f64 / 1e3 - s.latency_us as f64 / 1e6,
+            end_s: (s.end_ms as f64 + 1.0) / 1e3,
+            answered_s: s.end_ms as f64 / 1e3,
+            latency_ms: s.latency_us as f64 / 1e3,
+            answered_by: (s.answered_by > 0).then(|| self.addresses[s.answered_by as usize - 1].as_str()),
+        })
     }
+}
+
+/// One read as [`WindowSamples::reads`] gives it (seconds into the window).
+pub struct SampledRead<'a> {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub answered_s: f64,
+    pub latency_ms: f64,
+    pub answered_by: Option<&'a str>,
 }
 
 #[cfg(test)]
@@ -93,16 +130,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_count_inside_a_span_only_when_sent_and_answered_in_it() {
-        let mut w = WindowSamples::default();
-        w.record(2_100_000, 50_000, OpKind::Get); // 2.05–2.1 s: before the span began
-        w.record(2_400_000, 100_000, OpKind::Get); // 2.3–2.4 s: inside
-        w.record(2_400_000, 100_000, OpKind::Set); // not a read
-        w.record(4_999_500, 1_000, OpKind::Get); // ends at 4.9995 s, rounded up to 5.0 s: inside
-        w.record(5_000_500, 1_000, OpKind::Get); // ends after the span
-        let (judged, inside) = w.reads_inside(OpKind::Get, &[(2.25, 5.0)]);
-        assert_eq!(judged, 4);
-        assert_eq!(inside.iter().map(|r| r.0).collect::<Vec<_>>(), [2.4, 4.999]);
+    fn reads_keep_their_span_and_who_answered_them_across_a_merge() {
+        assert_eq!(std::mem::size_of::<Sample>(), 12, "the member's index fits in the sample's padding");
+        let mut lane = WindowSamples::default();
+        lane.record(2_400_000, 100_000, OpKind::Get, Some("127.0.0.1:27018"));
+        lane.record(2_400_000, 100_000, OpKind::Set, Some("127.0.0.1:27018")); // not a read
+        lane.record(4_999_500, 1_000, OpKind::Get, None);
+        let mut other = WindowSamples::default();
+        other.record(5_000_500, 1_000, OpKind::Get, Some("10.0.0.3:27017"));
+        other.record(5_100_000, 1_000, OpKind::Get, Some("127.0.0.1:27018"));
+        let mut cell = WindowSamples::default();
+        cell.merge(other);
+        cell.merge(lane);
+        let reads: Vec<(f64, f64, Option<&str>)> =
+            cell.reads(OpKind::Get).map(|r| (r.start_s, r.end_s, r.answered_by)).collect();
+        assert_eq!(reads.len(), 4);
+        assert_eq!(reads[0].2, Some("10.0.0.3:27017"));
+        assert_eq!(reads[1].2, Some("127.0.0.1:27018"));
+        // 2.3–2.4 s, the end rounded up to the millisecond.
+        assert!((reads[2].0 - 2.3).abs() < 1e-9 && (reads[2].1 - 2.401).abs() < 1e-9, "{reads:?}");
+        assert_eq!((reads[2].2, reads[3].2), (Some("127.0.0.1:27018"), None));
     }
 
     #[test]
@@ -110,13 +157,13 @@ mod tests {
         let mut w = WindowSamples::default();
         // 1 ms gets before the fault at 2 s, 100 ms gets while it lasts, 5 ms after the heal at 4 s.
         for t in 0..2000 {
-            w.record(t * 1000, 1000, OpKind::Get);
+            w.record(t * 1000, 1000, OpKind::Get, None);
         }
         for t in 2000..4000 {
-            w.record(t * 1000, 100_000, OpKind::Get);
+            w.record(t * 1000, 100_000, OpKind::Get, None);
         }
         for t in 4000..6000 {
-            w.record(t * 1000, 5000, OpKind::Get);
+            w.record(t * 1000, 5000, OpKind::Get, None);
         }
         let span = FaultSpan { fault: "f".into(), requested_s: 2.0, healed_s: Some(4.0) };
         let l = w.latencies(&[span], &[OpKind::Get, OpKind::Set], 6.0);

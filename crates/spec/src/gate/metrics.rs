@@ -417,7 +417,7 @@ pub static METRICS: &[GateMetric] = &[
     GateMetric {
         name: "non_primary_reads",
         aliases: &[],
-        description: "Reads answered while the role timeline shows no member primary, under a read concern that requires the primary (MongoDB `linearizable`); see [faults](#faults). Unmeasured in a cell whose roles were not sampled (no faults, or a kind whose role faultline cannot ask) or that had no successful read; a gate on it over reads whose read concern does not require the primary is unmeasured, with the read concern named.",
+        description: "Reads answered by a member the role timeline shows not primary (the member that answered, where the read names it; else while no member was primary), under a read concern that requires the primary (MongoDB `linearizable`); see [faults](#faults). Unmeasured in a cell whose roles were not sampled (a kind whose role faultline cannot ask) or that had no successful read; a gate on it over reads whose read concern does not require the primary is unmeasured, with the read concern named.",
         unit: Unit::Count,
         args: Args::None,
         reads: Reads::Measurements,
@@ -659,11 +659,11 @@ fn index_lag(cell: &CellResult, pick: fn(&IndexLag) -> f64) -> Value {
     Ok(Some(pick(lag)))
 }
 
-/// Reads answered with no primary, where the read concern needs one. No
-/// read to judge: unmeasured, not a pass.
+/// Reads answered by a member that was not primary, where the read concern
+/// needs the primary. No read to judge: unmeasured, not a pass.
 fn non_primary_reads(cell: &CellResult) -> Value {
     let reads = cell.non_primary_reads.as_ref().ok_or(
-        "no role timeline judged this cell's reads (roles are sampled in cells with faults on targets whose roles faultline can ask)",
+        "no role timeline judged this cell's reads (roles are sampled in cells with faults, or whose read concern requires the primary, on targets whose roles faultline can ask)",
     )?;
     if !reads.requires_primary {
         return Err(format!(

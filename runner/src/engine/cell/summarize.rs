@@ -14,7 +14,7 @@ use crate::metrics::CellStats;
 use crate::results::CellStatus;
 use crate::spec::Load;
 use faultline_kind::TargetDriver;
-use faultline_model::roles::{self, NonPrimaryReads, RoleChange};
+use faultline_model::roles::{NonPrimaryReads, RoleChange};
 
 /// The cell's numbers, and what the checkers still need.
 pub struct Measured {
@@ -59,8 +59,8 @@ pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
     }
     let non_primary_reads = match (&role_changes, &read_rule) {
         (Some(sampled), Some(rule)) => {
-            let spans = roles::no_primary_spans(&sampled.changes, sampled.last_sample_s);
-            metrics.non_primary_reads(&rule.read_concern, rule.requires_primary, spans)
+            let sampled = (sampled.changes.as_slice(), sampled.last_sample_s, sampled.addresses.as_slice());
+            metrics.non_primary_reads(&rule.read_concern, rule.requires_primary, sampled, window)
         }
         _ => None,
     };

@@ -71,10 +71,11 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     let mut tasks = Vec::new();
     let with_faults = !engine.scenario(cell).faults.is_empty();
     // Reads that only the primary may answer are placed against the role
-    // timeline afterwards, from the same per-op samples.
+    // timeline afterwards, from the same per-op samples, faults or not: a
+    // cell without faults is where the judgement shows it finds nothing.
     let read_rule = driver.read_rule();
     let reads_need_primary = read_rule.as_ref().is_some_and(|r| r.requires_primary);
-    let keep_windows = with_faults && (gates_use_windows(run) || reads_need_primary);
+    let keep_windows = (with_faults && gates_use_windows(run)) || reads_need_primary;
     let timelines = Arc::new(SharedTimelines::new(crate::metrics::timeline_step(t.duration)));
     // Several clients in contention rounds: one gate holds them together.
     let mut round_seats = match workload.is_rounds() && connections > 1 {
@@ -172,15 +173,20 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         }
     };
     // Who is primary, sampled through the window, for targets with
-    // members, and for one server whose role its kind can ask.
-    let watched = match (faults.is_empty(), run.running.topology()) {
+    // members, and for one server whose role its kind can ask: in cells
+    // with faults, and in cells whose reads only the primary may answer.
+    let watched = match (faults.is_empty() && !reads_need_primary, run.running.topology()) {
         (true, _) => None,
         (false, Some(t)) if t.members.len() > 1 => Some(Watched::Members(Arc::clone(t))),
-        (false, _) if driver.has_roles() => Some(Watched::Server {
-            name: run.running.name.clone(),
-            uri: uri.to_string(),
-            kind: target::kinds::members(&target_spec.kind),
-        }),
+        (false, _) if driver.has_roles() => {
+            let kind = target::kinds::members(&target_spec.kind);
+            Some(Watched::Server {
+                name: run.running.name.clone(),
+                uri: uri.to_string(),
+                address: kind.address(uri),
+                kind,
+            })
+        }
         (false, _) => None,
     };
     let roles = async {

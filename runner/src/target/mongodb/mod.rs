@@ -215,6 +215,13 @@ impl TargetDriver for MongoDriver {
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection> {
         let mut options = ClientOptions::parse(uri).await.with_context(|| format!("invalid MongoDB URI `{uri}`"))?;
         self.options.apply(&mut options, ops::DEFAULT_POOL);
+        // Reads only the primary may answer are judged by the member that
+        // answered each: the monitor costs every command an event, so only
+        // such cells pay it.
+        let attributes_reads = self.read_rule().is_some_and(|r| r.requires_primary);
+        if attributes_reads {
+            options.command_event_handler = Some(ops::answered_by_monitor());
+        }
         let client = Client::with_options(options).context("cannot create a MongoDB client")?;
         // Fails here, before the clock starts, when the server is not there.
         client
@@ -223,7 +230,13 @@ impl TargetDriver for MongoDriver {
             .await
             .map_err(|e| anyhow::anyhow!("ping {uri}: {}", errors::explain(&e)))?;
         let collection = self.collection(&client);
-        Ok(Connection::Requests(Arc::new(ops::MongoClient::new(client, collection, workload, &self.options))))
+        Ok(Connection::Requests(Arc::new(ops::MongoClient::new(
+            client,
+            collection,
+            workload,
+            &self.options,
+            attributes_reads,
+        ))))
     }
 
     async fn read_values(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {

@@ -1,12 +1,15 @@
 //! The workload's ops as MongoDB requests: `get` finds one document by
 //! `_id`, `set` `$set`s its value (upserting), `insert` creates it, `incr`
 //! `$inc`s a counter, `del` deletes it. Also the seed phase and the final
-//! read the checkers compare against.
+//! read the checkers compare against, and which member answered each read
+//! when the cell judges reads that only the primary may answer.
 
+use std::cell::Cell;
 use std::time::Duration;
 
 use futures::TryStreamExt;
 use mongodb::bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
+use mongodb::event::{command::CommandEvent, EventHandler};
 use mongodb::{Client, Collection};
 
 use super::errors::classify;
@@ -20,12 +23,48 @@ use faultline_kind::{ReadValue, RequestClient, Response};
 /// driver default, above any profile's in-flight ops per client.
 pub const DEFAULT_POOL: u32 = 100;
 
+tokio::task_local! {
+    /// The address of the member that answered the read the current task
+    /// awaits, set by the command monitor of [`answered_by_monitor`].
+    static ANSWERED_BY: Cell<Option<String>>;
+}
+
+/// The command monitor that tells each read which member answered it: the
+/// address of the connection its last successful command ran on (a retried
+/// read's retry, since only the attempt that succeeded reports success).
+///
+/// Why a task-local, not a `comment` carrying an op id mapped back from the
+/// events: the driver (mongodb 3.9.1) runs an operation inside the future
+/// its caller polls, spawning no task for it (`FindOne::execute` awaits
+/// `find` and the cursor's first batch, action/find.rs:185-196;
+/// `execute_operation_with_retry`, client/executor.rs:421, awaits
+/// `execute_operation_on_connection` at :520), and emits the success event
+/// in line, `self.emit_command_event(..).await` after the reply
+/// (executor.rs:698-714), which calls an `EventHandler::Callback` in place
+/// (client.rs:373-375; event.rs:132 `Self::Callback(cb) => (cb)(event)`;
+/// only async callbacks and channels are spawned). So the callback runs while the
+/// read's own future is polled and sees its task-local; the comment would
+/// add a field to every read the server parses and a shared map to every
+/// event. Events of commands outside a read (writes, a cursor's cleanup,
+/// which the driver spawns) find no task-local and are dropped.
+pub fn answered_by_monitor() -> EventHandler<CommandEvent> {
+    EventHandler::callback(|event| {
+        if let CommandEvent::Succeeded(e) = event {
+            // Outside a read's scope there is nothing to tell.
+            let _ = ANSWERED_BY.try_with(|a| a.set(Some(e.connection.address.to_string())));
+        }
+    })
+}
+
 pub struct MongoClient {
     /// Kept so the pool lives as long as the lane does.
     _client: Client,
     collection: Collection<Document>,
     workload: std::sync::Arc<Workload>,
     max_time: Option<Duration>,
+    /// The client monitors its commands ([`answered_by_monitor`]): its
+    /// reads say which member answered them.
+    attributes_reads: bool,
 }
 
 impl MongoClient {
@@ -34,8 +73,9 @@ impl MongoClient {
         collection: Collection<Document>,
         workload: std::sync::Arc<Workload>,
         options: &MongoOptions,
+        attributes_reads: bool,
     ) -> MongoClient {
-        MongoClient { _client: client, collection, workload, max_time: options.max_time() }
+        MongoClient { _client: client, collection, workload, max_time: options.max_time(), attributes_reads }
     }
 
     fn id(&self, op: &Op) -> String {
@@ -82,6 +122,18 @@ impl RequestClient for MongoClient {
             }
         };
         done.map(|()| ReadValue::None).map_err(|e| classify(&e, true))
+    }
+
+    async fn execute_attributed(&self, op: &Op) -> (Response, Option<String>) {
+        if !self.attributes_reads || op.kind != OpKind::Get {
+            return (self.execute(op).await, None);
+        }
+        let read = async {
+            let response = self.execute(op).await;
+            let by = ANSWERED_BY.with(Cell::take).filter(|_| response.is_ok());
+            (response, by)
+        };
+        ANSWERED_BY.scope(Cell::new(None), read).await
     }
 }
 

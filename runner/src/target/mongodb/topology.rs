@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use mongodb::bson::{doc, Document};
-use mongodb::options::ClientOptions;
+use mongodb::options::{ClientOptions, HostInfo};
 use mongodb::Client;
 
 use super::admin::describe;
@@ -88,6 +88,16 @@ impl TopologyKind for MongoTopology {
     async fn role(&self, uri: &str) -> anyhow::Result<Role> {
         Ok(role_of(&hello(uri).await?))
     }
+
+    /// The URI's one host as the driver names it (`ServerAddress`'s
+    /// `host:port`, the port 27017 when the URI gives none), which is the
+    /// address a direct connection's commands report.
+    fn address(&self, uri: &str) -> Option<String> {
+        match mongodb::options::ConnectionString::parse(uri).ok()?.host_info {
+            HostInfo::HostIdentifiers(hosts) if hosts.len() == 1 => Some(hosts[0].to_string()),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -103,5 +113,13 @@ mod tests {
         assert_eq!(role_of(&alone), Role::Replica { linked: false });
         let fresh = doc! {"isWritablePrimary": false, "secondary": false, "isreplicaset": true};
         assert_eq!(role_of(&fresh), Role::Other("neither primary nor secondary".into()));
+    }
+
+    #[test]
+    fn a_uri_of_one_server_gives_the_address_the_driver_reports() {
+        let one = MongoTopology.address("mongodb://127.0.0.1:41234/?directConnection=true");
+        assert_eq!(one.as_deref(), Some("127.0.0.1:41234"));
+        assert_eq!(MongoTopology.address("mongodb://u:p@db.local/").as_deref(), Some("db.local:27017"));
+        assert_eq!(MongoTopology.address("mongodb://a:1,b:2/?replicaSet=rs0"), None);
     }
 }
