@@ -162,7 +162,7 @@ fn a_crash_restart_keeps_the_data_and_the_check_finds_what_a_server_without_pers
         assert!(evidence.contains(r["targets"][0]["uri"].as_str().unwrap()), "{evidence}");
         let check = &c["checks"][0];
         assert_eq!(check["status"], "ok", "{check}");
-        assert!(check["checked"].as_u64().unwrap() > 1000, "{check}");
+        assert!(check["checked"].as_u64().unwrap() > 0, "{check}");
     }
     let row = &r["crash_recovery"][0];
     assert_eq!(
@@ -184,7 +184,15 @@ fn a_crash_restart_keeps_the_data_and_the_check_finds_what_a_server_without_pers
     let r = run.results();
     let row = &r["crash_recovery"][0];
     assert_eq!(row["nothing_lost"], 0, "{row}");
-    assert!(row["lost"].as_u64().unwrap() > 1000, "{row}");
+    // Some writes were acknowledged before each kill and all of them are
+    // gone (how many, this machine's speed decides): lost ones are among
+    // those the checks judged, and each cell's check counts its own.
+    let lost = row["lost"].as_u64().unwrap();
+    let checks: Vec<&serde_json::Value> = cells(&r).iter().map(|c| &c["checks"][0]).collect();
+    let judged: u64 = checks.iter().map(|k| k["checked"].as_u64().unwrap()).sum();
+    let violations: u64 = checks.iter().map(|k| k["violations"].as_u64().unwrap()).sum();
+    assert!(lost > 0 && lost <= judged, "{row}, {checks:?}");
+    assert_eq!(violations, lost, "{row}, {checks:?}");
     assert!(!row["examples"].as_array().unwrap().is_empty(), "{row}");
     let (earliest, latest) =
         (row["lost_acked_relative_s"][0].as_f64().unwrap(), row["lost_acked_relative_s"][1].as_f64().unwrap());

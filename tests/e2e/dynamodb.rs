@@ -103,9 +103,20 @@ fn the_hot_key_campaign_answers_every_round_and_its_invariants_hold() {
         let answered = classes(c)["200"].as_u64().unwrap();
         let note = check["note"].as_str().unwrap_or_default();
         assert!(note.contains(&format!("stream: {answered} records")), "{profile}: {note}");
-        // Every round's key saw all the cell's writers at once: a client's
-        // start each round together, and the gate holds the clients together.
-        assert!(note.contains(&format!("median {writers}, most {writers}")), "{profile}: {note}");
+        // A round's key sees the cell's writers at once: a client's start
+        // each round together, and the gate holds the clients together (no
+        // client starts a round before every other had the last one
+        // answered). A client a busy machine woke late may begin its calls
+        // after the serial server answered the first of the round, so not
+        // every round sees all of them: some round did, and the median
+        // round most (without the gate, clients drift apart and the median
+        // round sees about half).
+        let marker = "write calls in flight at once on a key: median ";
+        let peaks = note.find(marker).map(|i| &note[i + marker.len()..]).unwrap_or_else(|| panic!("{note}"));
+        let (median, most) = peaks.split_once(", most ").unwrap_or_else(|| panic!("{note}"));
+        let median: u64 = median.parse().unwrap_or_else(|_| panic!("{note}"));
+        let most: u64 = most.split(';').next().unwrap().trim().parse().unwrap_or_else(|_| panic!("{note}"));
+        assert!(most == writers && median > writers / 2 && median <= most, "{profile}: {note}");
         // The cell ended when its rounds were done, not at its 120 s cap
         // (its window is the time the rounds took, as faultline measured it).
         assert!(c["measured_s"].as_f64().unwrap() < 120.0, "{profile}: {}", c["measured_s"]);
@@ -368,7 +379,7 @@ gates:
 fn credentials_the_server_refuses_are_a_clear_error_at_once() {
     let _load = exclusive();
     let (_moto, port) = moto_server_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]);
-    let refused = "ready_timeout: 60s, options: {credentials: {access_key_id: nobody, secret_access_key: wrong}}";
+    let refused = "ready_timeout: 300s, options: {credentials: {access_key_id: nobody, secret_access_key: wrong}}";
     let (_dir, path) = spec_file(&one_put_spec(port, refused));
     // moto takes a moment to listen; the refusal itself comes at once.
     let started = std::time::Instant::now();
@@ -381,7 +392,10 @@ fn credentials_the_server_refuses_are_a_clear_error_at_once() {
     for needle in ["refused faultline", "403 InvalidClientTokenId", "security token", "options.credentials"] {
         assert!(errors.contains(needle), "{needle} missing: {errors}");
     }
-    assert!(took < std::time::Duration::from_secs(30), "waited {took:?} for a refusal that does not heal");
+    // Waiting for readiness would wait out the 300 s ready_timeout; this
+    // limit, far under it, only a hang or such a wait reaches (it counts
+    // moto's own start, which a busy machine makes slow).
+    assert!(took < std::time::Duration::from_secs(150), "waited {took:?} for a refusal that does not heal");
 }
 
 /// moto in a container of faultline/moto (fixtures/images/build.sh moto,

@@ -27,11 +27,17 @@ fn a_frozen_process_is_confirmed_healed_and_its_denied_window_measured() {
         assert!(requested >= 1.99 && healed - fault["confirmed_s"].as_f64().unwrap() >= 1.99, "{fault}");
         let impact = &cell["stats"]["fault_impact"][0];
         let denied = impact["denied_window_s"].as_f64().unwrap();
-        // Ops waiting out their 300 ms deadline fail from the freeze until
-        // about 0.3 s before the thaw (on the clock faultline recorded).
-        assert!(denied >= healed - requested - 0.6, "{impact}");
+        // Ops waiting out their 300 ms deadline fail while the server is
+        // frozen, and none succeeds after the last of them until it was
+        // thawed: no sooner than 2 s after faultline confirmed the freeze
+        // (times in seconds after the request, faultline's clock; the
+        // impact's to 10 µs). How long before the thaw the last failure
+        // came depends on how soon a busy machine issued the next op.
         assert!(impact["failed"].as_u64().unwrap() >= 16, "{impact}");
-        assert!(impact["first_success_s"].as_f64().unwrap() >= denied, "{impact}");
+        let first_success = impact["first_success_s"].as_f64().unwrap();
+        let confirmed = fault["confirmed_s"].as_f64().unwrap();
+        assert!(denied > 0.0 && first_success >= denied, "{impact}");
+        assert!(requested + first_success >= confirmed + 2.0 - 1e-3, "{impact}, {fault}");
     }
     assert!(run.report().contains("| cache | 1 | frozen (pause) |"), "{}", run.report());
     // Latency before, during and after the freeze (in the closed loop), and
@@ -70,6 +76,7 @@ fn a_frozen_process_is_confirmed_healed_and_its_denied_window_measured() {
 /// pass with "no denial".
 #[test]
 fn gates_on_a_fault_that_never_took_effect_are_incomplete() {
+    let _load = exclusive();
     let (_d, spec) = spec_file(
         "name: unapplied\ntargets:\n  cache: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\n\
          profiles:\n  p: {closed: 1x4}\ntiming: {warmup: 0s, duration: 2s, deadline: 300ms}\nscenarios:\n\
@@ -127,9 +134,24 @@ fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
     let _load = exclusive();
     let (_d, spec) = spec_file(DOCKER_FAULTS);
     let run = run(&spec, &[]);
-    // How long the frozen primary denied writes judges this machine's speed.
-    measured_as_asked(&run, &["primary-freeze-denied"]);
+    // How long the frozen primary denied writes judges this machine's
+    // speed. So does `replicas-harmless` with its 500 ms deadline: pausing
+    // the replicas does not touch the primary's clients, but on a busy
+    // machine an op may miss its deadline then; such a failure is an op
+    // that waited out its deadline, and the window's longest op says so.
+    measured_as_asked(&run, &["primary-freeze-denied", "replicas-harmless"]);
     let r = run.results();
+    let harmless = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == "replicas-harmless").unwrap();
+    let impact = r["cells"][0]["stats"]["fault_impact"].as_array().unwrap();
+    assert_eq!(impact[0]["fault"], "replicas-paused", "{}", impact[0]);
+    assert_eq!(harmless["result"] == "fail", impact[0]["failed"].as_u64().unwrap() > 0, "{harmless} {}", impact[0]);
+    if harmless["result"] == "fail" {
+        assert!(
+            impact[0]["max_latency_ms"].as_f64().unwrap() >= 499.0,
+            "failed faster than the deadline: {}",
+            impact[0]
+        );
+    }
     let faults = r["cells"][0]["faults"].as_array().unwrap();
     assert_eq!(faults.len(), 5);
     for f in faults {
@@ -143,29 +165,36 @@ fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
     assert!(faults[0]["evidence"].as_str().unwrap().contains("paused"), "{}", faults[0]);
     assert_eq!(faults[3]["hit"][0], "kv-0", "the primary is member 0");
     assert!(faults[4]["output"].as_str().unwrap().contains("role:master"), "{}", faults[4]);
-    // Freezing the primary denied writes; pausing replicas did not.
-    let impact = r["cells"][0]["stats"]["fault_impact"].as_array().unwrap();
+    // Freezing the primary for 1 s denied writes (their deadline is 500 ms).
     assert!(impact[3]["failed"].as_u64().unwrap() > 0, "{}", impact[3]);
-    // The role timeline: everyone's role at the start, and the primary
-    // unreachable while frozen, then primary again. A sample is placed when
-    // it was asked, and an ask reads unreachable when no answer comes within
-    // two 250 ms periods: asked at most 0.5 s before the freeze was
-    // requested, and before it was healed (on faultline's clock, however
-    // late a busy machine made either).
+    // The role timeline: everyone's role at the start (each member's first
+    // sample), and the primary unreachable while frozen, then primary
+    // again. A sample is placed when it was asked, and an ask reads
+    // unreachable when no answer comes within two 250 ms periods: the
+    // freeze shows as an unreachable sample asked at most 0.5 s before the
+    // freeze was requested, and before it was healed (on faultline's clock,
+    // however late a busy machine made either). An ask a busy machine left
+    // unanswered at another moment may read unreachable too: that is the
+    // sampler saying what it saw, so the freeze's sample is looked for in
+    // its window, not taken to be the first.
     let roles = r["cells"][0]["roles"].as_array().unwrap();
     let at = |c: &serde_json::Value| c["at_s"].as_f64().unwrap();
-    let start: Vec<(&str, &str)> = roles
+    let start: Vec<(&str, &str)> = ["kv-0", "kv-1", "kv-2"]
         .iter()
-        .filter(|c| at(c) < 0.5)
-        .map(|c| (c["member"].as_str().unwrap(), c["role"].as_str().unwrap()))
+        .map(|m| {
+            let first = roles.iter().filter(|c| c["member"] == *m).min_by(|a, b| at(a).total_cmp(&at(b)));
+            (*m, first.unwrap_or_else(|| panic!("no sample of {m}: {roles:?}"))["role"].as_str().unwrap())
+        })
         .collect();
     assert_eq!(start, [("kv-0", "primary"), ("kv-1", "replica"), ("kv-2", "replica")], "{roles:?}");
     let kv0: Vec<(f64, &str)> =
         roles.iter().filter(|c| c["member"] == "kv-0").map(|c| (at(c), c["role"].as_str().unwrap())).collect();
-    let frozen = kv0.iter().find(|(_, role)| *role == "unreachable").unwrap_or_else(|| panic!("{kv0:?}"));
     let freeze = &faults[3];
     let (requested, healed) = (freeze["requested_s"].as_f64().unwrap(), freeze["healed_s"].as_f64().unwrap());
-    assert!((requested - 0.5..=healed).contains(&frozen.0), "{kv0:?}, {freeze}");
+    let frozen = kv0
+        .iter()
+        .find(|(t, role)| *role == "unreachable" && (requested - 0.5..=healed).contains(t))
+        .unwrap_or_else(|| panic!("no unreachable sample of kv-0 while frozen: {kv0:?}, {freeze}"));
     assert!(kv0.iter().any(|(t, role)| *t > frozen.0 && *role == "primary"), "{kv0:?}");
     assert!(run.report().contains("Roles per second"), "{}", run.report());
     assert_eq!(left_behind(run.dir.as_ref().unwrap()), Vec::<String>::new());
@@ -248,6 +277,13 @@ fn quick_applies_a_fault_at_its_place_in_the_shortened_window() {
         assert!(fault["confirmed_s"].as_f64().is_some() && healed - requested >= 0.45, "{fault}");
         assert!(!cell["stats"]["fault_impact"].as_array().unwrap().is_empty(), "{cell}");
     }
+    // The gate bounds the denied window, which judges this machine's speed
+    // (a busy one heals the freeze later): it is decided, and as the
+    // windows faultline recorded say.
+    let bounded = r["cells"].as_array().unwrap().iter().all(|cell| {
+        let impact = &cell["stats"]["fault_impact"][0];
+        impact["not_recovered"] != true && impact["denied_window_s"].as_f64().unwrap_or(0.0) <= 2.5
+    });
     let gate = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == "denial-bounded").unwrap();
-    assert_eq!(gate["result"], "pass", "{gate}");
+    assert_eq!(gate["result"], if bounded { "pass" } else { "fail" }, "{gate}");
 }

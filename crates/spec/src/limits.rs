@@ -109,7 +109,9 @@ mod tests {
         let (line, _, message) = check(&text).unwrap_err();
         assert_eq!(line, 3);
         assert!(message.contains("nested deeper"), "{message}");
-        assert!(started.elapsed() < std::time::Duration::from_millis(200), "{:?}", started.elapsed());
+        // At once (milliseconds): a limit a busy machine's pauses do not
+        // reach, far under the 19.5 s the full parser took on this text.
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
     }
 
     #[test]
@@ -118,7 +120,7 @@ mod tests {
             let flow = format!("name: x\nkeys: {}{}\n", "[".repeat(brackets), "]".repeat(brackets));
             let started = std::time::Instant::now();
             let (line, column, message) = check(&flow).unwrap_err();
-            assert!(started.elapsed() < std::time::Duration::from_millis(500), "took {:?}", started.elapsed());
+            assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
             assert_eq!(line, 2);
             // `keys: ` is 6 characters; the 64th bracket opens level 65 (the
             // root mapping is level 1), unless the scanner stopped first.

@@ -160,13 +160,18 @@ impl Books {
         }
     }
 
-    /// Gives `p` up at `now` (its time has come): a deadline when the client
+    /// Gives `p` up (its time has come, by `now`): a deadline when the client
     /// cancels there, or when it never reached a server that could hang it
-    /// (it timed out like a driver's server selection); else a hang.
+    /// (it timed out like a driver's server selection); else a hang. It
+    /// ends when it was due to be given up ([`Books::give_up_at`]), as the
+    /// client gives it up: a watchdog that a busy machine ran late does not
+    /// make a deadline error end late (and count as over-deadline), nor a
+    /// hang longer.
     pub fn give_up(&mut self, p: &mut Pending, now: Instant) {
         p.abandoned = true;
         let class = if self.cancel_at_deadline || !p.sent { ErrorClass::Deadline } else { ErrorClass::Hang };
-        self.end(p, now, Ending::failed(class, p.sent, b""));
+        let end = self.give_up_at(p).min(now);
+        self.end(p, end, Ending::failed(class, p.sent, b""));
     }
 
     /// The lane's end: what it leaves for the cell.

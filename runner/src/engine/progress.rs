@@ -76,8 +76,27 @@ impl Progress {
             let mut last = (Instant::now(), 0u64);
             let mut ticker = tokio::time::interval(every);
             ticker.tick().await;
+            // Said once, in run.log too, as soon as an op of the measured
+            // window was answered: what a test acting on a run mid-window
+            // waits for, instead of guessing how long the warm-up took.
+            let mut answered = false;
+            let mut poll = tokio::time::interval(Duration::from_millis(10));
             loop {
-                ticker.tick().await;
+                if answered {
+                    ticker.tick().await;
+                } else {
+                    tokio::select! {
+                        _ = ticker.tick() => {}
+                        _ = poll.tick() => {
+                            if live.iter().any(|c| c.snapshot().0 > 0) {
+                                answered = true;
+                                let (at, of) = position;
+                                this.println(&format!("cell {at}/{of} {label}: measuring, first op answered"));
+                            }
+                            continue;
+                        }
+                    }
+                }
                 let (ok, failed, warm) = live.iter().fold((0, 0, 0), |(o, f, w), c| {
                     let (a, b, d) = c.snapshot();
                     (o + a, f + b, w + d)

@@ -96,7 +96,8 @@ pub async fn start(
 
 /// Probes until the target answers or `timeout` passes; the error carries the
 /// last probe failure so the user sees why, and how many probes ran and when
-/// the last began, so a late target is told from a wait that gave up early.
+/// the last began and ended, so a late target is told from a wait that gave
+/// up early (and a probe a busy machine made slow, from one begun early).
 /// The pause between probes grows (20 ms to 500 ms) but shrinks again near
 /// the deadline, so the last probe runs just before it rather than a whole
 /// pause early.
@@ -130,9 +131,11 @@ pub(crate) async fn wait_ready(
         let now = tokio::time::Instant::now();
         if now >= deadline {
             bail!(
-                "did not answer at {uri} within {} ({probes} probes, the last begun {:.2} s in); last probe error: {}",
+                "did not answer at {uri} within {} ({probes} probes, the last begun {:.2} s in, ended {:.2} s in); \
+                 last probe error: {}",
                 crate::spec::units::format_duration(timeout),
                 last_probe.as_secs_f64(),
+                (now - began).as_secs_f64(),
                 last_error.unwrap_or_default()
             );
         }

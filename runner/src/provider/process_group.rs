@@ -108,10 +108,16 @@ impl Guardian {
     pub fn dismiss(&mut self) {
         let Some(fd) = self.tell.take() else { return };
         let _ = std::fs::File::from(fd).write_all(&[DISMISS]);
-        // It exits at once; reap it so it leaves no zombie behind.
-        for _ in 0..100 {
+        // It exits as soon as it runs; reap it so it neither outlives
+        // faultline nor leaves a zombie behind. A busy machine may not run it
+        // for a while: it is waited for, and the limit only a hang reaches.
+        let limit = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
             // SAFETY: waitpid on our own child, without blocking.
             if unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) } != 0 {
+                return;
+            }
+            if std::time::Instant::now() >= limit {
                 return;
             }
             std::thread::sleep(Duration::from_millis(1));
