@@ -139,8 +139,12 @@ pub fn parse(
     overrides: &[(String, String)],
     catalog: &dyn Catalog,
 ) -> Result<LoadedSpec, SpecError> {
-    let err_at = |line: Option<usize>, column: Option<usize>, field: Option<String>, message: String| {
-        SpecError { file: path.to_path_buf(), line, column, field, message }
+    let err_at = |line: Option<usize>, column: Option<usize>, field: Option<String>, message: String| SpecError {
+        file: path.to_path_buf(),
+        line,
+        column,
+        field,
+        message,
     };
 
     // Pass 0: size and nesting, before a parser spends quadratic time on them.

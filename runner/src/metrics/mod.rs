@@ -594,14 +594,7 @@ impl CellMetrics {
             latency_ms: r.latency_ms,
             member: r.answered_by.and_then(member),
         });
-        Some(roles::judge_reads(
-            read_concern,
-            requires_primary,
-            reads,
-            changes,
-            last_sample_s,
-            window.as_secs_f64(),
-        ))
+        Some(roles::judge_reads(read_concern, requires_primary, reads, changes, last_sample_s, window.as_secs_f64()))
     }
 
     /// Summarizes over the measured window; an open loop's sent ops are
