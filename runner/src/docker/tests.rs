@@ -292,7 +292,7 @@ scenarios:
                 // The rest answer: asked with a limit only a hang reaches
                 // (0.5-CPU containers on a busy machine), not the sampler's 2 s.
                 let roles = topo.roles_within(Duration::from_secs(30)).await;
-                assert!(roles[0].1.is_err() && roles[1].1.as_ref().ok() == Some(&Role::Primary));
+                assert!(roles[0].2.is_err() && roles[1].2.as_ref().ok() == Some(&Role::Primary));
                 assert_eq!(topo.primary().await?.name, "kv-1");
                 // Faults still in force at the end (a paused member, a cut one) do not stop the teardown.
                 topo.docker.isolate(&topo.members[2].container, &topo.network).await?;
