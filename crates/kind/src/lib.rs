@@ -130,9 +130,15 @@ pub struct PipelinedConnection {
 #[async_trait::async_trait]
 pub trait RequestClient: Send + Sync {
     async fn execute(&self, op: &Op) -> Response;
+    /// Whether this client tells which member answered its reads: a driver
+    /// that can, in a cell whose reads only the primary may answer
+    /// ([`ReadRule::requires_primary`]). Lanes of other clients call
+    /// [`Self::execute`] alone, so the common path pays nothing for it.
+    fn attributes_reads(&self) -> bool {
+        false
+    }
     /// As [`Self::execute`], and the `host:port` of the member that answered
-    /// it, for a driver that can tell and a cell whose reads only the
-    /// primary may answer ([`ReadRule::requires_primary`]); None otherwise.
+    /// it (None when unknown); called only when [`Self::attributes_reads`].
     async fn execute_attributed(&self, op: &Op) -> (Response, Option<String>) {
         (self.execute(op).await, None)
     }

@@ -52,6 +52,7 @@ pub async fn run(
     // In issue order; a handful of entries, so a scan beats a map.
     let mut in_flight: Vec<InFlight> = Vec::with_capacity(settings.in_flight as usize);
     let mut next_id = 0u64;
+    let attributed = client.attributes_reads();
 
     loop {
         let now = Instant::now();
@@ -64,8 +65,13 @@ pub async fn run(
             next_id += 1;
             let op = issue.op.clone();
             let request: Request = Box::pin(async move {
-                let (response, answered_by) = client.execute_attributed(&op).await;
-                (id, response, answered_by)
+                match attributed {
+                    true => {
+                        let (response, answered_by) = client.execute_attributed(&op).await;
+                        (id, response, answered_by)
+                    }
+                    false => (id, client.execute(&op).await, None),
+                }
             });
             let (abort, registration) = futures::future::AbortHandle::new_pair();
             running.push(futures::future::Abortable::new(request, registration));

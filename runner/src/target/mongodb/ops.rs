@@ -124,8 +124,12 @@ impl RequestClient for MongoClient {
         done.map(|()| ReadValue::None).map_err(|e| classify(&e, true))
     }
 
+    fn attributes_reads(&self) -> bool {
+        self.attributes_reads
+    }
+
     async fn execute_attributed(&self, op: &Op) -> (Response, Option<String>) {
-        if !self.attributes_reads || op.kind != OpKind::Get {
+        if op.kind != OpKind::Get {
             return (self.execute(op).await, None);
         }
         let read = async {
