@@ -22,7 +22,7 @@ plugins/build.sh --check
 # had built: touching this checkout's own sources makes its crate rebuild
 # (a minute) while the dependencies stay cached.
 find runner crates tests -name '*.rs' -exec touch {} +
-touch Cargo.toml runner/Cargo.toml crates/*/Cargo.toml reports/templates/*.j2
+touch Cargo.toml runner/Cargo.toml crates/*/Cargo.toml crates/kinds/*/Cargo.toml reports/templates/*.j2
 # The quickstart's lean build (no plugins, MongoDB or DynamoDB: see
 # runner/Cargo.toml) is not what the tests run: check that it compiles
 # without a warning, so it cannot rot.

@@ -13,13 +13,9 @@ mod docker;
 mod engine;
 mod fault;
 mod gate;
+mod kinds;
 mod leftovers;
 mod metrics;
-#[cfg(feature = "plugins")]
-mod plugin;
-#[cfg(not(feature = "plugins"))]
-#[path = "plugin/absent.rs"]
-mod plugin;
 mod probe;
 mod provenance;
 mod provider;
@@ -31,12 +27,12 @@ mod spec_fuzz;
 mod stdout;
 #[cfg(test)]
 mod synthetic_results;
-mod target;
 mod teardown;
 mod verdict;
 
 use faultline_check::{checker, history};
 use faultline_model::{command_line, input_file};
+use faultline_plugin as plugin;
 use faultline_spec as spec;
 use faultline_spec::plan;
 use std::path::PathBuf;
@@ -268,7 +264,7 @@ fn main() -> ExitCode {
             comparison::runs::command(&run_a, &run_b, threshold, json)
         }
         Command::Validate { spec, set } => {
-            match spec::load(&spec, &set, &target::CATALOG)
+            match spec::load(&spec, &set, &kinds::CATALOG)
                 .and_then(|loaded| plugin::SpecPlugins::load(&spec, &loaded).map(|_| loaded))
             {
                 Ok(loaded) => {
@@ -351,10 +347,20 @@ fn main() -> ExitCode {
             };
             check::run(model, &file, budget, usize::try_from(memory).unwrap_or(usize::MAX))
         }
-        Command::Plugin { command: PluginCommand::Check { file } } => plugin::check_command(&file),
-        Command::Plugin { command: PluginCommand::Bench { file, ops, config } } => {
-            match plugin::bench::run(&file, ops.max(1), &config) {
-                Ok(()) => 0,
+        Command::Plugin { .. } if !plugin::BUILT_IN => {
+            crate::stdout::say_err!("error: {}", plugin::BUILD_WITH_PLUGINS);
+            EXIT_USAGE
+        }
+        Command::Plugin { command } => {
+            let done = match command {
+                PluginCommand::Check { file } => plugin::check(&file).map(|line| format!("{line}\n")),
+                PluginCommand::Bench { file, ops, config } => plugin::bench::run(&file, ops.max(1), &config),
+            };
+            match done {
+                Ok(text) => {
+                    crate::stdout::print(&text);
+                    0
+                }
                 Err(e) => {
                     crate::stdout::say_err!("error: {e:#}");
                     1
@@ -363,7 +369,7 @@ fn main() -> ExitCode {
         }
         Command::Teardown { run, force, dry_run } => teardown::run(teardown::TeardownArgs { run, force, dry_run }),
         Command::Schema => {
-            let schema = target::kinds::spec_schema();
+            let schema = kinds::spec_schema();
             crate::stdout::say!("{}", serde_json::to_string_pretty(&schema).expect("schema serializes"));
             0
         }

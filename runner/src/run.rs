@@ -28,7 +28,7 @@ pub struct RunArgs {
 }
 
 pub fn run(args: RunArgs) -> u8 {
-    let loaded = match spec::load(&args.spec, &args.set, &crate::target::CATALOG) {
+    let loaded = match spec::load(&args.spec, &args.set, &crate::kinds::CATALOG) {
         Ok(l) => l,
         Err(e) => {
             crate::stdout::say_err!("error: {e}");
@@ -63,7 +63,7 @@ pub fn run(args: RunArgs) -> u8 {
         }
     };
     if args.dry_run {
-        crate::stdout::print(&plan.describe(&loaded.spec, &crate::target::CATALOG));
+        crate::stdout::print(&plan.describe(&loaded.spec, &crate::kinds::CATALOG));
         return 0;
     }
     // The handlers come before anything is created: a signal from here on

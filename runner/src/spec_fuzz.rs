@@ -153,10 +153,10 @@ fn mutate(rng: &mut impl Rng, text: &str) -> String {
 /// What `validate` and `run --dry-run` do with a spec, plus the workloads'
 /// first ops: the error if it is refused.
 fn exercise(path: &Path, text: &str) -> Result<(), SpecError> {
-    let loaded = crate::spec::parse(path, text, &[], &crate::target::CATALOG)?;
+    let loaded = crate::spec::parse(path, text, &[], &crate::kinds::CATALOG)?;
     for quick in [false, true] {
         if let Ok(plan) = plan::build(&loaded, &PlanOptions { quick, only: vec![] }) {
-            plan.describe(&loaded.spec, &crate::target::CATALOG);
+            plan.describe(&loaded.spec, &crate::kinds::CATALOG);
             for i in 0..plan.cells.len().min(3) {
                 plan.time_after(i);
             }

@@ -57,7 +57,7 @@ fn fixtures_hold_the_synthetic_results_of_every_shipped_spec() {
     let mut files: Vec<(PathBuf, String)> = Vec::new();
     let mut index = Vec::new();
     for path in shipped_specs() {
-        let loaded = crate::spec::load(&path, &[], &crate::target::CATALOG).unwrap_or_else(|e| panic!("{e}"));
+        let loaded = crate::spec::load(&path, &[], &crate::kinds::CATALOG).unwrap_or_else(|e| panic!("{e}"));
         let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
         for quick in [false, true] {
             let plan = crate::plan::build(&loaded, &PlanOptions { quick, only: vec![] }).unwrap();

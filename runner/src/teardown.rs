@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use crate::docker::{Docker, Owned, ResourceKind};
+use crate::kinds;
 use crate::spec::TargetKind;
-use crate::target::kinds;
 use crate::EXIT_USAGE;
 use faultline_kind::ledger::{self, faultline_alive, run_id_matches, Resource};
 

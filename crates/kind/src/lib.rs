@@ -33,7 +33,7 @@ pub struct Refused(pub String);
 
 /// How long the engine gives a cell's final read of its keys before the
 /// checkers are left unknown; a kind that waits for something to settle
-/// adds its window ([`TargetDriver::stored_items_budget`]).
+/// adds its window ([`StoredItems::budget`]).
 pub const FINAL_READ_BUDGET: Duration = Duration::from_secs(60);
 
 /// What a probe learned about a running server (for the report's provenance).
@@ -70,7 +70,7 @@ pub trait TargetDriver: KindInfo {
     fn listen_args(&self, port: u16, data_dir: &Path) -> Vec<String>;
     fn uri(&self, host: &str, port: u16) -> String;
     /// One round trip that succeeds only when the server can serve requests.
-    async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo>;
+    async fn ready(&self, uri: &str) -> anyhow::Result<ServerInfo>;
     /// Opens one load connection.
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection>;
     /// Reads the current values of `keys` (absent keys as None), for the
@@ -88,23 +88,37 @@ pub trait TargetDriver: KindInfo {
         let _ = uri;
         Ok(String::new())
     }
-    /// The whole stored items of `keys`, read as strongly as the server
-    /// offers, with their index entries: for kinds that return old images.
-    async fn stored_items(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<StoredItem>> {
-        let _ = (uri, keys);
-        anyhow::bail!("this kind has no items to inspect")
+    /// Reading whole stored items with their index entries, for kinds that
+    /// return old images (DynamoDB); None for the others.
+    fn stored_items(&self) -> Option<&dyn StoredItems> {
+        None
     }
-    /// How long [`Self::stored_items`] may take, waits for an index or a
-    /// stream to catch up included.
-    fn stored_items_budget(&self) -> Duration {
+    /// Faults the kind applies itself through its own API (MongoDB's
+    /// step-down), one of [`KindInfo::faults`]; None for kinds without any.
+    fn kind_faults(&self) -> Option<&dyn KindFaults> {
+        None
+    }
+}
+
+/// A capability: the whole stored items of keys, for the hot-key checker.
+#[async_trait::async_trait]
+pub trait StoredItems: Send + Sync {
+    /// The whole stored items of `keys`, read as strongly as the server
+    /// offers, with their index entries.
+    async fn read(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<StoredItem>>;
+    /// How long [`Self::read`] may take, waits for an index or a stream to
+    /// catch up included.
+    fn budget(&self) -> Duration {
         FINAL_READ_BUDGET
     }
-    /// Applies one of [`KindInfo::faults`] to the server at `uri` and confirms
-    /// it took effect; the evidence comes back.
-    async fn fault(&self, uri: &str, action: &FaultAction) -> anyhow::Result<String> {
-        let _ = uri;
-        anyhow::bail!("`{}` is not a fault of this kind", action.as_str())
-    }
+}
+
+/// A capability: faults the kind applies through its own API.
+#[async_trait::async_trait]
+pub trait KindFaults: Send + Sync {
+    /// Applies `action` to the server at `uri` and confirms it took effect;
+    /// the evidence comes back.
+    async fn apply(&self, uri: &str, action: &FaultAction) -> anyhow::Result<String>;
 }
 
 /// How the engine drives a target's load: the executor follows the variant.

@@ -10,9 +10,9 @@
 //! faultline process, so [`Docker::remove_labeled`] (and `faultline
 //! teardown`) can find it again after a crash.
 
+pub mod members;
 mod ops;
 mod teardown;
-pub mod topology;
 
 #[cfg(test)]
 mod tests;

@@ -220,7 +220,7 @@ fn a_missing_image_says_how_to_build_it() {
 
 mod roles {
     use super::*;
-    use crate::docker::topology::Selector;
+    use crate::docker::members::Selector;
     use faultline_model::roles::Role;
 
     const SPEC: &str = r#"name: roles
@@ -245,7 +245,7 @@ scenarios:
   - {name: s, target: kv, workload: w, profiles: [p]}
 "#;
 
-    fn names(members: &[crate::docker::topology::Member]) -> Vec<&str> {
+    fn names(members: &[crate::docker::members::Member]) -> Vec<&str> {
         members.iter().map(|m| m.name.as_str()).collect()
     }
 
@@ -254,7 +254,7 @@ scenarios:
     fn roles_are_resolved_at_the_moment_they_are_asked_for() {
         let _one = exclusive();
         let spec =
-            crate::spec::parse(std::path::Path::new("roles.yaml"), SPEC, &[], &crate::target::CATALOG).unwrap().spec;
+            crate::spec::parse(std::path::Path::new("roles.yaml"), SPEC, &[], &crate::kinds::CATALOG).unwrap().spec;
         let dir = tempfile::tempdir().unwrap();
         let log_dir = dir.path().join("roles-run").join("logs");
         std::fs::create_dir_all(&log_dir).unwrap();
@@ -268,7 +268,7 @@ scenarios:
                 log_name: "kv",
             };
             let target =
-                crate::provider::start("kv", t, crate::target::driver(&t.kind, None).unwrap(), &dirs).await.unwrap();
+                crate::provider::start("kv", t, crate::kinds::driver(&t.kind, None).unwrap(), &dirs).await.unwrap();
             let topo = std::sync::Arc::clone(target.topology().unwrap());
             let result = async {
                 assert_eq!(topo.primary().await?.name, "kv-0");
@@ -310,8 +310,8 @@ scenarios:
         });
     }
 
-    async fn d_exec(topo: &crate::docker::topology::Topology, name: &str, cmd: &str) -> anyhow::Result<String> {
-        let m = topo.by_name(name).unwrap();
+    async fn d_exec(topo: &crate::docker::members::Topology, name: &str, cmd: &str) -> anyhow::Result<String> {
+        let m = topo.all().find(|m| m.name == name).unwrap();
         Ok(topo.docker.exec_ok(&m.container, &argv(cmd), Duration::from_secs(10)).await?.stdout)
     }
 }

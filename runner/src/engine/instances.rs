@@ -13,12 +13,12 @@ use std::path::PathBuf;
 
 use indexmap::IndexMap;
 
+use crate::kinds;
 use crate::plan::{Cell, Plan};
 use crate::provider::{self, RunningTarget};
 use crate::results::TargetInfo;
 use crate::spec::matrix::Isolation;
 use crate::spec::{ProviderKind, Spec};
-use crate::target;
 
 pub struct Instances {
     running: IndexMap<String, RunningTarget>,
@@ -91,7 +91,7 @@ impl Instances {
                 log_dir: engine.log_dir,
                 log_name: &file_name(&c.instance),
             };
-            let driver = match target::driver(&target_spec.kind, target_spec.options.as_ref()) {
+            let driver = match kinds::driver(&target_spec.kind, target_spec.options.as_ref()) {
                 Ok(d) => d,
                 Err((field, e)) => {
                     let message = format!("target `{}`: options.{field}: {e}", c.instance);

@@ -7,6 +7,7 @@ use super::{Applied, Heal};
 use crate::provider::RunningTarget;
 use crate::spec::units::Dur;
 use crate::spec::{FaultAction, FaultSpec, Spec};
+use faultline_kind::KindFaults;
 
 /// What undoes a kind's fault: the same command with nothing in force
 /// (`freeze` for 0 seconds thaws the member).
@@ -31,9 +32,10 @@ async fn members(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyh
 
 pub async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
     let members = members(target, fault, spec).await?;
+    let kind = kind_faults(target, &fault.action)?;
     let mut evidence = Vec::new();
     for (name, uri) in &members {
-        let done = target.driver.fault(uri, &fault.action).await.map_err(|e| e.context(format!("`{name}`")))?;
+        let done = kind.apply(uri, &fault.action).await.map_err(|e| e.context(format!("`{name}`")))?;
         evidence.push(format!("{name}: {done}"));
     }
     let heal = matches!(fault.action, FaultAction::Freeze { .. }).then(|| {
@@ -45,9 +47,16 @@ pub async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> an
 }
 
 pub async fn heal(target: &RunningTarget, undo: &Undo) -> anyhow::Result<String> {
+    let kind = kind_faults(target, &undo.action)?;
     let mut evidence = Vec::new();
     for (name, uri) in &undo.members {
-        evidence.push(format!("{name}: {}", target.driver.fault(uri, &undo.action).await?));
+        evidence.push(format!("{name}: {}", kind.apply(uri, &undo.action).await?));
     }
     Ok(evidence.join("; "))
+}
+
+/// The target kind's own faults; validation let only kinds with `action`
+/// among their faults through, so None is a bug named plainly.
+fn kind_faults<'t>(target: &'t RunningTarget, action: &FaultAction) -> anyhow::Result<&'t dyn KindFaults> {
+    target.driver.kind_faults().ok_or_else(|| anyhow::anyhow!("`{}` is not a fault of this kind", action.as_str()))
 }

@@ -5,7 +5,7 @@
 use anyhow::Context;
 
 use super::{Applied, Heal, EXEC_TIMEOUT, STOP_GRACE};
-use crate::docker::topology::{Member, Topology};
+use crate::docker::members::{Member, Topology};
 use crate::spec::{FaultAction, FaultKind, FaultSpec, Spec};
 
 /// What undoes a container fault.

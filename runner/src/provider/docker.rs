@@ -17,7 +17,7 @@ use indexmap::IndexMap;
 use tokio::time::Instant;
 
 use super::RunningTarget;
-use crate::docker::topology::{companion_name, member_name, Member, Topology};
+use crate::docker::members::{companion_name, member_name, Member, Topology};
 use crate::docker::{ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard};
 use crate::spec::docker::{split_tmpfs, CompanionSpec, DiscoverySpec, ReadySpec};
 use crate::spec::{ProviderKind, TargetSpec};
@@ -73,7 +73,7 @@ pub async fn start(
         name,
         spec,
         driver: Arc::clone(&driver),
-        kind: crate::target::kinds::members(&spec.kind),
+        kind: crate::kinds::members(&spec.kind),
         labels: labels.clone(),
         created: Vec::new(),
     };
@@ -272,7 +272,7 @@ impl Build<'_> {
         let timeout = self.spec.ready_timeout.0;
         let deadline = Instant::now() + timeout;
         loop {
-            let last = match tokio::time::timeout_at(deadline, self.driver.probe(&uri)).await {
+            let last = match tokio::time::timeout_at(deadline, self.driver.ready(&uri)).await {
                 Ok(Ok(_)) => return Ok(uri),
                 Ok(Err(e)) => format!("{e:#}"),
                 Err(_) => "the probe did not finish".into(),
@@ -350,7 +350,7 @@ impl Build<'_> {
                 None => format!("no address on network `{}`", network.name),
                 Some(ip) => {
                     let uri = self.driver.uri(&ip.to_string(), port);
-                    match tokio::time::timeout_at(deadline, self.driver.probe(&uri)).await {
+                    match tokio::time::timeout_at(deadline, self.driver.ready(&uri)).await {
                         Ok(Ok(info)) => return Ok(info),
                         Ok(Err(e)) => format!("{uri}: {e:#}"),
                         Err(_) => format!("{uri}: the probe did not finish"),

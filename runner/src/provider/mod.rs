@@ -62,7 +62,7 @@ impl RunningTarget {
 
     /// The members and companions of a docker target, with their roles on
     /// request; None for other providers.
-    pub fn topology(&self) -> Option<&std::sync::Arc<crate::docker::topology::Topology>> {
+    pub fn topology(&self) -> Option<&std::sync::Arc<crate::docker::members::Topology>> {
         self.docker.as_ref().map(|d| &d.topology)
     }
 }
@@ -117,7 +117,7 @@ pub(crate) async fn wait_ready(
         still_alive()?;
         probes += 1;
         let last_probe = began.elapsed();
-        match tokio::time::timeout_at(deadline, driver.probe(uri)).await {
+        match tokio::time::timeout_at(deadline, driver.ready(uri)).await {
             Ok(Ok(info)) => return Ok(info),
             Ok(Err(e)) if e.downcast_ref::<faultline_kind::Refused>().is_some() => {
                 bail!("{uri} refused faultline: {e:#}")

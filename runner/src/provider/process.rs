@@ -173,7 +173,7 @@ impl ProcessSlot {
     }
 
     /// Starts the server again on the same port and working directory and
-    /// waits until the driver's probe answers.
+    /// waits until the driver's `ready` answers.
     pub async fn start_again(&self) -> anyhow::Result<String> {
         let mut current = self.current.lock().await;
         if let Some(mut old) = current.take() {
@@ -308,7 +308,7 @@ fn spawn(launch: &Launch) -> anyhow::Result<ManagedProcess> {
     Ok(ManagedProcess { child, pgid, guardian, stopped: false, label: label.clone() })
 }
 
-/// Waits until the driver's probe answers; the error shows the command and
+/// Waits until the driver's `ready` answers; the error shows the command and
 /// the end of the server's log.
 async fn ready(launch: &Launch, process: &mut ManagedProcess) -> anyhow::Result<faultline_kind::ServerInfo> {
     let ready =

@@ -1153,10 +1153,10 @@ mod tests {
         };
         let took = started.elapsed();
         assert!(took < budget + Duration::from_secs(30), "took {took:?}");
-        assert!(
-            why.starts_with("time budget of 0.8s ran out before deciding key \"hard\" (25 ops) (1 of 21 partitions"),
-            "{why}"
-        );
+        // How many easy partitions were decided by then is the machine's
+        // business too; that the hard key is the one named is the check's.
+        assert!(why.starts_with("time budget of 0.8s ran out before deciding key \"hard\" (25 ops) ("), "{why}");
+        assert!(why.contains(" of 21 partitions undecided"), "{why}");
         // Within a memory cap instead, the hard key is given up and named.
         let limits = Limits { max_bytes: 64 << 20, ..Limits::with_budget(Duration::from_secs(60)) };
         let Verdict::Unknown(why) = check_with_limits(Model::Kv, &ops, &limits) else {

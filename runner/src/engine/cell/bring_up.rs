@@ -8,10 +8,10 @@
 use std::sync::{Arc, Mutex};
 
 use super::{CellRun, Kept, Stopped};
+use crate::kinds;
 use crate::plugin::shape::{Setup, Shape};
 use crate::plugin::Limits;
 use crate::spec::probe::ProbeWhen;
-use crate::target;
 use faultline_kind::{Connection, TargetDriver};
 
 /// A cell ready to run: everything its lanes need before the clock starts.
@@ -27,8 +27,8 @@ pub struct Armed {
 
 pub async fn bring_up(run: &CellRun<'_>) -> Result<Armed, Stopped> {
     let target_spec = run.target_spec();
-    let options = target::kinds::overlay(target_spec.options.as_ref(), run.engine.scenario(run.cell).options.as_ref());
-    let driver = match target::driver(&target_spec.kind, options.as_ref()) {
+    let options = kinds::overlay(target_spec.options.as_ref(), run.engine.scenario(run.cell).options.as_ref());
+    let driver = match kinds::driver(&target_spec.kind, options.as_ref()) {
         Ok(d) => d,
         Err((field, e)) => return Err(Stopped::failed(Kept::default(), format!("options.{field}: {e}"))),
     };

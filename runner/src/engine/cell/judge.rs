@@ -106,13 +106,14 @@ async fn check_cell(
     };
     // The hot-key checker holds whole items (and their index entries)
     // against the images the writes returned.
-    let stored_items = match names.contains(&CheckerName::HotKey) {
-        false => None,
-        true => match tokio::time::timeout(driver.stored_items_budget(), driver.stored_items(uri, &key_bytes)).await {
+    let stored_items = match (names.contains(&CheckerName::HotKey), driver.stored_items()) {
+        (false, _) => None,
+        (true, None) => return unknown("this kind has no stored items to inspect".into()),
+        (true, Some(items)) => match tokio::time::timeout(items.budget(), items.read(uri, &key_bytes)).await {
             Ok(Ok(items)) => Some(keys.iter().copied().zip(items).collect::<HashMap<_, _>>()),
             Ok(Err(e)) => return unknown(format!("cannot read the stored items: {e:#}")),
             Err(_) => {
-                let budget = crate::spec::units::format_duration(driver.stored_items_budget());
+                let budget = crate::spec::units::format_duration(items.budget());
                 return unknown(format!("reading the stored items took longer than {budget}"));
             }
         },

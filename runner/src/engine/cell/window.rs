@@ -18,11 +18,11 @@ use crate::engine::books::{self, LaneEnd};
 use crate::engine::role_watch::{self, Watched};
 use crate::engine::{pipeline, progress, requests, rounds, schedule};
 use crate::fault;
+use crate::kinds;
 use crate::metrics::{LiveCounters, Recorder, SharedTimelines};
 use crate::plugin::shape::{Feed, Shape};
 use crate::spec::probe::ProbeWhen;
 use crate::spec::Load;
-use crate::target;
 use faultline_check::history::{HistoryWriter, Scope};
 use faultline_kind::workload::OpStream;
 use faultline_kind::{Connection, ReadRule, TargetDriver};
@@ -179,7 +179,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         (true, _) => None,
         (false, Some(t)) if t.members.len() > 1 => Some(Watched::Members(Arc::clone(t))),
         (false, _) if driver.has_roles() => {
-            let kind = target::kinds::members(&target_spec.kind);
+            let kind = kinds::members(&target_spec.kind);
             Some(Watched::Server {
                 name: run.running.name.clone(),
                 uri: uri.to_string(),

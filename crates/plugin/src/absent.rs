@@ -11,16 +11,11 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-#[path = "interface.rs"]
-mod interface;
+pub use crate::interface::Limits;
 
-pub use interface::Limits;
+use faultline_spec::{self as spec, LoadedSpec, SpecError};
 
-use crate::spec::{self, LoadedSpec, SpecError};
-
-/// What to do to run plugins.
-const BUILD_WITH_PLUGINS: &str =
-    "this faultline was built without WebAssembly plugins: `cargo build --release --features plugins` builds them in";
+use crate::BUILD_WITH_PLUGINS;
 
 /// The run's WebAssembly engine: none in this build.
 pub enum PluginHost {}
@@ -60,15 +55,14 @@ impl SpecPlugins {
 }
 
 /// `faultline plugin check FILE`.
-pub fn check_command(_file: &Path) -> u8 {
-    crate::stdout::say_err!("error: {BUILD_WITH_PLUGINS}");
-    crate::EXIT_USAGE
+pub fn check(_file: &Path) -> anyhow::Result<String> {
+    anyhow::bail!(BUILD_WITH_PLUGINS)
 }
 
 pub mod bench {
     /// `faultline plugin bench FILE`.
-    pub fn run(_file: &std::path::Path, _ops: u64, _config: &str) -> anyhow::Result<()> {
-        anyhow::bail!(super::BUILD_WITH_PLUGINS)
+    pub fn run(_file: &std::path::Path, _ops: u64, _config: &str) -> anyhow::Result<String> {
+        anyhow::bail!(crate::BUILD_WITH_PLUGINS)
     }
 }
 
@@ -78,7 +72,7 @@ pub mod shape {
     use super::{Limits, Plugin, PluginHost};
     use faultline_kind::workload::{Op, OpSource};
 
-    pub use super::interface::{PluginError, Setup, SHAPE_DEADLINE as DEFAULT_DEADLINE};
+    pub use crate::interface::{PluginError, Setup, SHAPE_DEADLINE as DEFAULT_DEADLINE};
 
     /// A cell's instance of a shape plugin: none in this build.
     pub enum Shape {}
@@ -132,7 +126,7 @@ pub mod gate {
     use super::{Limits, Plugin, PluginHost};
     use faultline_model::results::CellResult;
 
-    pub use super::interface::{Decision, PluginError, GATE_DEADLINE as DEFAULT_DEADLINE};
+    pub use crate::interface::{Decision, PluginError, GATE_DEADLINE as DEFAULT_DEADLINE};
 
     pub fn evaluate(
         host: &PluginHost,

@@ -10,14 +10,14 @@ use mongodb::error::ErrorKind;
 use mongodb::Client;
 
 use super::errors::explain;
-use crate::spec::FaultAction;
+use faultline_spec::FaultAction;
 
 /// How long a role change may take to show after the command.
 const CONFIRM_WITHIN: Duration = Duration::from_secs(15);
 
 pub async fn apply(client: &Client, action: &FaultAction) -> anyhow::Result<String> {
     let admin = client.database("admin");
-    let secs = |d: Option<crate::spec::units::Dur>, default: u64| d.map_or(default, |d| d.0.as_secs());
+    let secs = |d: Option<faultline_model::units::Dur>, default: u64| d.map_or(default, |d| d.0.as_secs());
     match action {
         FaultAction::Stepdown { seconds, catch_up, force } => {
             let (seconds, catch_up) = (secs(*seconds, 60), secs(*catch_up, 10));

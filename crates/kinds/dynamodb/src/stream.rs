@@ -226,7 +226,7 @@ mod tests {
             let passes_made = Arc::new(Mutex::new(0usize));
             let made = Arc::clone(&passes_made);
             let records = records.clone();
-            let uri = crate::target::dynamodb::scripted::serve(move |call, body| {
+            let uri = crate::scripted::serve(move |call, body| {
                 let mut made = made.lock().unwrap();
                 let after = |iterator: &str| iterator.trim_start_matches("after:").parse::<usize>().unwrap_or(0);
                 match call {
@@ -248,7 +248,7 @@ mod tests {
                 }
             })
             .await;
-            let driver = crate::target::dynamodb::DynamoDriver::new(Default::default());
+            let driver = crate::DynamoDriver::new(Default::default());
             let mut cursor = StreamCursor { arn: Some("arn:stream".into()), ..Default::default() };
             let changes = cursor.settled(&driver.streams_client(&uri).unwrap(), "pk", &stored, window).await.unwrap();
             assert_eq!(changes["k1"].len(), seen, "window {window:?}: {:?}", changes["k1"]);

@@ -9,16 +9,16 @@ use std::time::Duration;
 
 use super::sandbox::{PluginError, Sandbox};
 use super::{Limits, Plugin, PluginHost};
-use crate::spec::OpKind;
 use faultline_kind::workload::{Op, OpSource};
+use faultline_spec::OpKind;
 
 mod bindings {
-    wasmtime::component::bindgen!({ path: "../plugins/wit", world: "workload" });
+    wasmtime::component::bindgen!({ path: "../../plugins/wit", world: "workload" });
 }
 
 use bindings::exports::faultline::plugin::shape as wit;
 
-pub use super::interface::{Setup, SHAPE_DEADLINE as DEFAULT_DEADLINE};
+pub use crate::interface::{Setup, SHAPE_DEADLINE as DEFAULT_DEADLINE};
 
 /// `init` may take longer than a batch: shapes build their tables there.
 const INIT_DEADLINE: Duration = Duration::from_secs(1);

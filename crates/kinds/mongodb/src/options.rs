@@ -11,7 +11,7 @@ use mongodb::options::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::spec::units::Dur;
+use faultline_model::units::Dur;
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -15,15 +15,15 @@ mod failover;
 mod sentinel;
 mod topology;
 
-use crate::metrics::ErrorClass;
-use crate::spec::OpKind;
 use faultline_kind::registry::{no_options, Kind};
 use faultline_kind::workload::{Op, Workload};
 use faultline_kind::{Connection, PipelinedConnection, Reply, ReplyValue, ServerInfo, TargetDriver, WireProtocol};
+use faultline_model::ops::OpKind;
+use faultline_model::stats::ErrorClass;
 use faultline_spec::KindCost;
 use sentinel::SentinelUri;
 
-/// The kind as the build registers it ([`super::kinds::KINDS`]).
+/// The kind as the build registers it (the CLI's `kinds::KINDS`).
 pub const KIND: Kind = Kind {
     name: "redis",
     driver: |options| {
@@ -83,7 +83,7 @@ impl TargetDriver for RedisDriver {
         format!("redis://{host}:{port}")
     }
 
-    async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {
+    async fn ready(&self, uri: &str) -> anyhow::Result<ServerInfo> {
         let mut conn = admin_connection(uri).await?;
         // INFO answers while a dataset loads, but commands get -LOADING: only
         // a PONG and `loading:0` mean the load would be served.
@@ -293,7 +293,7 @@ impl WireProtocol for Resp {
 }
 
 /// The position just past the reply starting at `at`, or None if incomplete.
-pub(super) fn skip_reply(input: &[u8], at: usize) -> Result<Option<usize>, String> {
+pub(crate) fn skip_reply(input: &[u8], at: usize) -> Result<Option<usize>, String> {
     Ok(reply_extent(input, at)?.map(|(end, _)| end))
 }
 
@@ -359,7 +359,7 @@ mod tests {
     use super::*;
 
     fn resp() -> Resp {
-        let spec: crate::spec::WorkloadSpec =
+        let spec: faultline_spec::WorkloadSpec =
             serde_yaml_ng::from_str("ops: {set: 1}\nvalue_size: 3B\nkeys: {prefix: 'k:'}").unwrap();
         Resp { workload: Arc::new(Workload::new(&spec, 1, 0)), scratch: Vec::new(), follow_primary: false }
     }

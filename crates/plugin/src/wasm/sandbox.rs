@@ -1,5 +1,5 @@
 //! The sandbox every plugin instance runs in: its own store, a memory cap,
-//! a per-call deadline enforced by epoch interruption, and — only for
+//! a per-call deadline in CPU time enforced by epoch interruption, and — only for
 //! plugins that import WASI — a WASI with every capability withheld: no
 //! files, no network, no environment, clocks frozen at zero and randomness
 //! drawn from the run's seed, so a plugin's output depends only on what the
@@ -9,15 +9,16 @@ use std::time::Duration;
 
 use rand_10::SeedableRng;
 use wasmtime::component::{Linker, ResourceTable};
-use wasmtime::{ResourceLimiter, Store, Trap};
+use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::{Limits, Plugin, PluginHost, EPOCH_TICK};
 
-pub use super::interface::PluginError;
+pub use crate::interface::PluginError;
 
 pub struct State {
     limiter: MemoryCap,
+    call: CpuBudget,
     wasi: WasiCtx,
     table: ResourceTable,
 }
@@ -46,6 +47,49 @@ impl ResourceLimiter for MemoryCap {
 
     fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= 1 << 20)
+    }
+}
+
+/// A call's deadline, counted in CPU time of the thread running it. The
+/// epoch ticks wall time, so each time a call reaches its wall-time deadline
+/// it is given what is left of its CPU budget, and stopped only once it has
+/// used it all: a plugin on a machine whose cores are busy elsewhere (or a
+/// VM with CPU steal) is not stopped for time it spent waiting.
+#[derive(Debug, Clone, Copy, Default)]
+struct CpuBudget {
+    started: Duration,
+    budget: Duration,
+}
+
+impl CpuBudget {
+    fn start(budget: Duration) -> CpuBudget {
+        CpuBudget { started: thread_cpu_time(), budget }
+    }
+
+    /// What to do when the wall-time deadline is reached.
+    fn next(&self) -> UpdateDeadline {
+        let used = thread_cpu_time().saturating_sub(self.started);
+        match self.budget.checked_sub(used) {
+            Some(left) if !left.is_zero() => UpdateDeadline::Continue(ticks(left)),
+            _ => UpdateDeadline::Interrupt,
+        }
+    }
+}
+
+/// `d` in epoch ticks, at least one.
+fn ticks(d: Duration) -> u64 {
+    d.as_nanos().div_ceil(EPOCH_TICK.as_nanos()).max(1) as u64
+}
+
+/// CPU time the calling thread has used.
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    let failed = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0;
+    match failed {
+        // Linux always has the clock; were it missing, wall time is the budget.
+        true => Duration::ZERO,
+        false => Duration::new(now.tv_sec as u64, now.tv_nsec as u32),
     }
 }
 
@@ -91,10 +135,11 @@ impl Sandbox {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
-        let state =
-            State { limiter: MemoryCap { cap: limits.memory, refused: None }, wasi, table: ResourceTable::new() };
+        let limiter = MemoryCap { cap: limits.memory, refused: None };
+        let state = State { limiter, call: CpuBudget::default(), wasi, table: ResourceTable::new() };
         let mut store = Store::new(host.engine(), state);
         store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_callback(|store| Ok(store.data().call.next()));
         Sandbox { store, limits, label: plugin.label(), stopped: None }
     }
 
@@ -108,7 +153,8 @@ impl Sandbox {
         Ok(linker)
     }
 
-    /// Runs one export under `deadline`. Any failure stops the instance for good.
+    /// Runs one export under `deadline` (CPU time of this thread). Any
+    /// failure stops the instance for good.
     pub fn call<R>(
         &mut self,
         export: &str,
@@ -118,10 +164,10 @@ impl Sandbox {
         if let Some(e) = &self.stopped {
             return Err(e.clone());
         }
-        let ticks = deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()).max(1) as u64;
+        self.store.data_mut().call = CpuBudget::start(deadline);
         // The tick in progress may end at once: one extra keeps the deadline
         // a lower bound.
-        self.store.set_epoch_deadline(ticks + 1);
+        self.store.set_epoch_deadline(ticks(deadline) + 1);
         f(&mut self.store).map_err(|e| {
             let error = self.error(export, self.describe(&e, deadline));
             self.stopped = Some(error.clone());
@@ -151,7 +197,7 @@ impl Sandbox {
         match e.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) => {
                 format!(
-                    "ran past its {deadline:?} deadline and was stopped (a loop that never ends, or raise `deadline:`)"
+                    "ran past its {deadline:?} deadline (CPU time) and was stopped (a loop that never ends, or raise `deadline:`)"
                 )
             }
             Some(trap) => format!("trapped: {trap}"),
@@ -162,4 +208,22 @@ impl Sandbox {
 
 fn mib(bytes: u64) -> String {
     format!("{:.0}MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Time a call spends off the CPU is not counted; time on it is.
+    #[test]
+    fn a_call_is_stopped_for_cpu_time_not_for_waiting() {
+        let budget = CpuBudget::start(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(matches!(budget.next(), UpdateDeadline::Continue(_)), "waiting used the budget");
+        let spin_from = thread_cpu_time();
+        while thread_cpu_time() - spin_from < Duration::from_millis(25) {
+            std::hint::black_box(0u64);
+        }
+        assert!(matches!(budget.next(), UpdateDeadline::Interrupt));
+    }
 }

@@ -7,8 +7,8 @@
 
 use mongodb::error::{Error, ErrorKind, WriteFailure};
 
-use crate::metrics::ErrorClass;
 use faultline_kind::{cause, Applied, DriverError};
+use faultline_model::stats::ErrorClass;
 
 /// Server errors that mean the write was refused before it was acted on:
 /// the member was not (or no longer) primary, or the document exists.

@@ -2,19 +2,19 @@
 //! engine: the limits an instance runs under, what a shape is told of its
 //! workload, what a gate plugin decided and how a plugin failed. A build
 //! without the `plugins` feature (no wasmtime) shares these with the real
-//! host (plugin/absent.rs), so both present the engine the same types.
+//! host (absent.rs), so both present the engine the same types.
 
 use std::time::Duration;
 
 use faultline_model::results::{Criterion, GateOutcome};
 
-use crate::spec::{OpKind, PluginRef};
+use faultline_spec::{OpKind, PluginRef};
 
 pub const DEFAULT_MEMORY: u64 = 64 << 20;
 
 /// Per `next-ops` or `observe` call of a shape, unless the spec says
-/// otherwise. Wall time, so generous: a busy machine can preempt a call for
-/// milliseconds.
+/// otherwise; CPU time of the calling thread, so a call preempted on a busy
+/// machine is not stopped for the time it waited.
 pub const SHAPE_DEADLINE: Duration = Duration::from_millis(50);
 
 /// Per evaluation of a gate plugin, unless the spec says otherwise.

@@ -24,15 +24,15 @@ use mongodb::bson::{doc, Bson, Document};
 use mongodb::options::ClientOptions;
 use mongodb::Client;
 
-use crate::spec::{FaultAction, FaultKind, OpKind};
 use faultline_kind::registry::{parse_options, Kind};
 use faultline_kind::workload::Workload;
-use faultline_kind::{Connection, ServerInfo, TargetDriver};
+use faultline_kind::{Connection, KindFaults, ServerInfo, TargetDriver};
 use faultline_spec::KindCost;
+use faultline_spec::{FaultAction, FaultKind, OpKind};
 pub use options::MongoOptions;
 use topology::MongoTopology;
 
-/// The kind as the build registers it ([`super::kinds::KINDS`]).
+/// The kind as the build registers it (the CLI's `kinds::KINDS`).
 pub const KIND: Kind = Kind {
     name: "mongodb",
     driver: |options| {
@@ -143,7 +143,7 @@ impl TargetDriver for MongoDriver {
         format!("mongodb://{host}:{port}/?directConnection=true")
     }
 
-    async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {
+    async fn ready(&self, uri: &str) -> anyhow::Result<ServerInfo> {
         let client = self.admin_client(uri).await?;
         let probe = async {
             let admin = client.database("admin");
@@ -256,7 +256,15 @@ impl TargetDriver for MongoDriver {
         values
     }
 
-    async fn fault(&self, uri: &str, action: &FaultAction) -> anyhow::Result<String> {
+    fn kind_faults(&self) -> Option<&dyn KindFaults> {
+        Some(self)
+    }
+}
+
+/// Step-down and freeze, through the server's own admin commands.
+#[async_trait::async_trait]
+impl KindFaults for MongoDriver {
+    async fn apply(&self, uri: &str, action: &FaultAction) -> anyhow::Result<String> {
         let client = self.admin_client(uri).await?;
         let done = admin::apply(&client, action).await;
         client.shutdown().immediate(true).await;

@@ -36,7 +36,7 @@ use futures::future::BoxFuture;
 use faultline_kind::ledger::{DynamoAccess, Resource};
 use faultline_kind::registry::{parse_options, Kind};
 use faultline_kind::workload::Workload;
-use faultline_kind::{Connection, ServerInfo, TargetDriver};
+use faultline_kind::{Connection, ServerInfo, StoredItems, TargetDriver};
 use faultline_model::items::IndexSettle;
 use faultline_model::items::StoredItem;
 use faultline_model::ops::OpKind;
@@ -47,7 +47,7 @@ pub use options::DynamoOptions;
 use options::{Projection, RetrySpec};
 use stream::StreamCursor;
 
-/// The kind as the build registers it ([`super::kinds::KINDS`]).
+/// The kind as the build registers it (the CLI's `kinds::KINDS`).
 pub const KIND: Kind = Kind {
     name: "dynamodb",
     driver: |options| {
@@ -116,8 +116,9 @@ impl DynamoDriver {
             false => {
                 let mut trust = tls::TrustStore::default();
                 if let Some(path) = &o.ca_file {
-                    let pem = crate::input_file::read(Path::new(path), crate::input_file::MAX_TEXT_BYTES)
-                        .with_context(|| format!("cannot read ca_file {path}"))?;
+                    let pem =
+                        faultline_model::input_file::read(Path::new(path), faultline_model::input_file::MAX_TEXT_BYTES)
+                            .with_context(|| format!("cannot read ca_file {path}"))?;
                     trust = trust.with_pem_certificate(pem.as_slice());
                 }
                 aws_smithy_http_client::Builder::new()
@@ -435,18 +436,7 @@ impl TargetDriver for DynamoDriver {
         format!("http://{host}:{port}")
     }
 
-    /// The read, plus the windows it may wait out for the index and the
-    /// stream to catch up: a window longer than the engine's budget would
-    /// turn an entry still wrong at its end into unknown instead of a
-    /// violation.
-    fn stored_items_budget(&self) -> Duration {
-        let table = &self.options.table;
-        let index = table.index.as_ref().map_or(Duration::ZERO, |i| i.settle.0);
-        let stream = if table.stream { table.stream_settle.0 } else { Duration::ZERO };
-        faultline_kind::FINAL_READ_BUDGET + index + stream
-    }
-
-    async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {
+    async fn ready(&self, uri: &str) -> anyhow::Result<ServerInfo> {
         let client = self.client(uri)?;
         let listed = tokio::time::timeout(Duration::from_secs(10), client.list_tables().limit(1).send())
             .await
@@ -548,7 +538,16 @@ impl TargetDriver for DynamoDriver {
         Ok(names.iter().map(|n| found.get(n).and_then(value_of)).collect())
     }
 
-    async fn stored_items(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<StoredItem>> {
+    fn stored_items(&self) -> Option<&dyn StoredItems> {
+        Some(self)
+    }
+}
+
+/// Whole items with their index entries and stream records, for the
+/// hot-key checker.
+#[async_trait::async_trait]
+impl StoredItems for DynamoDriver {
+    async fn read(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<StoredItem>> {
         let client = self.client(uri)?;
         let names: Vec<String> = keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect();
         let siblings = self.options.siblings;
@@ -617,6 +616,17 @@ impl TargetDriver for DynamoDriver {
         }
         Ok(items)
     }
+
+    /// The read, plus the windows it may wait out for the index and the
+    /// stream to catch up: a window longer than the engine's budget would
+    /// turn an entry still wrong at its end into unknown instead of a
+    /// violation.
+    fn budget(&self) -> Duration {
+        let table = &self.options.table;
+        let index = table.index.as_ref().map_or(Duration::ZERO, |i| i.settle.0);
+        let stream = if table.stream { table.stream_settle.0 } else { Duration::ZERO };
+        faultline_kind::FINAL_READ_BUDGET + index + stream
+    }
 }
 
 /// A DynamoDB-API server in a container is one member with no replicas of
@@ -634,7 +644,7 @@ impl faultline_kind::topology::TopologyKind for DynamoTopology {
     }
 
     async fn role(&self, uri: &str) -> anyhow::Result<faultline_model::roles::Role> {
-        DynamoDriver::new(DynamoOptions::default()).probe(uri).await?;
+        DynamoDriver::new(DynamoOptions::default()).ready(uri).await?;
         Ok(faultline_model::roles::Role::Primary)
     }
 }
@@ -677,7 +687,7 @@ mod tests {
                 format!(r#"{{"__type":"com.amazon.coral.service#{kind}","message":"{words}"}}"#).into_boxed_str(),
             );
             let uri = answering("400 Bad Request", body).await;
-            let error = DynamoDriver::new(DynamoOptions::default()).probe(&uri).await.unwrap_err();
+            let error = DynamoDriver::new(DynamoOptions::default()).ready(&uri).await.unwrap_err();
             assert!(error.downcast_ref::<faultline_kind::Refused>().is_some(), "{kind}: not a refusal: {error:#}");
             let said = format!("{error:#}");
             assert!(said.contains(&format!("400 {kind}")) && said.contains(words), "{said}");
@@ -688,22 +698,22 @@ mod tests {
             r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"bad"}"#,
         )
         .await;
-        let error = DynamoDriver::new(DynamoOptions::default()).probe(&uri).await.unwrap_err();
+        let error = DynamoDriver::new(DynamoOptions::default()).ready(&uri).await.unwrap_err();
         assert!(error.downcast_ref::<faultline_kind::Refused>().is_none(), "{error:#}");
     }
 
     #[tokio::test]
     async fn a_redirect_says_where_to_in_one_sentence() {
         let uri = answering("301 Moved Permanently\r\nlocation: https://127.0.0.1:18000/", "").await;
-        let said = format!("{:#}", DynamoDriver::new(DynamoOptions::default()).probe(&uri).await.unwrap_err());
+        let said = format!("{:#}", DynamoDriver::new(DynamoOptions::default()).ready(&uri).await.unwrap_err());
         assert_eq!(said, "ListTables: the endpoint redirects (301) to https://127.0.0.1:18000/: use that URI");
     }
 
     #[test]
     fn the_stored_items_budget_covers_the_index_and_stream_windows() {
-        use crate::spec::units::Dur;
+        use faultline_model::units::Dur;
         let mut options = DynamoOptions::default();
-        assert_eq!(DynamoDriver::new(options.clone()).stored_items_budget(), faultline_kind::FINAL_READ_BUDGET);
+        assert_eq!(DynamoDriver::new(options.clone()).budget(), faultline_kind::FINAL_READ_BUDGET);
         options.table.index = Some(options::IndexSpec {
             name: "by-group".into(),
             projection: Projection::All,
@@ -713,14 +723,14 @@ mod tests {
         options.table.stream_settle = Dur(Duration::from_secs(90));
         // An entry still wrong waits out the whole 10m window, then the
         // stream's: the engine must still be waiting for the verdict.
-        let budget = DynamoDriver::new(options).stored_items_budget();
+        let budget = DynamoDriver::new(options).budget();
         assert_eq!(budget, faultline_kind::FINAL_READ_BUDGET + options::MAX_SETTLE + Duration::from_secs(90));
     }
 
     #[test]
     fn a_stream_settle_window_past_ten_minutes_is_refused_by_field() {
         let mut options = DynamoOptions::default();
-        options.table.stream_settle = crate::spec::units::Dur(options::MAX_SETTLE + Duration::from_secs(1));
+        options.table.stream_settle = faultline_model::units::Dur(options::MAX_SETTLE + Duration::from_secs(1));
         assert_eq!(options.check().unwrap_err().0, "table.stream_settle");
     }
 
@@ -758,7 +768,7 @@ mod tests {
         /// Answers BatchGetItem from the items and Query from the index:
         /// a lagging key's stale entries until its count runs out.
         async fn serve(server: Arc<Mutex<Server>>) -> String {
-            super::super::scripted::serve(move |call, body| {
+            crate::scripted::serve(move |call, body| {
                 let mut s = server.lock().unwrap();
                 match call {
                     "BatchGetItem" => {
@@ -788,7 +798,7 @@ mod tests {
 
         fn driver(settle: Duration) -> DynamoDriver {
             let mut options = DynamoOptions::default();
-            let settle = crate::spec::units::Dur(settle);
+            let settle = faultline_model::units::Dur(settle);
             options.table.index =
                 Some(options::IndexSpec { name: "by-group".into(), projection: Projection::All, settle });
             DynamoDriver::new(options)
@@ -835,7 +845,7 @@ mod tests {
                 s.lagging.insert("k1".into(), (3, vec![stale]));
                 s.lagging.insert("k2".into(), (usize::MAX, vec![]));
             }
-            let stored = driver.stored_items(&uri, &keys).await.unwrap();
+            let stored = driver.read(&uri, &keys).await.unwrap();
             let settle = |i: usize| stored[i].index_settle.expect("the table has an index");
             assert!(settle(0).late.is_some(), "k1 agreed on a later read: {:?}", settle(0));
             assert_eq!((settle(1).late, settle(2).late), (None, None));
@@ -874,7 +884,7 @@ mod tests {
                     writes.insert(n as u64 + 1, calls);
                 }
             }
-            let stored = driver.stored_items(&uri, &keys).await.unwrap();
+            let stored = driver.read(&uri, &keys).await.unwrap();
             assert!(stored.iter().all(|i| i.index_settle.is_some_and(|s| s.late.is_none())), "{stored:?}");
             assert!(server.lock().unwrap().queried.values().all(|n| *n == 1));
             let items: HashMap<u64, StoredItem> = (1..).zip(stored).collect();

@@ -8,10 +8,6 @@
 //! is the spec's (`faultline_spec::selector`), and what a kind knows about
 //! its members is [`faultline_kind::topology`].
 
-// Selectors and role resolution are the fault scheduler's API: until it
-// lands only the tests and the docker provider use them.
-#![allow(dead_code)]
-
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +19,11 @@ use super::{Container, Docker, Network};
 use faultline_kind::topology::{FailoverMember, FailoverPlan, TopologyKind};
 use faultline_kind::TargetDriver;
 use faultline_model::roles::Role;
+
+/// How long a member has to say its role when a selector is resolved: a
+/// member that has not answered by then (paused, cut off) is left out; a
+/// busy machine can take seconds to schedule a container's reply.
+const ASK_ROLE_LIMIT: Duration = Duration::from_secs(5);
 
 /// One container of a target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,10 +73,6 @@ impl Topology {
         self.members.iter().chain(self.companions.values().flatten())
     }
 
-    pub fn by_name(&self, name: &str) -> Option<&Member> {
-        self.all().find(|m| m.name == name)
-    }
-
     /// The container's address on the target's network now (it can change
     /// when a container is disconnected and connected again).
     pub async fn ip(&self, m: &Member) -> anyhow::Result<Ipv4Addr> {
@@ -102,7 +99,7 @@ impl Topology {
     /// Every member's role, asked now. A member that cannot be asked (paused,
     /// stopped, cut off) has an error instead.
     pub async fn roles(&self) -> Vec<(Member, anyhow::Result<Role>)> {
-        self.roles_within(Duration::from_secs(2)).await.into_iter().map(|(m, _, r)| (m, r)).collect()
+        self.roles_within(ASK_ROLE_LIMIT).await.into_iter().map(|(m, _, r)| (m, r)).collect()
     }
 
     /// As [`Self::roles`], with an error for a member that does not answer
@@ -242,7 +239,7 @@ mod tests {
     const SPEC: &str = "name: t\ntargets:\n  kv:\n    kind: redis\n    provider: docker\n    image: faultline/redis:bookworm\n    members: 3\n    companions:\n      sentinels: {count: 3, port: 26379}\n  local: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\nprofiles:\n  p: {closed: 1x1}\nscenarios:\n  - {name: s, target: kv, workload: w, profiles: [p]}\n";
 
     fn spec() -> Spec {
-        crate::spec::parse(std::path::Path::new("t.yaml"), SPEC, &[], &crate::target::CATALOG).unwrap().spec
+        crate::spec::parse(std::path::Path::new("t.yaml"), SPEC, &[], &crate::kinds::CATALOG).unwrap().spec
     }
 
     #[test]

@@ -130,7 +130,7 @@ async fn wait_active(client: &Client, spec: &TableSpec) -> anyhow::Result<()> {
             tokio::time::Instant::now() < deadline,
             "table `{}` was not ACTIVE (with its index) within {}",
             spec.name,
-            crate::spec::units::format_duration(spec.active_timeout.0)
+            faultline_model::units::format_duration(spec.active_timeout.0)
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -165,7 +165,7 @@ pub async fn wait_gone(client: &Client, name: &str, timeout: Duration) -> anyhow
         anyhow::ensure!(
             tokio::time::Instant::now() < deadline,
             "table `{name}` was still there {} after DeleteTable",
-            crate::spec::units::format_duration(timeout)
+            faultline_model::units::format_duration(timeout)
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -15,9 +15,9 @@ use mongodb::{Client, Collection};
 use super::errors::classify;
 use super::value_bytes;
 use super::MongoOptions;
-use crate::spec::OpKind;
 use faultline_kind::workload::{Op, Workload};
 use faultline_kind::{ReadValue, RequestClient, Response};
+use faultline_model::ops::OpKind;
 
 /// Connections per client when the spec sets no `pool_size`: the seed's
 /// driver default, above any profile's in-flight ops per client.
@@ -114,7 +114,7 @@ impl RequestClient for MongoClient {
             // Refused by validation (`supports`); never sent if one got here.
             OpKind::Update | OpKind::Transact | OpKind::Batch | OpKind::Query => {
                 return Err(faultline_kind::DriverError {
-                    class: crate::metrics::ErrorClass::Server,
+                    class: faultline_model::stats::ErrorClass::Server,
                     applied: faultline_kind::Applied::No,
                     code: Some("client".into()),
                     message: format!("mongodb targets have no `{}` op", op.kind.as_str()),

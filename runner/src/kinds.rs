@@ -1,9 +1,12 @@
-//! The one place target kinds are registered: each kind is a [`Kind`]
-//! its own module declares, whose `options:` are parsed into the kind's
-//! own typed struct (so errors name the field), checked, and turned into
-//! the kind's driver. A scenario's `options:` overlay its
-//! target's, key by key, so one campaign can compare, say, read concerns on
-//! the same servers.
+//! The one place target kinds are registered. Each kind is a crate of its
+//! own (crates/kinds/: redis, mongodb, dynamodb) implementing
+//! `faultline_kind::TargetDriver` (and, for members in containers,
+//! `faultline_kind::topology::TopologyKind`) that declares its [`Kind`];
+//! a new kind is that crate plus its line in [`KINDS`] (and a cargo feature
+//! when it brings a heavy driver). Its `options:` are parsed into the kind's
+//! own typed struct (so errors name the field), checked, and turned into the
+//! kind's driver. A scenario's `options:` overlay its target's, key by key,
+//! so one campaign can compare, say, read concerns on the same servers.
 
 use std::sync::Arc;
 
@@ -18,11 +21,11 @@ pub use faultline_spec::options::{overlay, OptionsError};
 /// drivers (the AWS SDK, the MongoDB driver), which a Redis-only build
 /// leaves out with their cargo features.
 pub static KINDS: &[Kind] = &[
-    super::redis::KIND,
+    faultline_kind_redis::KIND,
     #[cfg(feature = "mongodb")]
-    super::mongodb::KIND,
+    faultline_kind_mongodb::KIND,
     #[cfg(feature = "dynamodb")]
-    super::dynamodb::KIND,
+    faultline_kind_dynamodb::KIND,
 ];
 
 /// The kinds a build can leave out, by the cargo feature that brings each

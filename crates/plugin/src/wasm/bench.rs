@@ -9,12 +9,13 @@ use anyhow::Context;
 
 use super::shape::{Feed, Setup, Shape, DEFAULT_DEADLINE};
 use super::{Limits, PluginHost, World};
-use crate::spec::WorkloadSpec;
 use faultline_kind::workload::{OpSource, Workload};
+use faultline_spec::WorkloadSpec;
 
 const WORKLOAD: &str = "ops: {get: 80, set: 15, incr: 3, del: 2}\nkeys: {count: 100000, distribution: zipfian, exponent: 0.99}\nvalue_size: {min: 32B, max: 512B}\n";
 
-pub fn run(file: &std::path::Path, ops: u64, config: &str) -> anyhow::Result<()> {
+/// The two timings, as `faultline plugin bench` prints them.
+pub fn run(file: &std::path::Path, ops: u64, config: &str) -> anyhow::Result<String> {
     let config: serde_json::Value = serde_json::from_str(config).context("--config is not JSON")?;
     let spec: WorkloadSpec = serde_yaml_ng::from_str(WORKLOAD).expect("the bench workload parses");
     let workload = Arc::new(Workload::new(&spec, 1, 0));
@@ -47,9 +48,11 @@ pub fn run(file: &std::path::Path, ops: u64, config: &str) -> anyhow::Result<()>
         anyhow::bail!("{e}");
     }
     anyhow::ensure!(drawn == ops, "{} gave only {drawn} of {ops} ops", plugin.label());
-    println!("built-in zipfian: {builtin_ns:.1} ns/op over {ops} ops");
-    println!("{}: {plugin_ns:.1} ns/op over {ops} ops ({:.2}x the built-in)", plugin.label(), plugin_ns / builtin_ns);
     // Keeps the draws from being optimized away.
     std::hint::black_box(keys);
-    Ok(())
+    Ok(format!(
+        "built-in zipfian: {builtin_ns:.1} ns/op over {ops} ops\n{}: {plugin_ns:.1} ns/op over {ops} ops ({:.2}x the built-in)\n",
+        plugin.label(),
+        plugin_ns / builtin_ns
+    ))
 }

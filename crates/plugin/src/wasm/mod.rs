@@ -8,7 +8,6 @@
 pub mod bench;
 mod cache;
 pub mod gate;
-mod interface;
 mod sandbox;
 pub mod shape;
 
@@ -22,9 +21,9 @@ use wasmtime::{Config, Engine};
 
 use std::collections::HashMap;
 
-use crate::spec::{self, GateRule, LoadedSpec, PluginRef, SpecError};
+use faultline_spec::{self as spec, GateRule, LoadedSpec, PluginRef, SpecError};
 
-pub use interface::{Limits, DEFAULT_MEMORY};
+pub use crate::interface::{Limits, DEFAULT_MEMORY};
 
 /// The WIT package version this host speaks.
 pub const INTERFACE_VERSION: &str = "0.2.0";
@@ -130,7 +129,7 @@ impl PluginHost {
 
     /// Loads any faultline plugin and says which world it implements.
     pub fn inspect(&self, path: &Path) -> anyhow::Result<Plugin> {
-        let bytes = crate::input_file::read(path, crate::input_file::MAX_PLUGIN_BYTES)
+        let bytes = faultline_model::input_file::read(path, faultline_model::input_file::MAX_PLUGIN_BYTES)
             .with_context(|| format!("cannot read {}", path.display()))?;
         check_header(&bytes).with_context(|| format!("{} is not a faultline plugin", path.display()))?;
         let component = cache::compile(&self.engine, &bytes)
@@ -237,26 +236,18 @@ impl SpecPlugins {
     }
 }
 
-/// `faultline plugin check FILE`.
-pub fn check_command(file: &Path) -> u8 {
-    let checked = PluginHost::new().and_then(|host| host.inspect(file));
-    match checked {
-        Ok(p) => {
-            let interface = p.world.interface();
-            let wasi = if p.wants_wasi { "; imports WASI, which it gets with every capability withheld" } else { "" };
-            println!(
-                "{}: faultline {} plugin, exports {PACKAGE}/{interface}@{} (this faultline speaks {INTERFACE_VERSION}){wasi}",
-                file.display(),
-                p.world.name(),
-                p.version
-            );
-            0
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            1
-        }
-    }
+/// `faultline plugin check FILE`: what the file is, in one line, or why it
+/// is not a faultline plugin.
+pub fn check(file: &Path) -> anyhow::Result<String> {
+    let p = PluginHost::new().and_then(|host| host.inspect(file))?;
+    let interface = p.world.interface();
+    let wasi = if p.wants_wasi { "; imports WASI, which it gets with every capability withheld" } else { "" };
+    Ok(format!(
+        "{}: faultline {} plugin, exports {PACKAGE}/{interface}@{} (this faultline speaks {INTERFACE_VERSION}){wasi}",
+        file.display(),
+        p.world.name(),
+        p.version
+    ))
 }
 
 /// A file that is not wasm, or is a core module, gets its own message: those
@@ -322,7 +313,7 @@ mod tests {
 
     #[test]
     fn the_version_is_the_wit_packages() {
-        let wit = include_str!("../../../plugins/wit/faultline.wit");
+        let wit = include_str!("../../../../plugins/wit/faultline.wit");
         assert!(wit.contains(&format!("\npackage {PACKAGE}@{INTERFACE_VERSION};\n")), "plugins/wit/faultline.wit");
     }
 

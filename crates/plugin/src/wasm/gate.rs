@@ -8,12 +8,12 @@ use faultline_model::results::{CellResult, CellStatus, Criterion, GateOutcome};
 use faultline_model::stats::{ErrorCounts, LatencyStats};
 
 mod bindings {
-    wasmtime::component::bindgen!({ path: "../plugins/wit", world: "gate" });
+    wasmtime::component::bindgen!({ path: "../../plugins/wit", world: "gate" });
 }
 
 use bindings::exports::faultline::plugin::rule as wit;
 
-pub use super::interface::{Decision, GATE_DEADLINE as DEFAULT_DEADLINE};
+pub use crate::interface::{Decision, GATE_DEADLINE as DEFAULT_DEADLINE};
 
 pub fn evaluate(
     host: &PluginHost,

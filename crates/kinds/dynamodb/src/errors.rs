@@ -9,8 +9,8 @@
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
-use crate::metrics::ErrorClass;
 use faultline_kind::{cause, Applied, DriverError};
+use faultline_model::stats::ErrorClass;
 
 /// The error types a DynamoDB API answers with 400 when it does not accept
 /// the caller (an unknown key, a bad signature, a missing or expired token,
