@@ -150,8 +150,7 @@ mod tests {
         assert!(text.contains("read_concern") && text.contains("\"const\":\"mongodb\""), "{text}");
         #[cfg(feature = "dynamodb")]
         assert!(text.contains("settle") && text.contains("\"const\":\"dynamodb\""), "{text}");
-        let redis = rules.iter().find(|r| r["if"]["properties"]["kind"]["const"] == "redis").unwrap();
-        assert_eq!(redis["then"]["properties"]["options"]["maxProperties"], 0);
+        assert!(text.contains("ca_file") && text.contains("\"const\":\"redis\""), "{text}");
     }
 
     #[cfg(feature = "mongodb")]
@@ -166,6 +165,13 @@ mod tests {
         assert_eq!(field, "write_concern.w");
         let (field, message) =
             driver(&TargetKind::new("redis"), Some(&json!({"read_concern": "majority"}))).err().unwrap();
-        assert_eq!((field.as_str(), message.as_str()), ("read_concern", "redis targets take no options"));
+        assert_eq!(field, "read_concern");
+        assert!(message.starts_with("unknown field `read_concern`, expected one of `ca_file`"), "{message}");
+        let (field, message) = driver(&TargetKind::new("redis"), Some(&json!({"cert_file": "c.pem"}))).err().unwrap();
+        assert_eq!((field.as_str(), message.as_str()), ("cert_file", "needs its private key in `key_file`"));
+        let (field, message) =
+            driver(&TargetKind::new("redis"), Some(&json!({"ca_file": "/nonexistent/ca.pem"}))).err().unwrap();
+        assert_eq!(field, "ca_file");
+        assert!(message.starts_with("cannot read /nonexistent/ca.pem"), "{message}");
     }
 }

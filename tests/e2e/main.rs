@@ -20,6 +20,7 @@ mod mongodb;
 mod plugins;
 mod process_targets;
 mod readiness;
+mod redis_tls;
 mod reports;
 mod runs;
 mod safety;

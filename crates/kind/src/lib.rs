@@ -18,6 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use faultline_model::items::StoredItem;
@@ -134,8 +135,44 @@ pub enum Connection {
 /// in request order, so one connection carries many ops in flight and the
 /// engine batches them into single writes and reads.
 pub struct PipelinedConnection {
-    pub stream: TcpStream,
+    pub stream: Stream,
     pub protocol: Box<dyn WireProtocol>,
+}
+
+/// A load connection's byte stream: a plain socket, or any other stream a
+/// kind wraps around one (TLS). The executor reads and writes it from one
+/// task, in turn, so it is never split.
+pub enum Stream {
+    Tcp(TcpStream),
+    Wrapped(Box<dyn ByteStream>),
+}
+
+/// What a wrapped stream must be: tokio's reader and writer, movable
+/// between the runtime's threads.
+pub trait ByteStream: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> ByteStream for T {}
+
+impl Stream {
+    /// Reads what has arrived into `buf`; 0 means the peer closed.
+    pub async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf).await,
+            Stream::Wrapped(s) => s.read(buf).await,
+        }
+    }
+
+    /// Writes all of `buf` and, for a wrapped stream, flushes it (a TLS
+    /// stream may hold back records until it is flushed).
+    pub async fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.write_all(buf).await,
+            Stream::Wrapped(s) => {
+                s.write_all(buf).await?;
+                s.flush().await
+            }
+        }
+    }
 }
 
 /// A driver that runs one op per call. The engine owns time: it drops the

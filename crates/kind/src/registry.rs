@@ -48,14 +48,3 @@ pub fn parse_options<T: DeserializeOwned>(options: Option<&serde_json::Value>) -
         (field, e.into_inner().to_string())
     })
 }
-
-/// For kinds that take no options: the first one given is the error.
-pub fn no_options(kind: &str, options: Option<&serde_json::Value>) -> Result<(), OptionsError> {
-    match options {
-        Some(serde_json::Value::Object(m)) if !m.is_empty() => {
-            let first = m.keys().next().expect("not empty").clone();
-            Err((first, format!("{kind} targets take no options")))
-        }
-        _ => Ok(()),
-    }
-}

@@ -19,8 +19,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -29,7 +27,7 @@ use super::schedule::{Issue, Issuer};
 use crate::metrics::{ErrorClass, Recorder};
 use faultline_check::history::{parse_value, Observed, Outcome};
 use faultline_kind::workload::{OpStream, Workload};
-use faultline_kind::{Connection, PipelinedConnection, ReplyValue, TargetDriver, WireProtocol};
+use faultline_kind::{Connection, PipelinedConnection, ReplyValue, Stream, TargetDriver, WireProtocol};
 
 /// How long to wait between reconnect attempts.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
@@ -44,9 +42,19 @@ pub struct Dialer {
     pub workload: Arc<Workload>,
 }
 
+impl Dialer {
+    /// A new connection within `limit`, or None.
+    pub async fn dial(&self, limit: Duration) -> Option<PipelinedConnection> {
+        let dial = self.driver.connect(&self.uri, Arc::clone(&self.workload));
+        match tokio::time::timeout(limit, dial).await {
+            Ok(Ok(Connection::Pipelined(c))) => Some(c),
+            _ => None,
+        }
+    }
+}
+
 struct Socket {
-    reader: OwnedReadHalf,
-    writer: OwnedWriteHalf,
+    stream: Stream,
     protocol: Box<dyn WireProtocol>,
 }
 
@@ -65,7 +73,6 @@ struct Lane {
 
 impl Lane {
     fn connected(&mut self, c: PipelinedConnection) {
-        let (reader, writer) = c.stream.into_split();
         let mut protocol = c.protocol;
         // Ops issued while disconnected go out now; replies to ops given up
         // meanwhile will never come on the new socket, so they are forgotten.
@@ -75,7 +82,7 @@ impl Lane {
             protocol.encode(&p.op, &mut self.write_buf);
             p.sent = true;
         }
-        self.socket = Some(Socket { reader, writer, protocol });
+        self.socket = Some(Socket { stream: c.stream, protocol });
         (self.read_start, self.read_end) = (0, 0);
     }
 
@@ -178,8 +185,9 @@ impl Lane {
     }
 }
 
+/// Drives one lane; with no `connection` it starts by dialing one.
 pub async fn run(
-    connection: PipelinedConnection,
+    connection: Option<PipelinedConnection>,
     dialer: Dialer,
     mut ops: OpStream,
     settings: Settings,
@@ -197,7 +205,9 @@ pub async fn run(
         read_end: 0,
         next_reconnect: Instant::now(),
     };
-    lane.connected(connection);
+    if let Some(c) = connection {
+        lane.connected(c);
+    }
     let mut issuer = Issuer::new(settings.pacing, settings.in_flight, settings.stop_at, settings.rounds);
     // One cancellation waiter and one timer for the lane's life, re-armed
     // each turn: a fresh one per turn cost a lock and a timer-wheel entry
@@ -229,7 +239,7 @@ pub async fn run(
 
         // Send what was encoded.
         if let (Some(s), false) = (&mut lane.socket, lane.write_buf.is_empty()) {
-            let sent = s.writer.write_all(&lane.write_buf).await;
+            let sent = s.stream.write_all(&lane.write_buf).await;
             lane.write_buf.clear();
             if let Err(e) = sent {
                 lane.disconnected(&format!("sending failed: {e}"));
@@ -249,7 +259,7 @@ pub async fn run(
         lane.compact();
         let read = async {
             match &mut lane.socket {
-                Some(s) => s.reader.read(&mut lane.read_buf[lane.read_end..]).await,
+                Some(s) => s.stream.read(&mut lane.read_buf[lane.read_end..]).await,
                 None => std::future::pending().await,
             }
         };
@@ -274,10 +284,9 @@ pub async fn run(
                 if lane.socket.is_none() && now >= lane.next_reconnect {
                     // Bounded, so a host that drops packets cannot hold up
                     // deadlines or Ctrl-C.
-                    let dial = dialer.driver.connect(&dialer.uri, Arc::clone(&dialer.workload));
-                    match tokio::time::timeout(RECONNECT_TIMEOUT, dial).await {
-                        Ok(Ok(Connection::Pipelined(c))) => lane.connected(c),
-                        _ => lane.next_reconnect = Instant::now() + RECONNECT_PAUSE,
+                    match dialer.dial(RECONNECT_TIMEOUT).await {
+                        Some(c) => lane.connected(c),
+                        None => lane.next_reconnect = Instant::now() + RECONNECT_PAUSE,
                     }
                 }
             }

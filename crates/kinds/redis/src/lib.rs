@@ -3,39 +3,195 @@
 //! multiplexed connection measured 0.22x redis-benchmark's throughput at
 //! pipeline depth 16 (a channel hop, a boxed future and an allocated command
 //! per op), which would make the load generator the bottleneck.
+//!
+//! `rediss://` URIs connect over TLS (see [`tls`]); a URI's user, password
+//! and database apply to every connection, the load's included.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
 use redis::AsyncConnectionConfig;
 use tokio::net::TcpStream;
 
 mod failover;
+pub mod options;
 mod sentinel;
+mod tls;
 mod topology;
 
-use faultline_kind::registry::{no_options, Kind};
+use faultline_kind::registry::{parse_options, Kind};
 use faultline_kind::workload::{Op, Workload};
-use faultline_kind::{Connection, PipelinedConnection, Reply, ReplyValue, ServerInfo, TargetDriver, WireProtocol};
+use faultline_kind::{
+    Connection, PipelinedConnection, Refused, Reply, ReplyValue, ServerInfo, Stream, TargetDriver, WireProtocol,
+};
 use faultline_model::ops::OpKind;
 use faultline_model::stats::ErrorClass;
 use faultline_spec::KindCost;
+pub use options::RedisOptions;
 use sentinel::SentinelUri;
+use tls::Tls;
 
 /// The kind as the build registers it (the CLI's `kinds::KINDS`).
 pub const KIND: Kind = Kind {
     name: "redis",
     driver: |options| {
-        no_options("redis", options)?;
-        Ok(Arc::new(RedisDriver))
+        let options: RedisOptions = parse_options(options)?;
+        options.check().map_err(|(field, e)| (field.to_string(), e))?;
+        let tls = OnceLock::new();
+        // Files named in the options are read now, so a missing CA is a
+        // spec error at its field rather than a target that never gets ready.
+        if options.sets_tls() {
+            let _ = tls.set(Tls::new(&options)?);
+        }
+        Ok(Arc::new(RedisDriver { options, tls }))
     },
     members: || Arc::new(topology::RedisTopology),
-    options: None,
+    options: Some(|generator| generator.subschema_for::<RedisOptions>()),
     remove_listed: None,
 };
 
-pub struct RedisDriver;
+pub struct RedisDriver {
+    options: RedisOptions,
+    /// Built with the options when they set TLS, else at the first
+    /// `rediss://` connection (the system's roots).
+    tls: OnceLock<Tls>,
+}
+
+impl RedisDriver {
+    /// The TLS of this target's `rediss://` connections.
+    fn tls(&self) -> anyhow::Result<&Tls> {
+        if let Some(tls) = self.tls.get() {
+            return Ok(tls);
+        }
+        let made = Tls::new(&self.options).map_err(|(_, e)| anyhow::anyhow!("TLS: {e}"))?;
+        Ok(self.tls.get_or_init(|| made))
+    }
+
+    /// A RESP connection to the server `uri` names, authenticated and on
+    /// its database; true when the Sentinels named the server.
+    async fn dial(&self, uri: &str) -> anyhow::Result<(Stream, bool)> {
+        let (info, host, port, tls) = match Target::parse(uri)? {
+            Target::Sentinel(sentinel) => {
+                // Asked again on every (re)connect: after a failover this is the new primary.
+                let (_, stream) = sentinel.connect_primary().await?;
+                stream.set_nodelay(true)?;
+                return Ok((Stream::Tcp(stream), true));
+            }
+            Target::Plain(info) => match info.addr() {
+                redis::ConnectionAddr::Tcp(host, port) => (info.clone(), host.clone(), *port, false),
+                _ => unreachable!("Target::parse keeps only TCP addresses"),
+            },
+            Target::Tls { info, host, port } => (info, host, port, true),
+        };
+        let addr = format!("{host}:{port}");
+        let tcp = TcpStream::connect(&addr).await.with_context(|| format!("cannot connect to {addr}"))?;
+        // Small requests must leave at once, not wait for Nagle's timer.
+        tcp.set_nodelay(true)?;
+        let mut stream = match tls {
+            true => Stream::Wrapped(Box::new(self.tls()?.wrap(tcp, &host).await?)),
+            false => Stream::Tcp(tcp),
+        };
+        // The URI's credentials and database apply to the load too, so the
+        // checkers' final read sees what the load wrote.
+        let settings = info.redis_settings();
+        let mut setup: Vec<Vec<&[u8]>> = Vec::new();
+        let db = settings.db().to_string();
+        match (settings.username(), settings.password()) {
+            (Some(user), Some(pass)) => setup.push(vec![b"AUTH", user.as_bytes(), pass.as_bytes()]),
+            (None, Some(pass)) => setup.push(vec![b"AUTH", pass.as_bytes()]),
+            _ => {}
+        }
+        if settings.db() != 0 {
+            setup.push(vec![b"SELECT", db.as_bytes()]);
+        }
+        for command in setup {
+            handshake(&mut stream, &command).await.with_context(|| format!("setting up a connection to {addr}"))?;
+        }
+        Ok((stream, false))
+    }
+
+    /// A connection for probes and admin reads (not the load path); through
+    /// the Sentinels for a `redis+sentinel://` URI, over TLS for `rediss://`.
+    async fn admin_connection(&self, uri: &str) -> anyhow::Result<redis::aio::MultiplexedConnection> {
+        match Target::parse(uri)? {
+            Target::Sentinel(sentinel) => {
+                let resolved = format!("redis://{}", sentinel.connect_primary().await?.0);
+                admin_connection(&resolved).await
+            }
+            Target::Plain(_) => admin_connection(uri).await,
+            Target::Tls { info, host, port } => {
+                let connected = async {
+                    let tcp = TcpStream::connect((host.as_str(), port)).await?;
+                    let stream = self.tls()?.wrap(tcp, &host).await?;
+                    let (conn, drive) = redis::aio::MultiplexedConnection::new_with_config(
+                        info.redis_settings(),
+                        stream,
+                        admin_config(),
+                    )
+                    .await?;
+                    tokio::spawn(drive);
+                    anyhow::Ok(conn)
+                };
+                match tokio::time::timeout(ADMIN_CONNECT_TIMEOUT, connected).await {
+                    Ok(done) => done.with_context(|| format!("cannot connect to {host}:{port}")),
+                    Err(_) => anyhow::bail!(
+                        "cannot connect to {host}:{port}: no TLS session within {ADMIN_CONNECT_TIMEOUT:?}"
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// What a target URI names.
+enum Target {
+    /// `redis+sentinel://`: ask the Sentinels for the primary.
+    Sentinel(SentinelUri),
+    /// `redis://HOST:PORT`.
+    Plain(redis::ConnectionInfo),
+    /// `rediss://HOST:PORT`: the same, over TLS.
+    Tls { info: redis::ConnectionInfo, host: String, port: u16 },
+}
+
+impl Target {
+    fn parse(uri: &str) -> anyhow::Result<Target> {
+        if let Some(sentinel) = SentinelUri::parse(uri) {
+            return Ok(Target::Sentinel(sentinel?));
+        }
+        // The redis crate, built without its own TLS, reads `rediss://` as
+        // the plain URI it otherwise is; TLS is this crate's.
+        let (plain, tls) = match uri.strip_prefix("rediss://") {
+            Some(rest) => (format!("redis://{rest}"), true),
+            None => (uri.to_string(), false),
+        };
+        anyhow::ensure!(
+            !(tls && plain.contains('#')),
+            "`#` fragments (`#insecure`) are not read: write `options: {{insecure: true}}` on the target"
+        );
+        let info = redis::IntoConnectionInfo::into_connection_info(plain.as_str()).map_err(|e| {
+            anyhow::anyhow!("is not a redis URI ({e}): write redis[s]://[[USER]:PASSWORD@]HOST:PORT[/DB] or redis+sentinel://HOST:PORT[,…]/MASTER")
+        })?;
+        let (host, port) = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+            _ => anyhow::bail!("only TCP redis URIs are supported: write redis://HOST:PORT or rediss://HOST:PORT"),
+        };
+        Ok(match tls {
+            true => Target::Tls { info, host, port },
+            false => Target::Plain(info),
+        })
+    }
+}
+
+/// How long an admin connection may take to be made, TLS handshake and
+/// authentication included.
+const ADMIN_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn admin_config() -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(std::time::Duration::from_secs(2)))
+        .set_response_timeout(Some(std::time::Duration::from_secs(10)))
+}
 
 impl faultline_spec::KindInfo for RedisDriver {
     fn default_command(&self) -> &'static str {
@@ -43,16 +199,7 @@ impl faultline_spec::KindInfo for RedisDriver {
     }
 
     fn check_uri(&self, uri: &str) -> Result<(), String> {
-        if let Some(sentinel) = SentinelUri::parse(uri) {
-            return sentinel.map(|_| ()).map_err(|e| format!("{e:#}"));
-        }
-        let info = redis::Client::open(uri).map_err(|e| {
-            format!("is not a redis URI ({e}): write redis://[:PASSWORD@]HOST:PORT[/DB] or redis+sentinel://HOST:PORT[,…]/MASTER")
-        })?;
-        match info.get_connection_info().addr() {
-            redis::ConnectionAddr::Tcp(..) => Ok(()),
-            _ => Err("only plain TCP redis URIs are supported: write redis://HOST:PORT".into()),
-        }
+        Target::parse(uri).map(|_| ()).map_err(|e| format!("{e:#}"))
     }
 
     fn supports(&self, op: OpKind) -> bool {
@@ -84,7 +231,11 @@ impl TargetDriver for RedisDriver {
     }
 
     async fn ready(&self, uri: &str) -> anyhow::Result<ServerInfo> {
-        let mut conn = admin_connection(uri).await?;
+        // A connection of the load's own first: a refusal of the URI's
+        // credentials comes back in the server's words (the redis crate's
+        // connection says only "AuthenticationFailed").
+        drop(self.dial(uri).await?);
+        let mut conn = self.admin_connection(uri).await.map_err(refusal)?;
         // INFO answers while a dataset loads, but commands get -LOADING: only
         // a PONG and `loading:0` mean the load would be served.
         let pong: Result<String, redis::RedisError> = redis::cmd("PING").query_async(&mut conn).await;
@@ -92,13 +243,15 @@ impl TargetDriver for RedisDriver {
             Ok(p) if p == "PONG" => {}
             Ok(other) => anyhow::bail!("PING answered `{other}`, not PONG"),
             Err(e) if e.code() == Some("LOADING") => anyhow::bail!("still loading the dataset (PING: {e})"),
-            Err(e) => return Err(anyhow::Error::new(e).context("PING")),
+            Err(e) => return Err(refusal(anyhow::Error::new(e).context("PING"))),
         }
-        let persistence: String = redis::cmd("INFO").arg("persistence").query_async(&mut conn).await?;
+        let persistence: String =
+            redis::cmd("INFO").arg("persistence").query_async(&mut conn).await.map_err(|e| refusal(e.into()))?;
         if let Some(progress) = still_loading(&persistence) {
             anyhow::bail!("still loading the dataset ({progress})");
         }
-        let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await?;
+        let info: String =
+            redis::cmd("INFO").arg("server").query_async(&mut conn).await.map_err(|e| refusal(e.into()))?;
         let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()));
         let version = match (field("redis_version:"), field("valkey_version:")) {
             (_, Some(v)) => format!("valkey {v}"),
@@ -109,7 +262,7 @@ impl TargetDriver for RedisDriver {
     }
 
     async fn read_values(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
-        let mut conn = admin_connection(uri).await?;
+        let mut conn = self.admin_connection(uri).await?;
         let mut values = Vec::with_capacity(keys.len());
         for batch in keys.chunks(1000) {
             let got: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(batch).query_async(&mut conn).await?;
@@ -119,40 +272,30 @@ impl TargetDriver for RedisDriver {
     }
 
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection> {
-        if let Some(sentinel) = SentinelUri::parse(uri) {
-            // Asked again on every (re)connect: after a failover this is the new primary.
-            let (_, stream) = sentinel?.connect_primary().await?;
-            return load_connection(stream, workload, true);
-        }
-        let info = redis::Client::open(uri).with_context(|| format!("invalid redis uri `{uri}`"))?;
-        let addr = match &info.get_connection_info().addr() {
-            redis::ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
-            other => anyhow::bail!("only plain TCP redis URIs are supported for load, not {other:?}"),
-        };
-        let mut stream = TcpStream::connect(&addr).await.with_context(|| format!("cannot connect to {addr}"))?;
-        // The URI's credentials and database apply to the load too, so the
-        // checkers' final read sees what the load wrote.
-        let settings = info.get_connection_info().redis_settings();
-        let mut setup: Vec<Vec<&[u8]>> = Vec::new();
-        let db = settings.db().to_string();
-        match (settings.username(), settings.password()) {
-            (Some(user), Some(pass)) => setup.push(vec![b"AUTH", user.as_bytes(), pass.as_bytes()]),
-            (None, Some(pass)) => setup.push(vec![b"AUTH", pass.as_bytes()]),
-            _ => {}
-        }
-        if settings.db() != 0 {
-            setup.push(vec![b"SELECT", db.as_bytes()]);
-        }
-        for command in setup {
-            handshake(&mut stream, &command).await.with_context(|| format!("setting up a connection to {addr}"))?;
-        }
-        load_connection(stream, workload, false)
+        let (stream, follow_primary) = self.dial(uri).await?;
+        Ok(load_connection(stream, workload, follow_primary))
+    }
+}
+
+/// A readiness failure that waiting will not mend: the server refused the
+/// URI's credentials (`WRONGPASS`, `NOAUTH`) or the user may not run the
+/// probe's commands (`NOPERM`), so readiness gives up at once with the
+/// server's words.
+fn refusal(e: anyhow::Error) -> anyhow::Error {
+    let refused = e.chain().filter_map(|c| c.downcast_ref::<redis::RedisError>()).any(|r| {
+        r.kind() == redis::ErrorKind::AuthenticationFailed
+            || matches!(r.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+    });
+    match refused {
+        true => anyhow::Error::new(Refused(format!(
+            "the server refused the credentials or the probe's commands (PING, INFO; grant them with +ping +info): {e:#}"
+        ))),
+        false => e,
     }
 }
 
 /// Sends one command on a fresh load connection and requires a non-error reply.
-async fn handshake(stream: &mut TcpStream, args: &[&[u8]]) -> anyhow::Result<()> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+async fn handshake(stream: &mut Stream, args: &[&[u8]]) -> anyhow::Result<()> {
     let mut request = format!("*{}\r\n", args.len()).into_bytes();
     for arg in args {
         put_bulk(&mut request, arg);
@@ -168,21 +311,22 @@ async fn handshake(stream: &mut TcpStream, args: &[&[u8]]) -> anyhow::Result<()>
         anyhow::ensure!(n > 0, "the server closed the connection");
         reply.extend_from_slice(&chunk[..n]);
     };
-    anyhow::ensure!(
-        reply[0] != b'-',
-        "{} refused: {}",
-        String::from_utf8_lossy(args[0]),
-        String::from_utf8_lossy(&reply[1..end]).trim()
-    );
-    Ok(())
+    if reply[0] != b'-' {
+        return Ok(());
+    }
+    let words = String::from_utf8_lossy(&reply[1..end]).trim().to_string();
+    let said = format!("{} refused: {words}", String::from_utf8_lossy(args[0]));
+    // Credentials the server rejects will be rejected again: final.
+    match ["WRONGPASS", "NOAUTH", "NOPERM"].iter().any(|code| words.starts_with(code)) {
+        true => Err(anyhow::Error::new(Refused(said))),
+        false => Err(anyhow::anyhow!(said)),
+    }
 }
 
 /// RESP over `stream`; `follow_primary` when the Sentinels named its server.
-fn load_connection(stream: TcpStream, workload: Arc<Workload>, follow_primary: bool) -> anyhow::Result<Connection> {
-    // Small requests must leave at once, not wait for Nagle's timer.
-    stream.set_nodelay(true)?;
+fn load_connection(stream: Stream, workload: Arc<Workload>, follow_primary: bool) -> Connection {
     let protocol = Box::new(Resp { workload, scratch: Vec::with_capacity(256), follow_primary });
-    Ok(Connection::Pipelined(PipelinedConnection { stream, protocol }))
+    Connection::Pipelined(PipelinedConnection { stream, protocol })
 }
 
 /// How far a load has got, if `INFO persistence` says the server is still
@@ -197,23 +341,11 @@ fn still_loading(persistence: &str) -> Option<String> {
     })
 }
 
-/// A connection for probes and admin reads (not the load path); through
-/// the Sentinels for a `redis+sentinel://` URI.
+/// A plain `redis://` connection for probes and admin reads (not the load path).
 async fn admin_connection(uri: &str) -> anyhow::Result<redis::aio::MultiplexedConnection> {
-    let resolved;
-    let uri = match SentinelUri::parse(uri) {
-        Some(sentinel) => {
-            resolved = format!("redis://{}", sentinel?.connect_primary().await?.0);
-            &resolved
-        }
-        None => uri,
-    };
     let client = redis::Client::open(uri).with_context(|| format!("invalid redis uri `{uri}`"))?;
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(std::time::Duration::from_secs(2)))
-        .set_response_timeout(Some(std::time::Duration::from_secs(10)));
     client
-        .get_multiplexed_async_connection_with_config(&config)
+        .get_multiplexed_async_connection_with_config(&admin_config())
         .await
         .with_context(|| format!("cannot connect to {uri}"))
 }
@@ -444,5 +576,45 @@ mod tests {
         assert!(!r.wrong_server && r.len == 5);
         assert!(!sentinel.decode(b"$8\r\nREADONLY\r\n").unwrap().unwrap().wrong_server);
         assert_eq!(sentinel.decode(b"-READONLY You can't wr").unwrap(), None, "incomplete");
+    }
+
+    #[test]
+    fn uris_name_plain_tls_and_sentinel_targets() {
+        let Target::Tls { info, host, port } = Target::parse("rediss://bench:pw@127.0.0.1:6380/2").unwrap() else {
+            panic!("not read as TLS");
+        };
+        assert_eq!((host.as_str(), port), ("127.0.0.1", 6380));
+        let settings = info.redis_settings();
+        assert_eq!((settings.username(), settings.password(), settings.db()), (Some("bench"), Some("pw"), 2));
+        assert!(matches!(Target::parse("redis://db.example:7000").unwrap(), Target::Plain(_)));
+        assert!(matches!(Target::parse("redis+sentinel://127.0.0.1:26379/mymaster").unwrap(), Target::Sentinel(_)));
+        let insecure = Target::parse("rediss://127.0.0.1:6380/#insecure").err().unwrap().to_string();
+        assert!(insecure.contains("options: {insecure: true}"), "{insecure}");
+        assert!(Target::parse("redis+unix:///tmp/redis.sock").is_err());
+        let said = faultline_spec::KindInfo::check_uri(
+            &RedisDriver { options: RedisOptions::default(), tls: OnceLock::new() },
+            "http://x:1",
+        )
+        .unwrap_err();
+        assert!(said.contains("write redis[s]://"), "{said}");
+    }
+
+    #[test]
+    fn tls_options_that_cannot_work_name_their_field() {
+        let both = RedisOptions { insecure: true, ca_file: Some("ca.pem".into()), ..Default::default() };
+        assert_eq!(both.check().unwrap_err().0, "insecure");
+        let half = RedisOptions { key_file: Some("k.pem".into()), ..Default::default() };
+        assert_eq!(half.check().unwrap_err(), ("key_file", "needs its certificate in `cert_file`".to_string()));
+        let missing = RedisOptions { ca_file: Some("/nonexistent/ca.pem".into()), ..Default::default() };
+        let (field, said) = Tls::new(&missing).err().unwrap();
+        assert_eq!(field, "ca_file");
+        assert!(said.starts_with("cannot read /nonexistent/ca.pem"), "{said}");
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let none = RedisOptions { ca_file: Some(empty.display().to_string()), ..Default::default() };
+        let (field, said) = Tls::new(&none).err().unwrap();
+        assert_eq!((field.as_str(), said.ends_with("holds no PEM certificate")), ("ca_file", true), "{said}");
+        assert!(Tls::new(&RedisOptions { insecure: true, ..Default::default() }).is_ok());
     }
 }

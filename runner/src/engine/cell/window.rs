@@ -25,7 +25,12 @@ use crate::spec::probe::ProbeWhen;
 use crate::spec::Load;
 use faultline_check::history::{HistoryWriter, Scope};
 use faultline_kind::workload::OpStream;
-use faultline_kind::{Connection, ReadRule, TargetDriver};
+use faultline_kind::{Connection, PipelinedConnection, ReadRule, Stream, TargetDriver};
+
+/// How long a lane has to dial a connection it could not be handed (a TLS
+/// stream, bound to the runtime that made it) before its window opens; one
+/// that fails starts disconnected and dials as after a break.
+const LOAD_THREAD_DIAL_LIMIT: Duration = Duration::from_secs(10);
 
 /// The cell's measured window on its clock.
 #[derive(Clone, Copy)]
@@ -121,19 +126,28 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             pipeline::Dialer { driver: Arc::clone(&driver), uri: uri.to_string(), workload: Arc::clone(workload) };
         tasks.push(match connection {
             Connection::Pipelined(c) => {
-                // The socket moves to the load thread's own reactor.
-                let moved = {
-                    let _on = engine.load_threads.enter(i);
-                    c.stream.into_std().and_then(tokio::net::TcpStream::from_std)
-                };
-                let stream = match moved {
-                    Ok(s) => s,
-                    Err(e) => {
-                        return Err(Stopped::failed(kept, format!("cannot move a connection to its load thread: {e}")))
+                // A plain socket moves to the load thread's own reactor; a
+                // wrapped one (TLS) cannot, so the lane dials its own there
+                // before the window opens (the one made here showed the
+                // target takes connections).
+                let moved = match c.stream {
+                    Stream::Tcp(tcp) => {
+                        let _on = engine.load_threads.enter(i);
+                        match tcp.into_std().and_then(tokio::net::TcpStream::from_std) {
+                            Ok(s) => Some(PipelinedConnection { stream: Stream::Tcp(s), protocol: c.protocol }),
+                            Err(e) => {
+                                let why = format!("cannot move a connection to its load thread: {e}");
+                                return Err(Stopped::failed(kept, why));
+                            }
+                        }
                     }
+                    Stream::Wrapped(_) => None,
                 };
-                let c = faultline_kind::PipelinedConnection { stream, protocol: c.protocol };
                 engine.load_threads.spawn(i, async move {
+                    let c = match moved {
+                        Some(c) => Some(c),
+                        None => dialer.dial(LOAD_THREAD_DIAL_LIMIT).await,
+                    };
                     tokio::time::sleep_until(t0).await;
                     pipeline::run(c, dialer, ops, settings, recorder, history, cancel).await
                 })

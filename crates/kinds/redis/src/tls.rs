@@ -1,0 +1,147 @@
+//! TLS for `rediss://` targets, on rustls. One client config per target,
+//! built from its options, serves every connection faultline opens to the
+//! server — the load's own RESP connections and the `redis` crate's
+//! connections for probes, final reads and roles (handed the TLS stream) —
+//! so all of them trust, and present, the same certificates.
+//!
+//! Trust: the system's roots by default, the CA in `ca_file`, or with
+//! `insecure` any certificate (self-signed test servers whose CA you do not
+//! have; the handshake is still checked against the certificate's key). A
+//! client certificate (`cert_file` + `key_file`) is presented when given.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use crate::options::RedisOptions;
+use faultline_kind::Refused;
+
+/// The TLS a target's connections use.
+#[derive(Clone)]
+pub struct Tls {
+    connector: TlsConnector,
+}
+
+impl Tls {
+    /// The config `options` describe; an error names the option at fault.
+    pub fn new(options: &RedisOptions) -> Result<Tls, (String, String)> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| (String::new(), format!("TLS: {e}")))?;
+        let builder = match (&options.ca_file, options.insecure) {
+            (_, true) => builder.dangerous().with_custom_certificate_verifier(Arc::new(AnyCertificate(provider))),
+            (Some(path), false) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in certificates(path).map_err(|e| ("ca_file".to_string(), e))? {
+                    roots.add(cert).map_err(|e| ("ca_file".to_string(), format!("{path}: {e}")))?;
+                }
+                builder.with_root_certificates(roots)
+            }
+            (None, false) => {
+                let mut roots = rustls::RootCertStore::empty();
+                let found = rustls_native_certs::load_native_certs();
+                let (added, _) = roots.add_parsable_certificates(found.certs);
+                if added == 0 {
+                    return Err((
+                        "ca_file".into(),
+                        "this machine has no CA certificates to trust (install ca-certificates), so give the server's CA in `ca_file` or set `insecure: true`".into(),
+                    ));
+                }
+                builder.with_root_certificates(roots)
+            }
+        };
+        let config = match (&options.cert_file, &options.key_file) {
+            (Some(cert), Some(key)) => {
+                let chain = certificates(cert).map_err(|e| ("cert_file".to_string(), e))?;
+                let key = PrivateKeyDer::from_pem_file(key)
+                    .map_err(|e| ("key_file".to_string(), format!("{key}: no private key read ({e})")))?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| ("cert_file".to_string(), format!("{cert}: {e}")))?
+            }
+            _ => builder.with_no_client_auth(),
+        };
+        Ok(Tls { connector: TlsConnector::from(Arc::new(config)) })
+    }
+
+    /// `tcp`, after a TLS handshake with the server named `host` (a DNS name
+    /// or an IP address, checked against the certificate unless `insecure`).
+    pub async fn wrap(&self, tcp: TcpStream, host: &str) -> anyhow::Result<TlsStream<TcpStream>> {
+        let name = ServerName::try_from(host.to_string())
+            .map_err(|_| anyhow::anyhow!("`{host}` is not a name or address TLS can check a certificate against"))?;
+        self.connector.connect(name, tcp).await.map_err(|e| {
+            let said = format!("TLS handshake with {host} failed: {e}");
+            // Certificates that do not match will not match on a retry:
+            // readiness gives up at once, with the fix.
+            match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+                Some(rustls::Error::InvalidCertificate(_)) => anyhow::Error::new(Refused(format!(
+                    "{said}: give the CA that signed the server's certificate in `ca_file` (or `insecure: true` for a test server)"
+                ))),
+                Some(rustls::Error::AlertReceived(_)) => anyhow::Error::new(Refused(format!(
+                    "{said}: the server refused this client (does it require a client certificate, `cert_file` and `key_file`?)"
+                ))),
+                _ => anyhow::anyhow!(said),
+            }
+        })
+    }
+}
+
+/// The certificates in a PEM file, at least one.
+fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let found = CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("cannot read {path}: {e}"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{path}: {e}"))?;
+    match found.is_empty() {
+        true => Err(format!("{path} holds no PEM certificate")),
+        false => Ok(found),
+    }
+}
+
+/// `insecure: true`: any certificate is accepted; the handshake's
+/// signatures are still verified against it.
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

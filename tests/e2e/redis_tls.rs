@@ -1,0 +1,179 @@
+//! Redis as production runs it: TLS (`rediss://`) and an ACL user, against
+//! Debian's redis-server started with `--tls-port` and certificates this
+//! test makes with `openssl` (a CA, and a server certificate it signed for
+//! 127.0.0.1). The user may only GET, SET and what the probes and the final
+//! read need; its INCRs are refused, and a refused command is an error
+//! faultline classifies with the server's own words. A wrong password, or a
+//! server certificate nobody vouched for, ends readiness at once.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::support::*;
+
+/// A CA and a server certificate it signed, for 127.0.0.1, in `dir`.
+fn certificates(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl is installed");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    openssl(
+        &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=faultline test CA"]
+            .iter()
+            .chain(&["-keyout", "ca.key", "-out", "ca.crt"])
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.crt",
+    ]);
+}
+
+/// redis-server with TLS only (no plain port) and the ACL user `bench`.
+struct TlsRedis {
+    port: u16,
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl TlsRedis {
+    fn start() -> TlsRedis {
+        let dir = tempfile::tempdir().unwrap();
+        certificates(dir.path());
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args(["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(["--tls-cert-file", "server.crt", "--tls-key-file", "server.key", "--tls-ca-cert-file", "ca.crt"])
+            .args(["--tls-auth-clients", "no", "--dir"])
+            .arg(dir.path())
+            // GET and SET for the load; PING and INFO for readiness, MGET
+            // for the final read, CLIENT for the driver's own setup.
+            .args(["--user", "bench", "on", ">bench-pw", "~*", "+get", "+set", "+mget", "+ping", "+info", "+client"])
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed");
+        let server = TlsRedis { port, child, dir };
+        assert!(wait_until(std::time::Duration::from_secs(20), || std::net::TcpStream::connect(("127.0.0.1", port))
+            .is_ok()));
+        server
+    }
+
+    fn ca(&self) -> String {
+        self.dir.path().join("ca.crt").display().to_string()
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const GET_SET: &str = "{get: 1, set: 1}";
+const INCR_TOO: &str = "{get: 4, set: 4, incr: 1}";
+
+/// One cell on the server; `ops` and `checkers` as YAML flow.
+fn spec(uri: &str, options: &str, ready_timeout: &str, ops: &str, checkers: &str) -> String {
+    format!(
+        r#"name: redis-tls
+targets:
+  db: {{kind: redis, provider: external, uri: "{uri}", ready_timeout: {ready_timeout}, options: {options}}}
+workloads:
+  w: {{ops: {ops}, keys: {{count: 200}}}}
+profiles:
+  p: {{closed: 1x4}}
+timing: {{warmup: 0s, duration: 2s}}
+checkers: {checkers}
+scenarios:
+  - {{name: s, target: db, workload: w, profiles: [p]}}
+gates:
+  served: ops > 0
+"#
+    )
+}
+
+#[test]
+fn a_campaign_over_tls_as_an_acl_user_is_served_and_its_refused_commands_are_classified() {
+    let _load = exclusive();
+    let server = TlsRedis::start();
+    let uri = format!("rediss://bench:bench-pw@127.0.0.1:{}", server.port);
+    let (_d, path) = spec_file(&spec(&uri, &format!("{{ca_file: \"{}\"}}", server.ca()), "20s", INCR_TOO, "[]"));
+    let served = run(&path, &[]);
+    assert_eq!(served.code(), 0, "{}", served.stderr());
+    let cell = &served.results()["cells"][0];
+    assert_eq!(cell["status"], "completed", "{cell}");
+    // Gets and sets went over TLS as bench.
+    for op in ["get", "set"] {
+        assert!(cell["stats"]["per_op"][op]["ok"].as_u64().unwrap() > 0, "{op}: {}", cell["stats"]["per_op"]);
+        assert_eq!(cell["stats"]["per_op"][op]["failed"], 0, "{op}: {}", cell["stats"]["per_op"]);
+    }
+    // Every INCR was refused, counted under the server's error code, with its words.
+    let incr = &cell["stats"]["per_op"]["incr"];
+    assert!(incr["failed"].as_u64().unwrap() > 0 && incr["ok"] == 0, "{incr}");
+    let labels = cell["stats"]["error_labels"].as_array().unwrap();
+    let noperm = labels.iter().find(|l| l["label"].as_str().unwrap().contains("NOPERM")).expect("a NOPERM label");
+    assert_eq!(noperm["count"], incr["failed"], "{labels:?}");
+    let example = noperm["examples"][0].as_str().unwrap();
+    assert!(example.contains("has no permissions to run the 'incr' command"), "{example}");
+}
+
+#[test]
+fn a_wrong_password_or_an_untrusted_certificate_ends_readiness_at_once() {
+    let _load = exclusive();
+    let server = TlsRedis::start();
+    // The ready timeout is never waited out: the refusal is final.
+    let uri = format!("rediss://bench:not-the-pw@127.0.0.1:{}", server.port);
+    let (_d, path) = spec_file(&spec(&uri, &format!("{{ca_file: \"{}\"}}", server.ca()), "300s", GET_SET, "[]"));
+    let wrong_password = run(&path, &[]);
+    assert_eq!(wrong_password.code(), 2, "{}", wrong_password.stderr());
+    let said = wrong_password.stderr();
+    assert!(said.contains("refused faultline") && said.contains("WRONGPASS"), "{said}");
+
+    // The system's roots do not vouch for the test CA.
+    let uri = format!("rediss://bench:bench-pw@127.0.0.1:{}", server.port);
+    let (_d, path) = spec_file(&spec(&uri, "{}", "300s", GET_SET, "[]"));
+    let untrusted = run(&path, &[]);
+    assert_eq!(untrusted.code(), 2, "{}", untrusted.stderr());
+    let said = untrusted.stderr();
+    assert!(said.contains("refused faultline") && said.contains("ca_file"), "{said}");
+
+    // `insecure: true` accepts the certificate unchecked, and the campaign runs.
+    let (_d, path) = spec_file(&spec(&uri, "{insecure: true}", "20s", GET_SET, "[lost-acknowledged-write]"));
+    let insecure = run(&path, &[]);
+    assert_eq!(insecure.code(), 0, "{}", insecure.stderr());
+    let cell = &insecure.results()["cells"][0];
+    assert!(cell["stats"]["per_op"]["set"]["ok"].as_u64().unwrap() > 0, "{cell}");
+    // The checker's final read (MGET) went over TLS too, and judged the writes.
+    let check = &cell["checks"][0];
+    assert_eq!(check["status"], "ok", "{check}");
+    assert!(check["checked"].as_u64().unwrap() > 0, "{check}");
+}
