@@ -15,6 +15,8 @@ command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v redis-benchmark >/dev/null || need+=(redis-tools)
 command -v pgrep >/dev/null || need+=(procps)
 command -v cmake >/dev/null || need+=(cmake)
+# The TLS tests make their CA and server certificate with it.
+command -v openssl >/dev/null || need+=(openssl)
 
 if [ ${#need[@]} -gt 0 ]; then
   # shellcheck disable=SC2207
