@@ -25,4 +25,5 @@ mod runs;
 mod safety;
 mod secrets;
 mod sentinel;
+mod stages;
 mod verdict_truth;

@@ -21,7 +21,7 @@ use crate::fault;
 use crate::metrics::{LiveCounters, Recorder, SharedTimelines};
 use crate::plugin::shape::{Feed, Shape};
 use crate::spec::probe::ProbeWhen;
-use crate::spec::Load;
+use crate::spec::StageSpan;
 use crate::target;
 use faultline_check::history::{HistoryWriter, Scope};
 use faultline_kind::workload::OpStream;
@@ -58,7 +58,6 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     let Armed { driver, clients, shape, mut kept } = armed;
     let (engine, cell, workload) = (run.engine, run.cell, &run.workload);
     let (connections, in_flight) = run.lanes();
-    let load = run.load();
     let target_spec = run.target_spec();
     let uri = run.running.uri.as_str();
     let t = cell.timing;
@@ -82,6 +81,10 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         true => rounds::RoundGate::seats(connections as usize).into_iter().map(Some).collect(),
         false => Vec::new(),
     };
+    let arrivals = run.schedule().map(|(_, arrivals)| Arc::new(arrivals));
+    let stages = run.stages();
+    let at = |s: f64| measure_from + Duration::from_secs_f64(s);
+    let stage_bounds: Vec<(Instant, Instant)> = stages.iter().map(|s| (at(s.from_s), at(s.to_s))).collect();
     for (i, connection) in clients.into_iter().enumerate() {
         let counters = Arc::new(LiveCounters::default());
         live.push(Arc::clone(&counters));
@@ -90,10 +93,11 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             measure_from,
             counters,
             Arc::clone(&timelines),
-            matches!(load, Load::Open(_)),
+            arrivals.is_some(),
             with_faults,
             keep_windows,
-        );
+        )
+        .with_stages(stage_bounds.clone());
         let history = match open_history(run, i, t0) {
             Ok(h) => h,
             Err(e) => return Err(Stopped::failed(kept, format!("{e:#}"))),
@@ -103,10 +107,12 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             Some(s) => OpStream::from_source(Box::new(Feed::new(s, i as u32, in_flight)), tag),
             None => workload.stream(i as u64, connections as u64, in_flight, salt, tag),
         };
-        let pacing = match load {
-            Load::Closed(_) => None,
-            Load::Open(o) => Some(schedule::Pacing { t0, rate: o.rate, first: i as u64, stride: connections as u64 }),
-        };
+        let pacing = arrivals.as_ref().map(|arrivals| schedule::Pacing {
+            t0,
+            arrivals: Arc::clone(arrivals),
+            first: i as u64,
+            stride: connections as u64,
+        });
         let settings = books::Settings {
             in_flight,
             timing: t,
@@ -114,6 +120,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             measure_from,
             stop_at,
             pacing,
+            active: lane_steps(&stages, &stage_bounds, i, t0),
             rounds: round_seats.get_mut(i).and_then(Option::take),
         };
         let cancel = engine.cancel.clone();
@@ -232,6 +239,15 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     kept.probes.extend(window_outputs);
     kept.faults = fault_records;
     Ok(Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, kept })
+}
+
+/// A closed loop in steps: when lane `i` runs, in the steps with more than
+/// `i` clients (the first step from the warm-up on, which runs its
+/// clients). Empty (always) without steps.
+fn lane_steps(stages: &[StageSpan], bounds: &[(Instant, Instant)], i: usize, t0: Instant) -> Vec<(Instant, Instant)> {
+    let runs = |s: &StageSpan| s.clients.is_some_and(|c| c as usize > i);
+    let steps = stages.iter().zip(bounds).enumerate().filter(|(_, (s, _))| runs(s));
+    steps.map(|(j, (_, (from, to)))| (if j == 0 { t0 } else { *from }, *to)).collect()
 }
 
 /// Whether a gate that covers this cell takes a latency over a window
