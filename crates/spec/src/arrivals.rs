@@ -122,6 +122,9 @@ impl Arrivals {
 mod tests {
     use super::*;
 
+    /// Stages as `Arrivals::staged` takes them: seconds, and the rate at the end.
+    type Stages = &'static [(f64, f64)];
+
     /// The ops of a stage: every k whose due time falls inside it.
     fn counted(a: &Arrivals, from: f64, until: f64) -> u64 {
         let mut n = 0;
@@ -150,7 +153,7 @@ mod tests {
     /// rate, within one op, for ramps up, down, from 0 and holds.
     #[test]
     fn ops_due_by_each_stage_end_are_the_integral() {
-        let cases: &[(f64, f64, &[(f64, f64)])] = &[
+        let cases: &[(f64, f64, Stages)] = &[
             (0.0, 0.0, &[(2.0, 200.0), (2.0, 200.0)]),
             (1.0, 50.0, &[(3.0, 5000.0), (1.5, 5000.0), (2.0, 10.0), (1.0, 0.0), (1.0, 0.0), (0.7, 333.3)]),
             (0.5, 7.0, &[(10.0, 7.0), (0.001, 1e6)]),

@@ -347,12 +347,30 @@ impl<'de> Deserialize<'de> for ClosedSpec {
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ClosedSpec, E> {
                 ClosedShape::parse(v).map(ClosedSpec::Shape).map_err(E::custom)
             }
+            // A shape never reads as a number, unless it is `0xN`: hex.
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ClosedSpec, E> {
+                Err(read_as_number(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ClosedSpec, E> {
+                Err(read_as_number(v))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<ClosedSpec, E> {
+                self.visit_str(&v.to_string())
+            }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ClosedSpec, A::Error> {
                 ClosedStages::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(ClosedSpec::Stages)
             }
         }
         d.deserialize_any(ClosedVisitor)
     }
+}
+
+/// A closed-loop shape YAML took for a number: its words, since the text
+/// (`0x1`) is gone by then.
+fn read_as_number<E: serde::de::Error>(v: impl std::fmt::Display) -> E {
+    E::custom(format!(
+        "YAML reads this closed-loop shape as the number {v} (`0x…` is hex): write clients x in-flight, at least 1x1, e.g. 1x1 or 3x32"
+    ))
 }
 
 /// A validated profile.

@@ -220,6 +220,19 @@ mod tests {
         }
     }
 
+    /// A closed lane between its steps sleeps until its next one.
+    #[test]
+    fn a_closed_lane_between_its_steps_wakes_for_the_next() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let issuer = Issuer::new(None, vec![(at(1), at(2)), (at(3), at(4))], 2, at(4), None);
+        assert_eq!(issuer.wake_at(0, t0), Some(at(1)));
+        assert_eq!(issuer.wake_at(1, at(2)), Some(at(3)));
+        assert_eq!(issuer.wake_at(2, t0), None, "no free slot");
+        assert_eq!(issuer.wake_at(0, at(3)), None);
+        assert_eq!(Issuer::new(None, Vec::new(), 2, at(4), None).wake_at(0, t0), None);
+    }
+
     /// A staged schedule's lanes owe, stage by stage, what the integral of
     /// its rate puts in each stage, within a lane's op; nothing after it.
     #[test]

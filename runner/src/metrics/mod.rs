@@ -921,8 +921,16 @@ mod tests {
         let at = |s: f64| measure_from + Duration::from_secs_f64(s);
         let shared = Arc::new(SharedTimelines::new(Duration::from_millis(100)));
         let live = Arc::new(LiveCounters::default());
-        let mut r = Recorder::new([OpKind::Get, OpKind::Set].into_iter(), measure_from, live, shared.clone(), true, false, false)
-            .with_stages(vec![(at(0.0), at(1.0)), (at(1.0), at(2.0))]);
+        let mut r = Recorder::new(
+            [OpKind::Get, OpKind::Set].into_iter(),
+            measure_from,
+            live,
+            shared.clone(),
+            true,
+            false,
+            false,
+        )
+        .with_stages(vec![(at(0.0), at(1.0)), (at(1.0), at(2.0))]);
         let done = |kind, due: Instant, ms: u64, result| Completion {
             kind,
             issued: due,
@@ -951,7 +959,8 @@ mod tests {
         let mut cell = CellMetrics::new();
         cell.merge(r);
         cell.absorb_timelines(&shared);
-        let spec: crate::spec::OpenSpec = serde_yaml_ng::from_str("{stages: [{to: 10, over: 1s}, {hold: 1s}]}").unwrap();
+        let spec: crate::spec::OpenSpec =
+            serde_yaml_ng::from_str("{stages: [{to: 10, over: 1s}, {hold: 1s}]}").unwrap();
         let arrivals = spec.arrivals(Duration::from_millis(500), 1.0);
         let open = OpenLoad { spec: &spec, arrivals: &arrivals, window_start_s: 0.5 };
         let profile = crate::spec::ProfileSpec { closed: None, open: Some(spec.clone()) };

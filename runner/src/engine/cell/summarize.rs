@@ -34,7 +34,7 @@ pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
     let Merged { driver, metrics, window, status, incomplete, role_changes, read_rule, kept } = merged;
     let schedule = run.schedule();
     let open = schedule.as_ref().map(|(spec, arrivals)| OpenLoad {
-        spec: *spec,
+        spec,
         arrivals,
         window_start_s: run.cell.timing.warmup.as_secs_f64(),
     });

@@ -276,3 +276,22 @@ fn open_history(run: &CellRun<'_>, connection: usize, t0: Instant) -> anyhow::Re
     let scope = Scope { run: run.engine.run_tag, cell: run.position.0 as u16 };
     Ok(Some(books::HistoryLog { writer, t0, scope }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_runs_in_the_steps_with_more_clients_than_its_number() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let step = |from_s, to_s, clients| StageSpan { name: "s".into(), from_s, to_s, clients: Some(clients) };
+        let stages = [step(0.0, 1.0, 2), step(1.0, 2.0, 4), step(2.0, 3.0, 1)];
+        // The window starts 1 s after the clock: the warm-up runs the first step.
+        let bounds = [(at(1), at(2)), (at(2), at(3)), (at(3), at(4))];
+        assert_eq!(lane_steps(&stages, &bounds, 0, t0), [(t0, at(2)), (at(2), at(3)), (at(3), at(4))]);
+        assert_eq!(lane_steps(&stages, &bounds, 1, t0), [(t0, at(2)), (at(2), at(3))]);
+        assert_eq!(lane_steps(&stages, &bounds, 3, t0), [(at(2), at(3))]);
+        assert!(lane_steps(&[], &[], 0, t0).is_empty());
+    }
+}
