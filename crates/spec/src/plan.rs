@@ -211,12 +211,16 @@ pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String>
 }
 
 /// A staged profile's measured window is its stages' length; under
-/// `--quick` it is the quick window, the stages scaled to fill it.
+/// `--quick` it is the quick window, the stages (and the faults placed in
+/// them) scaled to fill it.
 fn staged_timing(timing: CellTiming, profile: &crate::ProfileSpec, quick: bool) -> CellTiming {
     let Some(length) = profile.stages_length() else { return timing };
     match quick {
-        true => CellTiming { stage_scale: timing.duration.as_secs_f64() / length.as_secs_f64().max(1e-9), ..timing },
-        false => CellTiming { duration: length, ..timing },
+        true => {
+            let scale = timing.duration.as_secs_f64() / length.as_secs_f64().max(1e-9);
+            CellTiming { stage_scale: scale, fault_scale: scale, ..timing }
+        }
+        false => CellTiming { duration: length, fault_scale: 1.0, ..timing },
     }
 }
 

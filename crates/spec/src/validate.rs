@@ -794,6 +794,7 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
 /// fields each action takes are the type's (crate::fault).
 fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn Catalog) -> Result<(), Problem> {
     let duration = s.timing.as_ref().and_then(|t| t.duration).unwrap_or(spec.timing.duration);
+    let unstaged = s.profiles.iter().any(|p| spec.profiles.get(p).is_some_and(|p| p.stages_length().is_none()));
     let targets = s.target.names();
     let mut names = HashSet::new();
     for (i, f) in s.faults.iter().enumerate() {
@@ -801,7 +802,8 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn Catalo
         if f.name.trim().is_empty() || !names.insert(f.name.as_str()) {
             return Err((format!("{at}.name"), format!("fault names must be unique and not empty (`{}`)", f.name)));
         }
-        if f.at >= duration {
+        // A staged profile's window is its stages' (validate_stages_window).
+        if f.at >= duration && unstaged {
             return Err((format!("{at}.at"), format!("is not inside the {duration} measured window")));
         }
         // The fault must hit one of the scenario's own targets.
@@ -985,6 +987,25 @@ mod stage_tests {
         assert!(e.message.contains("runs stages of 4s in all"), "{e}");
         assert!(error(open, "    timing: {duration: 4s}\n", "").is_none());
         let e = error(open, "    faults: [{name: f, at: 5s, action: pause, target: t}]\n", "").unwrap();
+        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].at"), "{e}");
+    }
+
+    /// A fault in a staged scenario is placed in the stages, whatever
+    /// `timing.duration` (which the stages replace) says.
+    #[test]
+    fn a_fault_falls_inside_the_stages() {
+        let text = "name: x\ntargets:\n  t: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\n\
+                    profiles:\n  p: {open: {stages: [{to: 100, over: 20s}]}}\ntiming: {duration: 2s}\nscenarios:\n\
+                    \x20 - {name: s, target: t, workload: w, profiles: [p],\n\
+                    \x20    faults: [{name: f, at: 10s, action: pause, target: t, heal_after: 1s}]}\n";
+        let plain = crate::catalog::plain::Plain;
+        let loaded = crate::parse(std::path::Path::new("t.yaml"), text, &[], &plain).unwrap();
+        // --quick scales the stages to its 2 s, and the fault with them.
+        let quick = crate::plan::build(&loaded, &crate::plan::PlanOptions { quick: true, only: vec![] }).unwrap();
+        let faults = quick.cells[0].timing.scaled_faults(&loaded.spec.scenarios[0].faults);
+        assert_eq!(faults[0].at.0, std::time::Duration::from_secs(1));
+        let late = text.replace("at: 10s", "at: 20s");
+        let e = crate::parse(std::path::Path::new("t.yaml"), &late, &[], &plain).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].at"), "{e}");
     }
 
