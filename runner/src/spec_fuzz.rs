@@ -162,10 +162,13 @@ fn exercise(path: &Path, text: &str) -> Result<(), SpecError> {
             }
         }
     }
-    // The engine paces an open loop by this period.
+    // The engine paces an open loop by its schedule's due times.
     for profile in loaded.spec.profiles.values() {
         if let Some(open) = &profile.open {
-            let _ = std::time::Duration::from_secs_f64(1.0 / open.rate);
+            let arrivals = open.arrivals(std::time::Duration::from_secs(1), 1.0);
+            for s in (0..3).filter_map(|k| arrivals.due_s(k)) {
+                let _ = std::time::Duration::from_secs_f64(s);
+            }
         }
     }
     for spec in loaded.spec.workloads.values().filter(|w| w.shape.is_none()) {

@@ -220,7 +220,15 @@ fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
         status_classes: Default::default(),
         per_op: [("get".to_string(), op.clone()), ("set".to_string(), op)].into_iter().collect(),
         timeline: (0..3)
-            .map(|t| TimelinePoint { t: t as f64, ok: 10 * t, failed: 1, mean_ms: 0.1, p99_ms: Some(0.5), max_ms: 1.0 })
+            .map(|t| TimelinePoint {
+                t: t as f64,
+                ok: 10 * t,
+                failed: 1,
+                mean_ms: 0.1,
+                p99_ms: Some(0.5),
+                max_ms: 1.0,
+                target_rate: None,
+            })
             .collect(),
         timeline_step_s: 1.0,
         schedule_lag_ms: open.then_some(latency).flatten(),
@@ -273,6 +281,7 @@ fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
             })
             .collect(),
         window_latency: vec![],
+        stages: vec![],
     };
     let roles = match faults.is_empty() {
         true => vec![],
@@ -284,7 +293,7 @@ fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
     CellResult {
         scenario: c.scenario.clone(),
         profile: c.profile.clone(),
-        shape: spec.profiles[&c.profile].load().to_string(),
+        shape: spec.profiles[&c.profile].shape(),
         target: c.target.clone(),
         workload: c.workload.clone(),
         variant: c.variant.clone(),

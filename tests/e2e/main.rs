@@ -26,4 +26,5 @@ mod runs;
 mod safety;
 mod secrets;
 mod sentinel;
+mod stages;
 mod verdict_truth;

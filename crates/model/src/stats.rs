@@ -109,6 +109,41 @@ pub struct CellStats {
     /// Cells with faults: latency before, during and after each fault.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub window_latency: Vec<WindowLatency>,
+    /// Staged profiles: each stage's schedule (open loop) and latency.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub stages: Vec<StageStats>,
+}
+
+/// One stage of a staged profile: an open loop's share of the schedule and
+/// what was sent of it, or a closed loop's step; and the latency of its
+/// ops. An op belongs to the stage it was due in (issued in, in a closed
+/// loop), as it belongs to the window.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageStats {
+    pub name: String,
+    /// Seconds into the measured window.
+    pub from_s: f64,
+    pub to_s: f64,
+    /// Open loop: the rate the stage asked, ops per second: its
+    /// schedule's ops over its length (the mean of a ramp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rate: Option<f64>,
+    /// Closed loop: the clients the step runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<u32>,
+    /// Ops the schedule had due in the stage: `sent + unsent` (a closed
+    /// loop has no schedule: what it sent).
+    pub due: u64,
+    pub sent: u64,
+    pub unsent: u64,
+    /// Ops sent per second of the stage.
+    pub achieved_rate: f64,
+    /// Of the ops sent, those that succeeded and those that failed.
+    pub ok: u64,
+    pub failed: u64,
+    /// Latency of the stage's successful ops per op kind; `null` when none
+    /// of that kind succeeded.
+    pub per_op: indexmap::IndexMap<String, Option<LatencyStats>>,
 }
 
 /// An open loop's accounting: every op due in the measured window was sent
@@ -116,7 +151,8 @@ pub struct CellStats {
 /// slot came before the window ended (k6's dropped iterations).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct OpenLoopStats {
-    /// The rate the profile asked for, ops per second.
+    /// The rate the profile asked for, ops per second; with stages, the
+    /// mean rate the stages asked over the window.
     pub rate: f64,
     /// The share of the schedule that must be sent for the cell to count
     /// as measured (the profile's `min_sent`).
@@ -180,6 +216,10 @@ pub struct TimelinePoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_ms: Option<f64>,
     pub max_ms: f64,
+    /// Open loop: the rate the schedule asked over the point, ops per
+    /// second (its due ops over its width), beside the achieved `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rate: Option<f64>,
 }
 
 /// One fault's cost, times in seconds after the fault was requested.

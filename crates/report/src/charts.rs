@@ -163,7 +163,8 @@ fn first_of_variant(cells: &[&CellResult], i: usize) -> Option<String> {
     })
 }
 
-/// Two panels over the measured window: successful ops per second, and the
+/// Two panels over the measured window: successful ops per second (an open
+/// loop's asked rate dashed beneath), and the
 /// p99 (solid; at most 25% high, see `TimelinePoint::p99_ms`) and max (dots)
 /// latency of each timeline bucket (a second, or 100 ms in windows of 5 s
 /// or less); faults shaded from their request to their heal (or the
@@ -173,8 +174,11 @@ fn timeline(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
     let points = |c: &CellResult| c.stats.as_ref().map(|s| s.timeline.clone()).unwrap_or_default();
     let step = |c: &CellResult| c.stats.as_ref().map_or(1.0, |s| s.timeline_step_s.max(1e-3));
     let per_second = |c: &CellResult, ok: u64| ok as f64 / step(c);
-    let max_ops =
-        cells.iter().flat_map(|c| points(c).into_iter().map(move |p| per_second(c, p.ok))).fold(1.0, f64::max) * 1.1;
+    let max_ops = cells
+        .iter()
+        .flat_map(|c| points(c).into_iter().map(move |p| per_second(c, p.ok).max(p.target_rate.unwrap_or(0.0))))
+        .fold(1.0, f64::max)
+        * 1.1;
     let max_ms = cells.iter().flat_map(|c| points(c)).map(|p| p.max_ms).fold(0.1, f64::max) * 1.1;
     let colors = variant_colors(cells);
     let mut svg = String::new();
@@ -228,6 +232,16 @@ fn timeline(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
                 (from as i32, y + 3 + row * 15),
                 ("sans-serif", 12).into_font().color(&RGBColor(150, 20, 20)),
             ))?;
+        }
+        // An open loop's asked rate, once (every cell of a group runs the
+        // same profile): black dashes under the achieved lines.
+        if let Some(cell) = cells.iter().find(|c| points(c).iter().any(|p| p.target_rate.is_some())) {
+            let half = step(cell) / 2.0;
+            let asked: Vec<(f64, f64)> =
+                points(cell).iter().filter_map(|p| Some((p.t + half, p.target_rate?))).collect();
+            ops.draw_series(DashedLineSeries::new(asked, 6, 4, BLACK.mix(0.6).stroke_width(1)))?
+                .label("asked rate")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.mix(0.6).stroke_width(1)));
         }
         for (i, cell) in cells.iter().enumerate() {
             let color = colors[i];

@@ -9,6 +9,7 @@
 //! `cargo test -p faultline-spec`. Errors name the file, line, column and
 //! field (see [`locate`]).
 
+pub mod arrivals;
 pub mod catalog;
 mod credentials;
 pub mod docker;

@@ -57,14 +57,17 @@ impl Need {
     }
 }
 
-/// What `load` of `workload` against a target whose kind costs `cost` needs.
-pub fn need(load: Load<'_>, workload: &WorkloadSpec, cost: KindCost) -> Need {
+/// What `load` (in `stages` stages, or 0) of `workload` against a target
+/// whose kind costs `cost` needs.
+pub fn need(load: Load<'_>, stages: u64, workload: &WorkloadSpec, cost: KindCost) -> Need {
     let (connections, in_flight) = match load {
         Load::Closed(s) => (u64::from(s.clients), u64::from(s.in_flight)),
         Load::Open(o) => (u64::from(o.connections), u64::from(o.in_flight)),
     };
-    // One histogram per op kind, and one for the schedule's lag in an open loop.
-    let histograms = workload.ops.len().max(1) as u64 + u64::from(matches!(load, Load::Open(_)));
+    // One histogram per op kind (and per op kind in each stage), and one
+    // for the schedule's lag in an open loop.
+    let kinds = workload.ops.len().max(1) as u64;
+    let histograms = kinds * (1 + stages) + u64::from(matches!(load, Load::Open(_)));
     let value = match &workload.value_size {
         ValueSizeSpec::Fixed(s) => s.0,
         ValueSizeSpec::Range { max, .. } => max.0,
@@ -156,7 +159,7 @@ mod tests {
     #[test]
     fn a_load_is_refused_with_what_it_would_need() {
         let w = workload("{ops: {get: 1, set: 1}, value_size: 768B}");
-        let huge = need(Load::Closed(ClosedShape { clients: 10_000, in_flight: 10_000 }), &w, SOCKET);
+        let huge = need(Load::Closed(ClosedShape { clients: 10_000, in_flight: 10_000 }), 0, &w, SOCKET);
         assert_eq!(huge.slots, 100_000_000);
         assert_eq!(huge.per_slot, 256 + 768);
         let message = refusal(&huge, 8 << 30).expect("100 million slots of 1 KiB do not fit in 8 GiB");
@@ -165,10 +168,10 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("half of this machine's 16.0 GiB"), "{message}");
-        let small = need(Load::Closed(ClosedShape { clients: 3, in_flight: 32 }), &w, SOCKET);
+        let small = need(Load::Closed(ClosedShape { clients: 3, in_flight: 32 }), 0, &w, SOCKET);
         assert_eq!(refusal(&small, 8 << 30), None);
         // A MongoDB client is a pool of its own: 5000 of them do not fit in 8 GiB.
-        let clients = need(Load::Closed(ClosedShape { clients: 5000, in_flight: 1 }), &w, POOL);
+        let clients = need(Load::Closed(ClosedShape { clients: 5000, in_flight: 1 }), 0, &w, POOL);
         assert!(refusal(&clients, 8 << 30).is_some());
         assert_eq!(bytes_text(512), "512 B");
     }

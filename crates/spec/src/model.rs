@@ -289,15 +289,88 @@ impl<'de> Deserialize<'de> for ValueSizeSpec {
 }
 
 /// How much load: a closed loop (`closed: 3x32`, clients × in-flight per
-/// client) or an open loop at a constant arrival rate (`open: {rate: 20000}`).
-/// Exactly one of the two.
+/// client, or clients in steps) or an open loop at an arrival rate
+/// (`open: {rate: 20000}`, or a rate in stages). Exactly one of the two.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileSpec {
     #[serde(default)]
-    pub closed: Option<ClosedShape>,
+    pub closed: Option<ClosedSpec>,
     #[serde(default)]
     pub open: Option<OpenSpec>,
+}
+
+/// A closed loop: a fixed shape (`3x32`), or clients added (or taken
+/// away) in steps, `{stages: [{clients: 4, hold: 30s}, …], in_flight: 32}`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ClosedSpec {
+    Shape(ClosedShape),
+    Stages(ClosedStages),
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClosedStages {
+    /// The steps, one after another: together the measured window.
+    pub stages: Vec<ClosedStage>,
+    /// Ops each client keeps in flight.
+    #[serde(default = "default_closed_in_flight")]
+    pub in_flight: u32,
+}
+
+fn default_closed_in_flight() -> u32 {
+    1
+}
+
+/// One step of a closed loop: how many clients run, for how long.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClosedStage {
+    /// What results and gates call it; default `stage1`, `stage2`, ….
+    #[serde(default)]
+    pub name: Option<String>,
+    pub clients: u32,
+    pub hold: Dur,
+}
+
+/// By hand rather than `untagged`, so a bad shape keeps its own message
+/// ("invalid closed-loop shape `3*32`") instead of "did not match any variant".
+impl<'de> Deserialize<'de> for ClosedSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ClosedVisitor;
+        impl<'de> serde::de::Visitor<'de> for ClosedVisitor {
+            type Value = ClosedSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("clients x in-flight such as 3x32, or {stages: [{clients: 4, hold: 30s}, …]}")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ClosedSpec, E> {
+                ClosedShape::parse(v).map(ClosedSpec::Shape).map_err(E::custom)
+            }
+            // A shape never reads as a number, unless it is `0xN`: hex.
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ClosedSpec, E> {
+                Err(read_as_number(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ClosedSpec, E> {
+                Err(read_as_number(v))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<ClosedSpec, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ClosedSpec, A::Error> {
+                ClosedStages::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(ClosedSpec::Stages)
+            }
+        }
+        d.deserialize_any(ClosedVisitor)
+    }
+}
+
+/// A closed-loop shape YAML took for a number: its words, since the text
+/// (`0x1`) is gone by then.
+fn read_as_number<E: serde::de::Error>(v: impl std::fmt::Display) -> E {
+    E::custom(format!(
+        "YAML reads this closed-loop shape as the number {v} (`0x…` is hex): write clients x in-flight, at least 1x1, e.g. 1x1 or 3x32"
+    ))
 }
 
 /// A validated profile.
@@ -308,13 +381,72 @@ pub enum Load<'a> {
 }
 
 impl ProfileSpec {
-    /// Validation guarantees exactly one of `closed` and `open`.
+    /// Validation guarantees exactly one of `closed` and `open`. A closed
+    /// loop in steps is its largest: every client it ever runs is opened.
     pub fn load(&self) -> Load<'_> {
         match (&self.closed, &self.open) {
-            (Some(c), _) => Load::Closed(*c),
+            (Some(ClosedSpec::Shape(c)), _) => Load::Closed(*c),
+            (Some(ClosedSpec::Stages(c)), _) => Load::Closed(ClosedShape {
+                clients: c.stages.iter().map(|s| s.clients).max().unwrap_or(1),
+                in_flight: c.in_flight,
+            }),
             (None, Some(o)) => Load::Open(o),
             (None, None) => unreachable!("validated: a profile is closed or open"),
         }
+    }
+
+    /// How results and `--dry-run` name its shape: the load's, and a
+    /// closed loop in steps as `closed 3 stages up to 16x32`.
+    pub fn shape(&self) -> String {
+        match (&self.closed, self.load()) {
+            (Some(ClosedSpec::Stages(c)), Load::Closed(largest)) => {
+                format!("closed {} stages up to {largest}", c.stages.len())
+            }
+            (_, load) => load.to_string(),
+        }
+    }
+
+    /// Its stages' names (given, or `stage` and their 1-based place) and
+    /// lengths, open or closed; empty without stages.
+    fn stage_list(&self) -> Vec<(String, std::time::Duration, Option<u32>)> {
+        let name = |i: usize, n: &Option<String>| n.clone().unwrap_or_else(|| format!("stage{}", i + 1));
+        match (&self.closed, &self.open) {
+            (Some(ClosedSpec::Stages(c)), _) => {
+                c.stages.iter().enumerate().map(|(i, s)| (name(i, &s.name), s.hold.0, Some(s.clients))).collect()
+            }
+            (_, Some(o)) => o
+                .stages
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, s)| (name(i, &s.name), s.hold.or(s.over).map_or(std::time::Duration::ZERO, |d| d.0), None))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Each stage's name: its own, or `stage` and its 1-based place.
+    pub fn stage_names(&self) -> Vec<String> {
+        self.stage_list().into_iter().map(|(name, _, _)| name).collect()
+    }
+
+    /// The stages' total length: the measured window of a staged profile.
+    pub fn stages_length(&self) -> Option<std::time::Duration> {
+        let stages = self.stage_list();
+        (!stages.is_empty()).then(|| stages.iter().map(|(_, len, _)| *len).sum())
+    }
+
+    /// Where each stage lies in the measured window, its lengths times
+    /// `scale` (see `CellTiming`); empty without stages.
+    pub fn stage_spans(&self, scale: f64) -> Vec<StageSpan> {
+        let mut at = 0.0;
+        self.stage_list()
+            .into_iter()
+            .map(|(name, len, clients)| {
+                at += len.as_secs_f64() * scale;
+                StageSpan { name, from_s: at - len.as_secs_f64() * scale, to_s: at, clients }
+            })
+            .collect()
     }
 }
 
@@ -322,7 +454,17 @@ impl std::fmt::Display for Load<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Load::Closed(s) => write!(f, "closed {s}"),
-            Load::Open(o) => write!(f, "open {}/s over {}x{}", o.rate, o.connections, o.in_flight),
+            Load::Open(o) => match (o.rate, &o.stages) {
+                (Some(rate), _) => write!(f, "open {rate}/s over {}x{}", o.connections, o.in_flight),
+                (None, stages) => write!(
+                    f,
+                    "open {} stages up to {}/s over {}x{}",
+                    stages.iter().flatten().count(),
+                    o.peak_rate(),
+                    o.connections,
+                    o.in_flight
+                ),
+            },
         }
     }
 }
@@ -337,8 +479,18 @@ pub struct ClosedShape {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OpenSpec {
-    /// Target arrival rate in ops per second.
-    pub rate: f64,
+    /// Target arrival rate in ops per second, constant; or `stages`.
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// With `stages`: the rate the warm-up runs at and the first stage
+    /// starts from, ops per second (default 0).
+    #[serde(default)]
+    pub from: Option<f64>,
+    /// The rate in stages, one after another, instead of `rate`: each ramps
+    /// it linearly (`{to: 5000, over: 30s}`) or holds it (`{hold: 1m}`).
+    /// Together they are the measured window.
+    #[serde(default)]
+    pub stages: Option<Vec<OpenStage>>,
     /// Client connections the arrivals are spread over.
     #[serde(default = "default_open_connections")]
     pub connections: u32,
@@ -352,6 +504,72 @@ pub struct OpenSpec {
     /// was not what the spec asked for.
     #[serde(default = "default_min_sent")]
     pub min_sent: f64,
+}
+
+/// One stage of an open loop's rate: a ramp or a hold.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpenStage {
+    /// What results and gates call it (`stage: peak`); default `stage1`,
+    /// `stage2`, … by its place in the list.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A ramp: the rate at the stage's end, ops per second, reached
+    /// linearly from the rate the stage starts at.
+    #[serde(default)]
+    pub to: Option<f64>,
+    /// A ramp: how long it takes.
+    #[serde(default)]
+    pub over: Option<Dur>,
+    /// A hold: how long the rate stays where the stage before left it.
+    #[serde(default)]
+    pub hold: Option<Dur>,
+}
+
+/// A stage's place in the measured window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageSpan {
+    pub name: String,
+    /// Seconds into the measured window.
+    pub from_s: f64,
+    pub to_s: f64,
+    /// A closed loop's step: how many clients run in it.
+    pub clients: Option<u32>,
+}
+
+impl OpenSpec {
+    /// Each stage's length in seconds (times `scale`, see `CellTiming`) and
+    /// the rate it ends at.
+    fn stage_rates(&self, scale: f64) -> Vec<(f64, f64)> {
+        let mut rate = self.from.unwrap_or(0.0);
+        let stages = self.stages.iter().flatten();
+        stages
+            .map(|s| {
+                rate = s.to.unwrap_or(rate);
+                (s.hold.or(s.over).map_or(0.0, |d| d.0.as_secs_f64()) * scale, rate)
+            })
+            .collect()
+    }
+
+    /// The schedule from the start of the warm-up: `rate` throughout, or
+    /// the warm-up at `from` and then the stages, their lengths times
+    /// `scale`.
+    pub fn arrivals(&self, warmup: std::time::Duration, scale: f64) -> crate::arrivals::Arrivals {
+        match self.rate {
+            Some(rate) => crate::arrivals::Arrivals::constant(rate),
+            None => crate::arrivals::Arrivals::staged(
+                warmup.as_secs_f64(),
+                self.from.unwrap_or(0.0),
+                &self.stage_rates(scale),
+            ),
+        }
+    }
+
+    /// The highest rate it asks for.
+    pub fn peak_rate(&self) -> f64 {
+        let stages = self.stage_rates(1.0).into_iter().map(|(_, r)| r);
+        self.rate.into_iter().chain(self.from).chain(stages).fold(0.0, f64::max)
+    }
 }
 
 fn default_min_sent() -> f64 {

@@ -60,6 +60,10 @@ pub struct CellTiming {
     /// at or past the quick window's end); then the quick window over the
     /// scenario's own, so every fault keeps its place in the window.
     pub fault_scale: f64,
+    /// What a staged profile's stage lengths are multiplied by: 1, or
+    /// under `--quick` the quick window over the stages' length, so the
+    /// stages fill the quick window.
+    pub stage_scale: f64,
 }
 
 impl CellTiming {
@@ -168,6 +172,7 @@ pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String>
                     true => duration.as_secs_f64() / full_duration.as_secs_f64().max(1e-9),
                     false => 1.0,
                 },
+                stage_scale: 1.0,
             };
             let variants = scenario.variants();
             for repeat in 1..=repeats {
@@ -184,6 +189,8 @@ pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String>
                             return Err(too_many_cells(&campaign_scenario.name));
                         }
                         let instance = instance_name(loaded, &scenario.name, &target, point.as_deref());
+                        let profile_spec = &point.as_ref().map_or(spec, |p| &p.spec).profiles[profile];
+                        let timing = staged_timing(timing, profile_spec, options.quick);
                         cells.push(Cell {
                             scenario: scenario.name.clone(),
                             profile: profile.clone(),
@@ -201,6 +208,20 @@ pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String>
         }
     }
     Ok(Plan { cells, subset_reasons })
+}
+
+/// A staged profile's measured window is its stages' length; under
+/// `--quick` it is the quick window, the stages (and the faults placed in
+/// them) scaled to fill it.
+fn staged_timing(timing: CellTiming, profile: &crate::ProfileSpec, quick: bool) -> CellTiming {
+    let Some(length) = profile.stages_length() else { return timing };
+    match quick {
+        true => {
+            let scale = timing.duration.as_secs_f64() / length.as_secs_f64().max(1e-9);
+            CellTiming { stage_scale: scale, fault_scale: scale, ..timing }
+        }
+        false => CellTiming { duration: length, fault_scale: 1.0, ..timing },
+    }
 }
 
 fn too_many_cells(scenario: &str) -> String {
@@ -254,7 +275,7 @@ impl Plan {
             let _ = writeln!(out, "  note: {reason} (the verdict will be INCOMPLETE)");
         }
         for (i, c) in self.cells.iter().enumerate() {
-            let shape = c.spec(spec).profiles[&c.profile].load().to_string();
+            let shape = c.spec(spec).profiles[&c.profile].shape();
             let _ = writeln!(
                 out,
                 "  {:>3}. {:<40} {:<24} workload {:<12} warm-up {}, measure {}, deadline {}",
@@ -351,6 +372,36 @@ mod tests {
         assert!(described.contains("b[fsync=always]@s"), "{described}");
         // The test catalog serves every kind with `true`.
         assert!(described.contains("true --appendfsync everysec"), "{described}");
+    }
+
+    #[test]
+    fn a_staged_profile_measures_its_stages() {
+        let text = TWO_TARGETS.replace("q: {closed: 2x2}", "q: {open: {stages: [{to: 50, over: 2s}, {hold: 3s}]}}");
+        let loaded = spec(&text);
+        let plan = build(&loaded, &PlanOptions::default()).unwrap();
+        let timing = |plan: &Plan, profile: &str| plan.cells.iter().find(|c| c.profile == profile).unwrap().timing;
+        assert_eq!(timing(&plan, "p").duration, Duration::from_secs(3));
+        assert_eq!((timing(&plan, "q").duration, timing(&plan, "q").stage_scale), (Duration::from_secs(5), 1.0));
+        assert_eq!(loaded.spec.profiles["q"].load().to_string(), "open 2 stages up to 50/s over 4x64");
+        let closed = TWO_TARGETS
+            .replace("q: {closed: 2x2}", "q: {closed: {stages: [{clients: 1, hold: 1s}, {clients: 3, hold: 1s}]}}");
+        let closed = build(&spec(&closed), &PlanOptions::default()).unwrap();
+        assert_eq!(timing(&closed, "q").duration, Duration::from_secs(2));
+        let q = &spec(&TWO_TARGETS.replace(
+            "q: {closed: 2x2}",
+            "q: {closed: {stages: [{clients: 1, hold: 1s}, {clients: 3, hold: 1s}], in_flight: 4}}",
+        ))
+        .spec
+        .profiles["q"];
+        assert_eq!((q.shape(), q.load().to_string()), ("closed 2 stages up to 3x4".into(), "closed 3x4".into()));
+        let spans = q.stage_spans(0.5);
+        assert_eq!(
+            (spans[1].name.as_str(), spans[1].from_s, spans[1].to_s, spans[1].clients),
+            ("stage2", 0.5, 1.0, Some(3))
+        );
+        // --quick: the 2 s quick window, the stages scaled to fill it.
+        let quick = build(&loaded, &PlanOptions { quick: true, only: vec![] }).unwrap();
+        assert_eq!((timing(&quick, "q").duration, timing(&quick, "q").stage_scale), (Duration::from_secs(2), 0.4));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use faultline_model::checks::CheckerName;
 use super::model::*;
 use crate::catalog::{Catalog, KindInfo};
 use crate::fault::FaultKind;
+use crate::units::Dur;
 
 /// The failing field's dotted path and the message.
 pub type Problem = (String, String);
@@ -46,33 +47,9 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
         match (&profile.closed, &profile.open) {
             (Some(_), Some(_)) => return Err((at, "give either `closed` or `open`, not both".into())),
             (None, None) => return Err((at, "needs `closed: CxI` (e.g. 3x32) or `open: {rate: N}`".into())),
-            (None, Some(open)) => {
-                if !(open.rate.is_finite() && open.rate > 0.0) {
-                    return Err((format!("{at}.open.rate"), "must be a positive number of ops per second".into()));
-                }
-                if !(MIN_OPEN_RATE..=MAX_OPEN_RATE).contains(&open.rate) {
-                    return Err((
-                        format!("{at}.open.rate"),
-                        "must be from 0.0000116 (one op a day) to 1000000000 ops per second (one a nanosecond)".into(),
-                    ));
-                }
-                if open.connections == 0 || open.in_flight == 0 {
-                    return Err((format!("{at}.open"), "connections and in_flight must be at least 1".into()));
-                }
-                if open.connections > MAX_CONNECTIONS {
-                    return Err((format!("{at}.open.connections"), format!("must be at most {MAX_CONNECTIONS}")));
-                }
-                if open.in_flight > MAX_IN_FLIGHT {
-                    return Err((format!("{at}.open.in_flight"), format!("must be at most {MAX_IN_FLIGHT}")));
-                }
-                if !(0.0..=1.0).contains(&open.min_sent) {
-                    return Err((
-                        format!("{at}.open.min_sent"),
-                        "must be a share of the schedule from 0 to 1, e.g. 0.99".into(),
-                    ));
-                }
-            }
-            (Some(_), None) => {}
+            (None, Some(open)) => validate_open(&format!("{at}.open"), open)?,
+            (Some(ClosedSpec::Stages(closed)), None) => validate_closed_stages(&format!("{at}.closed"), closed)?,
+            (Some(ClosedSpec::Shape(_)), None) => {}
         }
     }
     validate_timing("timing", &spec.timing)?;
@@ -107,6 +84,9 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
                         at.clone(),
                         format!("needs the `{}` checker: add it to `checkers:`", missing.as_str()),
                     ));
+                }
+                if let Some(stage) = expr.stages().into_iter().find(|name| !stage_named(spec, gate, name)) {
+                    return Err((at.clone(), unknown_stage(spec, gate, &stage)));
                 }
                 for (target, baseline) in expr.ratio_pairs() {
                     validate_ratio_pair(spec, &at, gate.scenario.as_deref(), &target, &baseline)?;
@@ -421,6 +401,191 @@ fn validate_checkers(spec: &Spec) -> Result<(), Problem> {
     Ok(())
 }
 
+fn validate_open(at: &str, open: &OpenSpec) -> Result<(), Problem> {
+    let stages = match (open.rate, &open.stages) {
+        (Some(_), Some(_)) => {
+            return Err((
+                format!("{at}.stages"),
+                "give either `rate` (a constant rate) or `stages` (a rate that ramps and holds), not both".into(),
+            ))
+        }
+        (None, None) => {
+            return Err((
+                at.into(),
+                "needs `rate: N` (ops per second) or `stages`, e.g. `stages: [{to: 5000, over: 30s}, {hold: 1m}]`"
+                    .into(),
+            ))
+        }
+        (Some(rate), None) => {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err((format!("{at}.rate"), "must be a positive number of ops per second".into()));
+            }
+            if !(MIN_OPEN_RATE..=MAX_OPEN_RATE).contains(&rate) {
+                return Err((
+                    format!("{at}.rate"),
+                    "must be from 0.0000116 (one op a day) to 1000000000 ops per second (one a nanosecond)".into(),
+                ));
+            }
+            if open.from.is_some() {
+                return Err((
+                    format!("{at}.from"),
+                    "is the rate `stages` start from: a constant `rate` has none".into(),
+                ));
+            }
+            &[][..]
+        }
+        (None, Some(stages)) => stages.as_slice(),
+    };
+    let staged_rate = |field: String, rate: f64| match rate.is_finite() && (0.0..=MAX_OPEN_RATE).contains(&rate) {
+        true => Ok(()),
+        false => Err((field, "must be a rate from 0 to 1000000000 ops per second".to_string())),
+    };
+    if let Some(from) = open.from {
+        staged_rate(format!("{at}.from"), from)?;
+    }
+    if open.rate.is_none() && stages.is_empty() {
+        return Err((format!("{at}.stages"), "needs at least one stage".into()));
+    }
+    for (i, stage) in stages.iter().enumerate() {
+        let at = format!("{at}.stages[{i}]");
+        let positive = |field: &str, d: Dur| match d.0.is_zero() {
+            true => Err((format!("{at}.{field}"), "must be longer than 0s".to_string())),
+            false => Ok(()),
+        };
+        match (stage.to, stage.over, stage.hold) {
+            (Some(to), Some(over), None) => {
+                staged_rate(format!("{at}.to"), to)?;
+                positive("over", over)?;
+            }
+            (None, None, Some(hold)) => positive("hold", hold)?,
+            (_, _, Some(_)) => {
+                return Err((
+                    format!("{at}.hold"),
+                    "a stage ramps (`{to: RATE, over: DURATION}`) or holds (`{hold: DURATION}`), not both".into(),
+                ))
+            }
+            (Some(_), None, None) => {
+                return Err((at, "a ramp needs `over: DURATION`, how long it takes to reach `to`".into()))
+            }
+            (None, Some(_), None) => return Err((at, "a ramp needs `to: RATE`, the rate it ends at".into())),
+            (None, None, None) => {
+                return Err((
+                    at,
+                    "needs `to` and `over` (a ramp, e.g. `{to: 5000, over: 30s}`) or `hold: DURATION`".into(),
+                ))
+            }
+        }
+    }
+    stage_names(at, stages.iter().map(|s| s.name.as_deref()))?;
+    if open.rate.is_none() && open.peak_rate() <= 0.0 {
+        return Err((format!("{at}.stages"), "every stage's rate is 0: the stages never ask for an op".into()));
+    }
+    if open.connections == 0 || open.in_flight == 0 {
+        return Err((at.into(), "connections and in_flight must be at least 1".into()));
+    }
+    if open.connections > MAX_CONNECTIONS {
+        return Err((format!("{at}.connections"), format!("must be at most {MAX_CONNECTIONS}")));
+    }
+    if open.in_flight > MAX_IN_FLIGHT {
+        return Err((format!("{at}.in_flight"), format!("must be at most {MAX_IN_FLIGHT}")));
+    }
+    if !(0.0..=1.0).contains(&open.min_sent) {
+        return Err((format!("{at}.min_sent"), "must be a share of the schedule from 0 to 1, e.g. 0.99".into()));
+    }
+    Ok(())
+}
+
+/// The profiles a gate covers: the one it names, or all.
+fn gate_profiles<'a>(spec: &'a Spec, gate: &'a GateSpec) -> impl Iterator<Item = (&'a String, &'a ProfileSpec)> {
+    spec.profiles.iter().filter(move |(name, _)| gate.profile.as_ref().is_none_or(|p| p == *name))
+}
+
+/// Whether a profile the gate covers has a stage `name`.
+fn stage_named(spec: &Spec, gate: &GateSpec, name: &str) -> bool {
+    gate_profiles(spec, gate).any(|(_, p)| p.stage_names().iter().any(|s| s == name))
+}
+
+fn unknown_stage(spec: &Spec, gate: &GateSpec, name: &str) -> String {
+    let mut known: Vec<String> = Vec::new();
+    for (_, p) in gate_profiles(spec, gate) {
+        for stage in p.stage_names() {
+            if !known.contains(&stage) {
+                known.push(stage);
+            }
+        }
+    }
+    match (&gate.profile, known.is_empty()) {
+        (Some(p), true) => format!("names stage `{name}`, but profile `{p}` has no stages"),
+        (None, true) => format!("names stage `{name}`, but no profile has stages (`stages: [...]`)"),
+        (Some(p), false) => {
+            format!("names stage `{name}`, which profile `{p}` does not have (its stages: {})", known.join(", "))
+        }
+        (None, false) => format!("names stage `{name}`, which no profile has (known stages: {})", known.join(", ")),
+    }
+}
+
+/// A closed loop in steps: each step's clients and length.
+fn validate_closed_stages(at: &str, closed: &ClosedStages) -> Result<(), Problem> {
+    if closed.stages.is_empty() {
+        return Err((format!("{at}.stages"), "needs at least one stage, e.g. `{clients: 4, hold: 30s}`".into()));
+    }
+    if !(1..=MAX_IN_FLIGHT).contains(&closed.in_flight) {
+        return Err((format!("{at}.in_flight"), format!("must be from 1 to {MAX_IN_FLIGHT}")));
+    }
+    for (i, stage) in closed.stages.iter().enumerate() {
+        if !(1..=MAX_CONNECTIONS).contains(&stage.clients) {
+            return Err((format!("{at}.stages[{i}].clients"), format!("must be from 1 to {MAX_CONNECTIONS}")));
+        }
+        if stage.hold.0.is_zero() {
+            return Err((format!("{at}.stages[{i}].hold"), "must be longer than 0s".into()));
+        }
+    }
+    stage_names(at, closed.stages.iter().map(|s| s.name.as_deref()))
+}
+
+/// Stage names as gates write them (one word of the gate language), each
+/// once; a stage without one is `stage` and its 1-based place.
+fn stage_names<'a>(at: &str, names: impl Iterator<Item = Option<&'a str>>) -> Result<(), Problem> {
+    let mut seen = HashSet::new();
+    for (i, name) in names.enumerate() {
+        let name = name.map_or_else(|| format!("stage{}", i + 1), str::to_string);
+        let word = name.starts_with(|c: char| c.is_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !word {
+            return Err((
+                format!("{at}.stages[{i}].name"),
+                format!("`{name}` is not a stage name: letters, digits, `_`, `-` and `.`, starting with a letter"),
+            ));
+        }
+        if !seen.insert(name.clone()) {
+            return Err((format!("{at}.stages[{i}].name"), format!("two stages are named `{name}`")));
+        }
+    }
+    Ok(())
+}
+
+/// A staged profile's window is its stages' length: a scenario's own
+/// `duration` must agree, and its faults must fall inside.
+fn validate_stages_window(s: &ScenarioSpec, at: &str, p: &str, profile: &ProfileSpec) -> Result<(), Problem> {
+    let Some(length) = profile.stages_length() else { return Ok(()) };
+    let length = Dur(length);
+    if let Some(duration) = s.timing.as_ref().and_then(|t| t.duration).filter(|d| *d != length) {
+        return Err((
+            format!("{at}.timing.duration"),
+            format!(
+                "is {duration}, but profile `{p}` runs stages of {length} in all, which are its measured window: drop `duration` or make it {length}"
+            ),
+        ));
+    }
+    if let Some((i, f)) = s.faults.iter().enumerate().find(|(_, f)| f.at >= length) {
+        return Err((
+            format!("{at}.faults[{i}].at"),
+            format!("is not inside the {length} of profile `{p}`'s stages (its measured window), at `{}`", f.name),
+        ));
+    }
+    Ok(())
+}
+
 fn validate_timing(at: &str, t: &TimingSpec) -> Result<(), Problem> {
     if t.duration.0.is_zero() {
         return Err((format!("{at}.duration"), "must be longer than 0s".into()));
@@ -476,7 +641,8 @@ fn fits_in_memory(
         let workload = &spec.workloads[name];
         for t in s.target.names() {
             let Ok(kind) = catalog.kind(&spec.targets[&t].kind, None) else { continue };
-            let need = super::memory::need(profile.load(), workload, kind.cost());
+            let stages = profile.stage_names().len() as u64;
+            let need = super::memory::need(profile.load(), stages, workload, kind.cost());
             if let Some(why) = super::memory::refusal(&need, budget) {
                 return Err((
                     field,
@@ -588,7 +754,14 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
                     format!("workload `{w}` runs contention rounds (distribution: rounds), which a closed loop drives: profile `{p}` is an open loop"),
                 ));
             }
+            if let (Some(w), Some(ClosedSpec::Stages(_))) = (rounds, &profile.closed) {
+                return Err((
+                    format!("{at}.profiles[{j}]"),
+                    format!("workload `{w}` runs contention rounds (distribution: rounds), which need every client from the start: profile `{p}` adds clients in stages"),
+                ));
+            }
             fits_in_memory(spec, s, p, profile, &workloads, catalog)?;
+            validate_stages_window(s, &at, p, profile)?;
         }
         validate_faults(spec, s, &at, catalog)?;
         cells = cells.saturating_add(cells_of(spec, s));
@@ -621,6 +794,7 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
 /// fields each action takes are the type's (crate::fault).
 fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn Catalog) -> Result<(), Problem> {
     let duration = s.timing.as_ref().and_then(|t| t.duration).unwrap_or(spec.timing.duration);
+    let unstaged = s.profiles.iter().any(|p| spec.profiles.get(p).is_some_and(|p| p.stages_length().is_none()));
     let targets = s.target.names();
     let mut names = HashSet::new();
     for (i, f) in s.faults.iter().enumerate() {
@@ -628,7 +802,8 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn Catalo
         if f.name.trim().is_empty() || !names.insert(f.name.as_str()) {
             return Err((format!("{at}.name"), format!("fault names must be unique and not empty (`{}`)", f.name)));
         }
-        if f.at >= duration {
+        // A staged profile's window is its stages' (validate_stages_window).
+        if f.at >= duration && unstaged {
             return Err((format!("{at}.at"), format!("is not inside the {duration} measured window")));
         }
         // The fault must hit one of the scenario's own targets.
@@ -720,4 +895,128 @@ fn undefined<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a String>
         "no {what} named `{name}` (defined: {})",
         if known.is_empty() { "none".to_string() } else { known.join(", ") }
     )
+}
+
+#[cfg(test)]
+mod stage_tests {
+    /// A spec with profile `p: {open: OPEN}` (and `extra` after the
+    /// scenario's profiles line): its error, if any.
+    fn error(open: &str, extra: &str, gates: &str) -> Option<crate::SpecError> {
+        let text = format!(
+            "name: x\ntargets:\n  t: {{kind: redis, provider: process}}\nworkloads:\n  w: {{ops: {{get: 1}}}}\n\
+             profiles:\n  p: {{open: {open}}}\n  c: {{closed: 1x1}}\nscenarios:\n  - name: s\n    target: t\n\
+             \x20   workload: w\n    profiles: [p, c]\n{extra}gates:{}",
+            if gates.is_empty() { " {}\n".to_string() } else { format!("\n{gates}") }
+        );
+        crate::parse(std::path::Path::new("t.yaml"), &text, &[], &crate::catalog::plain::Plain).err()
+    }
+
+    #[test]
+    fn stages_are_checked_where_they_stand() {
+        let ok = "{stages: [{to: 500, over: 2s}, {name: peak, hold: 2s}, {to: 0, over: 1s}]}";
+        assert!(error(ok, "", "  g: \"p99(get, stage: peak) < 10ms and unsent(stage: stage1) == 0\"\n").is_none());
+        for (open, field, why) in [
+            ("{rate: 5, stages: [{hold: 1s}]}", "profiles.p.open.stages", "not both"),
+            ("{connections: 2}", "profiles.p.open", "needs `rate: N`"),
+            ("{rate: 5, from: 2}", "profiles.p.open.from", "a constant `rate` has none"),
+            ("{stages: []}", "profiles.p.open.stages", "at least one stage"),
+            ("{stages: [{to: 5, over: 1s, hold: 2s}]}", "profiles.p.open.stages[0].hold", "not both"),
+            ("{stages: [{hold: 1s}, {to: 5}]}", "profiles.p.open.stages[1]", "needs `over: DURATION`"),
+            ("{stages: [{over: 1s}]}", "profiles.p.open.stages[0]", "needs `to: RATE`"),
+            ("{stages: [{name: a}]}", "profiles.p.open.stages[0]", "a ramp, e.g."),
+            ("{stages: [{to: -1, over: 1s}]}", "profiles.p.open.stages[0].to", "from 0 to 1000000000"),
+            ("{stages: [{to: 5, over: 0s}]}", "profiles.p.open.stages[0].over", "longer than 0s"),
+            ("{stages: [{to: 5, over: 1s}, {name: stage1, hold: 1s}]}", "profiles.p.open.stages[1].name", "two stages"),
+            ("{stages: [{name: '9 lives', hold: 1s}]}", "profiles.p.open.stages[0].name", "not a stage name"),
+            ("{stages: [{hold: 1s}, {to: 0, over: 1s}]}", "profiles.p.open.stages", "never ask for an op"),
+            ("{from: -3, stages: [{hold: 1s}]}", "profiles.p.open.from", "from 0 to 1000000000"),
+        ] {
+            let e = error(open, "", "").unwrap_or_else(|| panic!("{open}: no error"));
+            assert_eq!(e.field.as_deref(), Some(field), "{open}: {e}");
+            assert!(e.message.contains(why), "{open}: {e}");
+            assert_eq!(e.line, Some(7), "{open}: {e}");
+        }
+        // A stray field of a stage is serde's, located on its line.
+        let e = error("{stages: [{to: 5, ovr: 1s}]}", "", "").unwrap();
+        assert!(e.message.contains("unknown field `ovr`") && e.line == Some(7), "{e}");
+    }
+
+    /// A spec whose profile `c` is `{closed: CLOSED}`: its error, if any.
+    fn closed_error(closed: &str, gates: &str) -> Option<crate::SpecError> {
+        let text = format!(
+            "name: x\ntargets:\n  t: {{kind: redis, provider: process}}\nworkloads:\n  w: {{ops: {{get: 1}}}}\n\
+             profiles:\n  c: {{closed: {closed}}}\nscenarios:\n  - {{name: s, target: t, workload: w, profiles: [c]}}\n\
+             gates: {{{gates}}}\n"
+        );
+        crate::parse(std::path::Path::new("t.yaml"), &text, &[], &crate::catalog::plain::Plain).err()
+    }
+
+    #[test]
+    fn a_closed_loop_adds_clients_in_steps() {
+        let ok = "{stages: [{clients: 1, hold: 1s}, {name: busy, clients: 4, hold: 2s}], in_flight: 8}";
+        assert!(closed_error(ok, "g: \"p99(get, stage: busy) < 1s\"").is_none());
+        let e = closed_error(ok, "g: \"p99(get, stage: stage2) < 1s\"").unwrap();
+        assert!(e.message.contains("known stages: stage1, busy"), "{e}");
+        for (closed, field, why) in [
+            ("{stages: []}", "profiles.c.closed.stages", "at least one stage"),
+            ("{stages: [{clients: 0, hold: 1s}]}", "profiles.c.closed.stages[0].clients", "from 1 to 10000"),
+            ("{stages: [{clients: 2, hold: 0s}]}", "profiles.c.closed.stages[0].hold", "longer than 0s"),
+            ("{stages: [{clients: 2, hold: 1s}], in_flight: 0}", "profiles.c.closed.in_flight", "from 1 to 10000"),
+            (
+                "{stages: [{clients: 2, hold: 1s, name: a}, {clients: 3, hold: 1s, name: a}]}",
+                "profiles.c.closed.stages[1].name",
+                "two stages",
+            ),
+        ] {
+            let e = closed_error(closed, "").unwrap_or_else(|| panic!("{closed}: no error"));
+            assert_eq!(e.field.as_deref(), Some(field), "{closed}: {e}");
+            assert!(e.message.contains(why), "{closed}: {e}");
+        }
+        // A stage without its hold is serde's, and a bad shape keeps its own words.
+        let e = closed_error("{stages: [{clients: 2}]}", "").unwrap();
+        assert!(e.message.contains("missing field `hold`"), "{e}");
+        let e = closed_error("3*32", "").unwrap();
+        assert!(e.message.contains("invalid closed-loop shape `3*32`"), "{e}");
+    }
+
+    #[test]
+    fn the_window_is_the_stages_length() {
+        let open = "{stages: [{to: 500, over: 2s}, {hold: 2s}]}";
+        let e = error(open, "    timing: {duration: 10s}\n", "").unwrap();
+        assert_eq!(e.field.as_deref(), Some("scenarios[0].timing.duration"), "{e}");
+        assert!(e.message.contains("runs stages of 4s in all"), "{e}");
+        assert!(error(open, "    timing: {duration: 4s}\n", "").is_none());
+        let e = error(open, "    faults: [{name: f, at: 5s, action: pause, target: t}]\n", "").unwrap();
+        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].at"), "{e}");
+    }
+
+    /// A fault in a staged scenario is placed in the stages, whatever
+    /// `timing.duration` (which the stages replace) says.
+    #[test]
+    fn a_fault_falls_inside_the_stages() {
+        let text = "name: x\ntargets:\n  t: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\n\
+                    profiles:\n  p: {open: {stages: [{to: 100, over: 20s}]}}\ntiming: {duration: 2s}\nscenarios:\n\
+                    \x20 - {name: s, target: t, workload: w, profiles: [p],\n\
+                    \x20    faults: [{name: f, at: 10s, action: pause, target: t, heal_after: 1s}]}\n";
+        let plain = crate::catalog::plain::Plain;
+        let loaded = crate::parse(std::path::Path::new("t.yaml"), text, &[], &plain).unwrap();
+        // --quick scales the stages to its 2 s, and the fault with them.
+        let quick = crate::plan::build(&loaded, &crate::plan::PlanOptions { quick: true, only: vec![] }).unwrap();
+        let faults = quick.cells[0].timing.scaled_faults(&loaded.spec.scenarios[0].faults);
+        assert_eq!(faults[0].at.0, std::time::Duration::from_secs(1));
+        let late = text.replace("at: 10s", "at: 20s");
+        let e = crate::parse(std::path::Path::new("t.yaml"), &late, &[], &plain).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].at"), "{e}");
+    }
+
+    #[test]
+    fn a_gate_names_a_stage_some_profile_has() {
+        let open = "{stages: [{name: ramp, to: 500, over: 2s}, {name: peak, hold: 2s}]}";
+        let e = error(open, "", "  g: \"p99(get, stage: top) < 10ms\"\n").unwrap();
+        assert_eq!((e.field.as_deref(), e.line), (Some("gates.g"), Some(15)), "{e}");
+        assert!(e.message.contains("stage `top`, which no profile has (known stages: ramp, peak)"), "{e}");
+        let e = error(open, "", "  g: {expr: \"max(stage: peak) < 1s\", profile: c}\n").unwrap();
+        assert!(e.message.contains("profile `c` has no stages"), "{e}");
+        assert!(error(open, "", "  g: {expr: \"achieved_rate(stage: peak) > 1\", profile: p}\n").is_none());
+    }
 }

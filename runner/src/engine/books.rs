@@ -23,6 +23,8 @@ pub struct Settings {
     pub stop_at: Instant,
     /// Open loop: the schedule this lane serves.
     pub pacing: Option<Pacing>,
+    /// A closed loop in steps: when this lane runs (always, when empty).
+    pub active: Vec<(Instant, Instant)>,
     /// Contention rounds with several clients: the lane's seat at the gate.
     pub rounds: Option<RoundSeat>,
 }

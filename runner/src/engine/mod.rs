@@ -233,7 +233,7 @@ impl Engine<'_> {
     }
 
     fn shape(&self, cell: &Cell) -> String {
-        cell.spec(self.spec).profiles[&cell.profile].load().to_string()
+        cell.spec(self.spec).profiles[&cell.profile].shape()
     }
 
     /// One cell, phase by phase (engine/cell/): a phase that cannot go on

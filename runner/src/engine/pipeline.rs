@@ -208,7 +208,8 @@ pub async fn run(
     if let Some(c) = connection {
         lane.connected(c);
     }
-    let mut issuer = Issuer::new(settings.pacing, settings.in_flight, settings.stop_at, settings.rounds);
+    let mut issuer =
+        Issuer::new(settings.pacing, settings.active, settings.in_flight, settings.stop_at, settings.rounds);
     // One cancellation waiter and one timer for the lane's life, re-armed
     // each turn: a fresh one per turn cost a lock and a timer-wheel entry
     // per batch of replies.
@@ -254,8 +255,10 @@ pub async fn run(
         let reconnect_at = lane.socket.is_none().then_some(lane.next_reconnect);
         // Waking at the stop time ends a lane that has nothing in flight then.
         let stop_at = (now < settings.stop_at).then_some(settings.stop_at);
-        let wake_at =
-            [lane.watchdog_at(), issuer.wake_at(lane.books.live), reconnect_at, stop_at].into_iter().flatten().min();
+        let wake_at = [lane.watchdog_at(), issuer.wake_at(lane.books.live, now), reconnect_at, stop_at]
+            .into_iter()
+            .flatten()
+            .min();
         lane.compact();
         let read = async {
             match &mut lane.socket {

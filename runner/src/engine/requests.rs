@@ -47,7 +47,8 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> LaneEnd {
     let mut books = Books::new(&settings, recorder, history, &ops);
-    let mut issuer = Issuer::new(settings.pacing, settings.in_flight, settings.stop_at, settings.rounds);
+    let mut issuer =
+        Issuer::new(settings.pacing, settings.active, settings.in_flight, settings.stop_at, settings.rounds);
     let mut running: FuturesUnordered<futures::future::Abortable<Request>> = FuturesUnordered::new();
     // In issue order; a handful of entries, so a scan beats a map.
     let mut in_flight: Vec<InFlight> = Vec::with_capacity(settings.in_flight as usize);
@@ -88,7 +89,7 @@ pub async fn run(
 
         let watchdog_at = in_flight.iter().map(|f| books.give_up_at(&f.pending)).min();
         let stop_at = (now < settings.stop_at).then_some(settings.stop_at);
-        let wake_at = [watchdog_at, issuer.wake_at(books.live), stop_at].into_iter().flatten().min();
+        let wake_at = [watchdog_at, issuer.wake_at(books.live, now), stop_at].into_iter().flatten().min();
         let wake = async {
             match wake_at {
                 Some(at) => tokio::time::sleep_until(at).await,

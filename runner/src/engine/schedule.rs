@@ -5,12 +5,14 @@
 //! charged for every op that had to wait (no coordinated omission); an op
 //! that was due but never found a free slot is counted as unsent.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::rounds::RoundSeat;
 use crate::metrics::Recorder;
+use crate::spec::arrivals::Arrivals;
 use faultline_kind::workload::{Op, OpStream};
 
 /// tokio's timers tick in milliseconds and wake up to a tick late, so an
@@ -19,22 +21,25 @@ use faultline_kind::workload::{Op, OpStream};
 pub const EARLY_ISSUE: Duration = Duration::from_millis(2);
 
 /// The slice of an open loop's schedule one connection serves: ops
-/// `first, first + stride, …` due at `t0 + i / rate`. Due times are computed
-/// from the index, not by adding periods, so no rounding drifts and any
-/// positive rate works, also one far beyond what the lane can send.
+/// `first, first + stride, …`, op i due at `t0` plus when the schedule's
+/// rate integrates to i (`i / rate` at a constant rate; see
+/// [`Arrivals`]). Due times are computed from the index, not by adding
+/// periods, so no rounding drifts and any positive rate works, also one
+/// far beyond what the lane can send.
 pub struct Pacing {
     pub t0: Instant,
-    /// Ops per second over the whole schedule (all connections).
-    pub rate: f64,
+    /// The whole schedule (all connections), from `t0`.
+    pub arrivals: Arc<Arrivals>,
     pub first: u64,
     pub stride: u64,
 }
 
 impl Pacing {
     fn due(&self, i: u64) -> Instant {
-        // Saturating float-to-int casts: an index past the end of time is due never.
-        let ns = (i as f64 * 1e9 / self.rate) as u64;
-        self.t0.checked_add(Duration::from_nanos(ns)).unwrap_or(self.t0 + FAR_FUTURE)
+        // Saturating float-to-int casts: an index past the end of time (or
+        // of the stages) is due never.
+        let Some(s) = self.arrivals.due_s(i) else { return self.t0 + FAR_FUTURE };
+        self.t0.checked_add(Duration::from_nanos((s * 1e9) as u64)).unwrap_or(self.t0 + FAR_FUTURE)
     }
 
     /// How many of this lane's ops from index `next` on are due in
@@ -44,7 +49,7 @@ impl Pacing {
         // exact boundary `due` draws (a step or two at most).
         let first_at = |t: Instant| -> u64 {
             let secs = t.saturating_duration_since(self.t0).as_secs_f64();
-            let estimate = (secs * self.rate) as u64;
+            let estimate = self.arrivals.count(secs) as u64;
             let mut k = estimate.saturating_sub(self.first).div_ceil(self.stride).saturating_sub(1);
             while self.due(self.first + k * self.stride) < t {
                 k += 1;
@@ -66,6 +71,8 @@ const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 86_400);
 /// whether its shape ran out of ops.
 pub struct Issuer {
     pacing: Option<Pacing>,
+    /// A closed loop in steps: when this lane may issue (always, when empty).
+    active: Vec<(Instant, Instant)>,
     next_due: Option<u64>,
     in_flight: u32,
     stop_at: Instant,
@@ -86,9 +93,15 @@ pub struct Issue {
 }
 
 impl Issuer {
-    pub fn new(pacing: Option<Pacing>, in_flight: u32, stop_at: Instant, rounds: Option<RoundSeat>) -> Issuer {
+    pub fn new(
+        pacing: Option<Pacing>,
+        active: Vec<(Instant, Instant)>,
+        in_flight: u32,
+        stop_at: Instant,
+        rounds: Option<RoundSeat>,
+    ) -> Issuer {
         let next_due = pacing.as_ref().map(|p| p.first);
-        Issuer { pacing, next_due, in_flight, stop_at, ran_out: None, rounds, held_at: None }
+        Issuer { pacing, active, next_due, in_flight, stop_at, ran_out: None, rounds, held_at: None }
     }
 
     /// The next op to issue at `now` with `live` slots in use, if a slot is
@@ -96,6 +109,9 @@ impl Issuer {
     #[inline]
     pub fn next(&mut self, now: Instant, live: u32, ops: &mut OpStream, recorder: &mut Recorder) -> Option<Issue> {
         if live >= self.in_flight || now >= self.stop_at || self.ran_out.is_some() {
+            return None;
+        }
+        if !self.active.is_empty() && !self.active.iter().any(|(from, to)| *from <= now && now < *to) {
             return None;
         }
         // Contention rounds: the lane's writers start a round together,
@@ -151,22 +167,31 @@ impl Issuer {
         }
     }
 
-    /// Open loop with a free slot: when to wake for the next due op.
-    pub fn wake_at(&self, live: u32) -> Option<Instant> {
+    /// With a free slot: when to wake for the next due op (open loop), or
+    /// for the next step this lane runs in (closed loop in steps).
+    pub fn wake_at(&self, live: u32, now: Instant) -> Option<Instant> {
         match (&self.pacing, self.next_due) {
-            (Some(p), Some(i)) if live < self.in_flight && !self.exhausted() => {
+            _ if live >= self.in_flight || self.exhausted() => None,
+            (Some(p), Some(i)) => {
                 Some(p.due(i)).filter(|d| *d < self.stop_at).map(|d| d.checked_sub(EARLY_ISSUE).unwrap_or(d))
             }
-            _ => None,
+            _ => self.active.iter().map(|(from, _)| *from).find(|from| *from > now),
         }
     }
 
     /// Every op due in the window was sent or is owed: counts what is owed,
-    /// up to the end of the window (or now, when the run was interrupted).
+    /// up to the end of the window (or now, when the run was interrupted),
+    /// in each stage of a staged schedule.
     pub fn count_unsent(&self, recorder: &mut Recorder, measure_from: Instant, interrupted: bool) {
         if let (Some(p), Some(next)) = (&self.pacing, self.next_due) {
             let until = if interrupted { Instant::now().min(self.stop_at) } else { self.stop_at };
-            recorder.record_unsent(p.due_between(next, measure_from, until));
+            let stages = recorder.stage_bounds();
+            if stages.is_empty() {
+                recorder.record_unsent(None, p.due_between(next, measure_from, until));
+            }
+            for (i, (from, to)) in stages.into_iter().enumerate() {
+                recorder.record_unsent(Some(i), p.due_between(next, from.max(measure_from), to.min(until)));
+            }
         }
     }
 }
@@ -182,7 +207,8 @@ mod tests {
         let t0 = Instant::now();
         for (rate, lanes) in [(1000.0, 3u64), (600_000.0, 2), (1e12, 2), (0.5, 4), (3.3, 1)] {
             let (from, until) = (t0 + Duration::from_millis(500), t0 + Duration::from_millis(2500));
-            let lane = |first| Pacing { t0, rate, first, stride: lanes };
+            let arrivals = Arc::new(Arrivals::constant(rate));
+            let lane = |first| Pacing { t0, arrivals: Arc::clone(&arrivals), first, stride: lanes };
             let owed: u64 = (0..lanes).map(|l| lane(l).due_between(l, from, until)).sum();
             // Ops i with 0.5 s <= i / rate < 2.5 s.
             let expected = (2.5 * rate).ceil() as u64 - (0.5 * rate).ceil() as u64;
@@ -192,5 +218,38 @@ mod tests {
             assert_eq!(lane(0).due_between(sent_up_to * lanes, from, until), lane(0).due_between(0, from, until));
             assert_eq!(lane(0).due_between(u64::MAX / 2, from, until), 0, "rate {rate}");
         }
+    }
+
+    /// A closed lane between its steps sleeps until its next one.
+    #[test]
+    fn a_closed_lane_between_its_steps_wakes_for_the_next() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let issuer = Issuer::new(None, vec![(at(1), at(2)), (at(3), at(4))], 2, at(4), None);
+        assert_eq!(issuer.wake_at(0, t0), Some(at(1)));
+        assert_eq!(issuer.wake_at(1, at(2)), Some(at(3)));
+        assert_eq!(issuer.wake_at(2, t0), None, "no free slot");
+        assert_eq!(issuer.wake_at(0, at(3)), None);
+        assert_eq!(Issuer::new(None, Vec::new(), 2, at(4), None).wake_at(0, t0), None);
+    }
+
+    /// A staged schedule's lanes owe, stage by stage, what the integral of
+    /// its rate puts in each stage, within a lane's op; nothing after it.
+    #[test]
+    fn owed_ops_add_up_to_each_stage() {
+        let t0 = Instant::now();
+        let stages = [(2.0, 3000.0), (1.0, 3000.0), (1.5, 10.0), (0.5, 0.0)];
+        let arrivals = Arc::new(Arrivals::staged(0.5, 100.0, &stages));
+        let lanes = 3u64;
+        let lane = |first| Pacing { t0, arrivals: Arc::clone(&arrivals), first, stride: lanes };
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        let mut from = 0.5;
+        for (len, _) in stages {
+            let owed: u64 = (0..lanes).map(|l| lane(l).due_between(l, at(from), at(from + len))).sum();
+            let expected = arrivals.due_between(from, from + len);
+            assert!(owed.abs_diff(expected) <= lanes, "[{from}, {}): {owed} vs {expected}", from + len);
+            from += len;
+        }
+        assert_eq!(lane(0).due_between(0, at(from), at(from + 60.0)), 0);
     }
 }

@@ -426,6 +426,7 @@ mod tests {
                 error_labels: vec![],
                 fault_impact: vec![],
                 window_latency: vec![],
+                stages: vec![],
             }),
             checks: vec![],
             faults: vec![],

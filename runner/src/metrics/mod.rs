@@ -11,7 +11,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
-use crate::spec::OpKind;
+use crate::spec::{OpKind, StageSpan};
 
 pub mod fault_impact;
 mod recent;
@@ -29,7 +29,8 @@ fn new_histogram() -> Histogram<u64> {
 }
 
 pub use faultline_model::stats::{
-    status_class, CellStats, ErrorClass, ErrorCounts, ErrorLabel, LatencyStats, OpStats, OpenLoopStats, TimelinePoint,
+    status_class, CellStats, ErrorClass, ErrorCounts, ErrorLabel, LatencyStats, OpStats, OpenLoopStats, StageStats,
+    TimelinePoint,
 };
 
 /// What the progress display reads while a cell runs. `ok` and `failed`
@@ -374,8 +375,67 @@ pub struct Recorder {
     labels: Vec<ErrorLabel>,
     /// Open loop: ops due in the window that were never sent.
     unsent: u64,
+    /// Staged open loop: each stage's books.
+    stages: Option<StageBooks>,
     measure_from: Instant,
     live: Arc<LiveCounters>,
+}
+
+/// A staged open loop's books, stage by stage: an op counts in the stage
+/// it was due in, as it counts in the window it was due in.
+struct StageBooks {
+    /// Each stage's start and end.
+    bounds: Vec<(Instant, Instant)>,
+    tallies: Vec<StageTally>,
+}
+
+impl StageBooks {
+    fn at(&mut self, due: Instant) -> Option<&mut StageTally> {
+        let i = self.bounds.partition_point(|(_, end)| *end <= due);
+        let (start, _) = *self.bounds.get(i)?;
+        match start <= due {
+            true => self.tallies.get_mut(i),
+            false => None,
+        }
+    }
+}
+
+/// One stage's ops: sent and owed, and per op kind the latency of its
+/// successes (a histogram made on the kind's first success in the stage).
+#[derive(Default)]
+struct StageTally {
+    latency: Vec<Option<Histogram<u64>>>,
+    ok: u64,
+    failed: u64,
+    sent: u64,
+    unsent: u64,
+}
+
+impl StageTally {
+    fn record(&mut self, kind: OpKind, us: u64, ok: bool) {
+        if !ok {
+            self.failed += 1;
+            return;
+        }
+        self.ok += 1;
+        if self.latency.is_empty() {
+            self.latency = (0..OpKind::ALL.len()).map(|_| None).collect();
+        }
+        self.latency[kind.index()].get_or_insert_with(new_histogram).saturating_record(us);
+    }
+
+    fn merge(&mut self, o: StageTally) {
+        (self.ok, self.failed) = (self.ok + o.ok, self.failed + o.failed);
+        (self.sent, self.unsent) = (self.sent + o.sent, self.unsent + o.unsent);
+        if self.latency.is_empty() {
+            self.latency = (0..OpKind::ALL.len()).map(|_| None).collect();
+        }
+        for (mine, theirs) in self.latency.iter_mut().zip(o.latency) {
+            if let Some(h) = theirs {
+                mine.get_or_insert_with(new_histogram).add(&h).expect("same histogram bounds");
+            }
+        }
+    }
 }
 
 impl Recorder {
@@ -403,9 +463,23 @@ impl Recorder {
             windows: keep_windows.then(WindowSamples::default),
             labels: Vec::new(),
             unsent: 0,
+            stages: None,
             measure_from,
             live,
         }
+    }
+
+    /// A staged open loop: keeps books per stage, each from its start to
+    /// its end.
+    pub fn with_stages(mut self, bounds: Vec<(Instant, Instant)>) -> Self {
+        let tallies = bounds.iter().map(|_| StageTally::default()).collect();
+        self.stages = (!bounds.is_empty()).then_some(StageBooks { bounds, tallies });
+        self
+    }
+
+    /// Each stage's start and end (none without stages).
+    pub fn stage_bounds(&self) -> Vec<(Instant, Instant)> {
+        self.stages.as_ref().map(|s| s.bounds.clone()).unwrap_or_default()
     }
 
     pub fn record(&mut self, c: &Completion) {
@@ -439,6 +513,9 @@ impl Recorder {
                 kind.latency.saturating_record(us);
             }
             Err(class) => kind.errors.add(class),
+        }
+        if let Some(stage) = self.stages.as_mut().and_then(|s| s.at(c.issued)) {
+            stage.record(c.kind, us, ok);
         }
         let keep = (KEEP_SECONDS as u64 * 1_000_000 / self.step_us).max(1) as usize;
         if slot >= self.timeline.base() + 2 * keep {
@@ -474,16 +551,22 @@ impl Recorder {
         }
     }
 
-    /// Open loop: ops of the measured window's schedule this client never
-    /// sent (no free slot before the window ended).
-    pub fn record_unsent(&mut self, n: u64) {
+    /// Open loop: ops of the measured window's schedule (of one stage of
+    /// it) this client never sent (no free slot before the window ended).
+    pub fn record_unsent(&mut self, stage: Option<usize>, n: u64) {
         self.unsent += n;
+        if let (Some(i), Some(books)) = (stage, &mut self.stages) {
+            books.tallies[i].unsent += n;
+        }
     }
 
     /// Open loop: how late an op started against its schedule.
     pub fn record_lag(&mut self, scheduled: Instant, started: Instant) {
         if scheduled < self.measure_from {
             return;
+        }
+        if let Some(stage) = self.stages.as_mut().and_then(|s| s.at(scheduled)) {
+            stage.sent += 1;
         }
         if let Some(h) = &mut self.schedule_lag {
             h.saturating_record((started - scheduled).as_micros().clamp(1, HIST_MAX_US as u128) as u64);
@@ -501,6 +584,28 @@ pub struct CellMetrics {
     windows: Option<WindowSamples>,
     labels: Vec<ErrorLabel>,
     unsent: u64,
+    stages: Vec<StageTally>,
+}
+
+/// An open loop as its stats are summarized: the profile, its schedule on
+/// the clock of the cell's start, and where the measured window lies on it.
+pub struct OpenLoad<'a> {
+    pub spec: &'a crate::spec::OpenSpec,
+    pub arrivals: &'a crate::spec::arrivals::Arrivals,
+    /// The warm-up's length: where the window starts on the schedule's clock.
+    pub window_start_s: f64,
+}
+
+impl OpenLoad<'_> {
+    /// The rate the schedule asks over `[from, to)` seconds of the window:
+    /// its ops due there over the span.
+    fn rate_over(&self, from: f64, to: f64) -> f64 {
+        let (a, b) = (self.window_start_s + from, self.window_start_s + to);
+        match b > a {
+            true => (self.arrivals.count(b) - self.arrivals.count(a)) / (b - a),
+            false => 0.0,
+        }
+    }
 }
 
 impl CellMetrics {
@@ -514,6 +619,7 @@ impl CellMetrics {
             windows: None,
             labels: Vec::new(),
             unsent: 0,
+            stages: Vec::new(),
         }
     }
 
@@ -545,6 +651,12 @@ impl CellMetrics {
         }
         merge_labels(&mut self.labels, r.labels);
         self.unsent += r.unsent;
+        for (i, tally) in r.stages.into_iter().flat_map(|s| s.tallies).enumerate() {
+            if self.stages.len() <= i {
+                self.stages.push(StageTally::default());
+            }
+            self.stages[i].merge(tally);
+        }
     }
 
     /// Takes in what the cell's recorders handed over of their timelines.
@@ -599,7 +711,8 @@ impl CellMetrics {
 
     /// Summarizes over the measured window; an open loop's sent ops are
     /// accounted against its schedule.
-    pub fn summarize(&self, window: Duration, open: Option<&crate::spec::OpenSpec>) -> CellStats {
+    /// `stages`: a staged profile's, where they lie in the window.
+    pub fn summarize(&self, window: Duration, open: Option<&OpenLoad>, stages: &[StageSpan]) -> CellStats {
         let secs = window.as_secs_f64().max(1e-9);
         let mut per_op = indexmap::IndexMap::new();
         let mut errors = ErrorCounts::default();
@@ -629,6 +742,11 @@ impl CellMetrics {
         let step = self.step_us as f64 / 1e6;
         let buckets = ((window.as_secs_f64() / step - 1e-9).ceil() as usize).max(1);
         let mut folded = self.timeline.clone();
+        // An open loop shows what it asked in every bucket, also those
+        // where nothing ended.
+        if open.is_some() && folded.len() < buckets {
+            folded.resize(buckets, Second::default());
+        }
         if folded.len() > buckets {
             let tail: Vec<Second> = folded.split_off(buckets);
             let last = &mut folded[buckets - 1];
@@ -646,6 +764,10 @@ impl CellMetrics {
                 mean_ms: if s.ok > 0 { s.sum_ok_us as f64 / s.ok as f64 / 1e3 } else { 0.0 },
                 p99_ms: s.latency.quantile_ms(0.99),
                 max_ms: s.max_us as f64 / 1e3,
+                target_rate: open.map(|o| {
+                    let from = i as f64 * step;
+                    o.rate_over(from, (from + step).min(window.as_secs_f64()))
+                }),
             })
             .collect();
         CellStats {
@@ -661,8 +783,8 @@ impl CellMetrics {
             open_loop: open.map(|o| {
                 let sent = self.schedule_lag.as_ref().map_or(0, |h| h.len());
                 OpenLoopStats {
-                    rate: o.rate,
-                    min_sent: o.min_sent,
+                    rate: o.spec.rate.unwrap_or_else(|| o.rate_over(0.0, window.as_secs_f64())),
+                    min_sent: o.spec.min_sent,
                     due: sent + self.unsent,
                     sent,
                     unsent: self.unsent,
@@ -677,7 +799,49 @@ impl CellMetrics {
             },
             fault_impact: Vec::new(),
             window_latency: Vec::new(),
+            stages: self.stage_stats(open, stages, window),
         }
+    }
+
+    /// Each stage's schedule, what was sent of it and its latency; a stage
+    /// an interrupted window cut counts up to the cut. A closed loop sends
+    /// what it issued and owes nothing.
+    fn stage_stats(&self, open: Option<&OpenLoad>, stages: &[StageSpan], window: Duration) -> Vec<StageStats> {
+        let kinds: Vec<OpKind> = OpKind::ALL.into_iter().filter(|k| self.kinds[k.index()].is_some()).collect();
+        let empty = StageTally::default();
+        stages
+            .iter()
+            .enumerate()
+            .map(|(i, span)| {
+                let tally = self.stages.get(i).unwrap_or(&empty);
+                let ran_s = (span.to_s.min(window.as_secs_f64()) - span.from_s).max(0.0);
+                let per_op = kinds
+                    .iter()
+                    .map(|k| {
+                        let h = tally.latency.get(k.index()).and_then(Option::as_ref);
+                        (k.as_str().to_string(), h.and_then(latency_stats))
+                    })
+                    .collect();
+                let sent = match open {
+                    Some(_) => tally.sent,
+                    None => tally.ok + tally.failed,
+                };
+                StageStats {
+                    name: span.name.clone(),
+                    from_s: span.from_s,
+                    to_s: span.to_s,
+                    target_rate: open.map(|o| o.rate_over(span.from_s, span.to_s)),
+                    clients: span.clients,
+                    due: sent + tally.unsent,
+                    sent,
+                    unsent: tally.unsent,
+                    achieved_rate: if ran_s > 0.0 { sent as f64 / ran_s } else { 0.0 },
+                    ok: tally.ok,
+                    failed: tally.failed,
+                    per_op,
+                }
+            })
+            .collect()
     }
 }
 
@@ -733,7 +897,7 @@ mod tests {
         let mut cell = CellMetrics::new();
         cell.merge(r);
         cell.absorb_timelines(&shared);
-        let s = cell.summarize(Duration::from_secs(2), None);
+        let s = cell.summarize(Duration::from_secs(2), None, &[]);
         // Live counters count what the result counts; warm-up only feeds the rate.
         assert_eq!(live.snapshot(), (2, 1, 1));
         assert_eq!((s.ok, s.failed, s.errors.deadline), (2, 1, 1));
@@ -745,6 +909,76 @@ mod tests {
         // The deadline error finished 4.5 s after the 2 s window: folded into its last second.
         assert_eq!(s.timeline.len(), 2);
         assert_eq!((s.timeline[0].ok, s.timeline[1].failed), (2, 1));
+    }
+
+    /// A staged open loop's books: each op in the stage it was due in,
+    /// sent and unsent adding up to each stage's due, and the timeline
+    /// carrying the rate the schedule asked.
+    #[test]
+    fn stages_keep_their_own_books() {
+        let t0 = Instant::now();
+        let measure_from = t0 + Duration::from_millis(500);
+        let at = |s: f64| measure_from + Duration::from_secs_f64(s);
+        let shared = Arc::new(SharedTimelines::new(Duration::from_millis(100)));
+        let live = Arc::new(LiveCounters::default());
+        let mut r = Recorder::new(
+            [OpKind::Get, OpKind::Set].into_iter(),
+            measure_from,
+            live,
+            shared.clone(),
+            true,
+            false,
+            false,
+        )
+        .with_stages(vec![(at(0.0), at(1.0)), (at(1.0), at(2.0))]);
+        let done = |kind, due: Instant, ms: u64, result| Completion {
+            kind,
+            issued: due,
+            start: due,
+            end: due + Duration::from_millis(ms),
+            result,
+            over_deadline: false,
+            detail: b"",
+            code: None,
+            answered_by: None,
+        };
+        // Warm-up, then two ops in the ramp, three at the peak (one failed).
+        for (kind, due, ms, result) in [
+            (OpKind::Get, t0, 1, Ok(())),
+            (OpKind::Get, at(0.2), 2, Ok(())),
+            (OpKind::Set, at(0.99), 30, Ok(())),
+            (OpKind::Get, at(1.0), 4, Ok(())),
+            (OpKind::Get, at(1.5), 8, Ok(())),
+            (OpKind::Set, at(1.9), 5, Err(ErrorClass::Server)),
+        ] {
+            r.record_lag(due, due);
+            r.record(&done(kind, due, ms, result));
+        }
+        r.record_unsent(Some(1), 7);
+        assert_eq!(r.stage_bounds().len(), 2);
+        let mut cell = CellMetrics::new();
+        cell.merge(r);
+        cell.absorb_timelines(&shared);
+        let spec: crate::spec::OpenSpec =
+            serde_yaml_ng::from_str("{stages: [{to: 10, over: 1s}, {hold: 1s}]}").unwrap();
+        let arrivals = spec.arrivals(Duration::from_millis(500), 1.0);
+        let open = OpenLoad { spec: &spec, arrivals: &arrivals, window_start_s: 0.5 };
+        let profile = crate::spec::ProfileSpec { closed: None, open: Some(spec.clone()) };
+        let s = cell.summarize(Duration::from_secs(2), Some(&open), &profile.stage_spans(1.0));
+        let books: Vec<(&str, u64, u64, u64, u64)> =
+            s.stages.iter().map(|st| (st.name.as_str(), st.due, st.sent, st.unsent, st.failed)).collect();
+        assert_eq!(books, [("stage1", 2, 2, 0, 0), ("stage2", 10, 3, 7, 1)]);
+        assert!((s.stages[1].per_op["get"].unwrap().max - 8.0).abs() < 0.01, "{:?}", s.stages[1].per_op);
+        assert!(s.stages[1].per_op["set"].is_none(), "the peak's set failed");
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
+        assert!(close(s.stages[0].target_rate, 5.0) && close(s.stages[1].target_rate, 10.0), "{:?}", s.stages);
+        let open_loop = s.open_loop.unwrap();
+        assert_eq!((open_loop.due, open_loop.unsent), (12, 7));
+        assert!(close(Some(open_loop.rate), 7.5), "{open_loop:?}");
+        // Every 100 ms point has the asked rate: the ramp's mean over it, then the hold.
+        let asked: Vec<Option<f64>> = s.timeline.iter().map(|p| p.target_rate).collect();
+        assert_eq!(asked.len(), 20);
+        assert!(close(asked[0], 0.5) && close(asked[9], 9.5) && close(asked[19], 10.0), "{asked:?}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use faultline_model::checks::{CheckResult, CheckStatus, CheckerName, IndexLag};
 use faultline_model::format::format_decimal;
 use faultline_model::results::CellResult;
-use faultline_model::stats::{status_class, CellStats, FaultImpact, LatencyStats, OpStats};
+use faultline_model::stats::{status_class, CellStats, FaultImpact, LatencyStats, OpStats, StageStats};
 use faultline_model::units::format_duration;
 
 use super::MetricRef;
@@ -57,8 +57,11 @@ pub enum Args {
     None,
     /// Optionally an op kind: `errors(set)`.
     Op,
-    /// Optionally an op kind, a window around a fault, or both: `p99(get, after: crash)`.
+    /// Optionally an op kind, and a window around a fault or a stage:
+    /// `p99(get, after: crash)`, `p99(get, stage: peak)`.
     OpOrWindow,
+    /// Optionally a stage: `unsent(stage: peak)`.
+    Stage,
     /// A fault, then optionally an op kind: `denied_window(crash, set)`.
     Fault,
     /// Status classes: `count(503, timeout)`.
@@ -233,22 +236,28 @@ pub static METRICS: &[GateMetric] = &[
     GateMetric {
         name: "unsent",
         aliases: &[],
-        description: "Open loop: ops due in the window that were never sent (0 in a closed loop, which has no schedule).",
+        description: "Open loop: ops due in the window that were never sent (0 in a closed loop, which has no schedule). `unsent(stage: NAME)`: those due in one stage.",
         unit: Unit::Count,
-        args: Args::None,
+        args: Args::Stage,
         reads: Reads::Schedule,
         // A closed loop has no schedule, so it owes nothing.
-        value: |_, _, stats| Ok(Some(stats.open_loop.map_or(0.0, |o| o.unsent as f64))),
+        value: |m, _, stats| match &m.stage {
+            Some(_) => Ok(Some(stage(m, stats)?.unsent as f64)),
+            None => Ok(Some(stats.open_loop.map_or(0.0, |o| o.unsent as f64))),
+        },
     },
     GateMetric {
         name: "achieved_rate",
         aliases: &[],
-        description: "Open loop only: ops sent per second of the window, next to the asked `rate`.",
+        description: "Open loop only: ops sent per second of the window, next to the asked `rate`. `achieved_rate(stage: NAME)`: per second of one stage.",
         unit: Unit::PerSecond,
-        args: Args::None,
+        args: Args::Stage,
         reads: Reads::Schedule,
-        value: |_, _, stats| {
-            Ok(Some(stats.open_loop.ok_or("achieved_rate applies only to open-loop profiles")?.achieved_rate))
+        value: |m, _, stats| match &m.stage {
+            Some(_) => Ok(Some(stage(m, stats)?.achieved_rate)),
+            None => {
+                Ok(Some(stats.open_loop.ok_or("achieved_rate applies only to open-loop profiles")?.achieved_rate))
+            }
         },
     },
     GateMetric {
@@ -464,14 +473,24 @@ pub fn known() -> String {
     let forms: Vec<String> = METRICS.iter().map(GateMetric::form).collect();
     format!(
         "ratio(throughput|p50|p99, TARGET/BASELINE), ratio_low(…), ratio_high(…), {}; \
-         latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT)",
+         latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT); \
+         over a stage: p99(get, stage: NAME), unsent(stage: NAME)",
         forms.join(", ")
     )
 }
 
 /// The metrics that take a window around a fault: `p50, p95, … and mean`.
 pub fn windowed() -> String {
-    let names: Vec<&str> = METRICS.iter().filter(|m| m.args == Args::OpOrWindow).map(|m| m.name).collect();
+    listed(METRICS.iter().filter(|m| m.args == Args::OpOrWindow).map(|m| m.name).collect())
+}
+
+/// The metrics that take a stage: the windowed ones and the schedule's.
+pub fn staged() -> String {
+    listed(METRICS.iter().filter(|m| matches!(m.args, Args::OpOrWindow | Args::Stage)).map(|m| m.name).collect())
+}
+
+/// `a, b and c`.
+fn listed(names: Vec<&str>) -> String {
     match names.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
         _ => names.join(""),
@@ -525,6 +544,12 @@ impl fmt::Display for MetricRef {
             (Args::Statuses, _) => return write!(f, "{}({})", self.metric.name, self.statuses.join(", ")),
             _ => self.metric.name,
         };
+        if let Some(stage) = &self.stage {
+            return match self.op {
+                Some(op) => write!(f, "{name}({}, stage: {stage})", op.as_str()),
+                None => write!(f, "{name}(stage: {stage})"),
+            };
+        }
         match (self.op, &self.fault, self.window) {
             (Some(op), Some(fault), Some(side)) => write!(f, "{name}({}, {}: {fault})", op.as_str(), side.as_str()),
             (None, Some(fault), Some(side)) => write!(f, "{name}({}: {fault})", side.as_str()),
@@ -557,6 +582,17 @@ fn sum(m: &MetricRef, cell: &CellResult, stats: &CellStats, count: fn(&OpStats) 
 /// leaves the value unmeasured.
 fn latency(m: &MetricRef, cell: &CellResult, stats: &CellStats, pick: fn(&LatencyStats) -> f64) -> Value {
     let latencies: Vec<Option<&LatencyStats>> = match (m.window, &m.fault) {
+        _ if m.stage.is_some() => {
+            let stage = stage(m, stats)?;
+            match m.op {
+                Some(kind) => vec![stage
+                    .per_op
+                    .get(kind.as_str())
+                    .ok_or_else(|| format!("the workload has no {} ops", kind.as_str()))?
+                    .as_ref()],
+                None => stage.per_op.values().map(Option::as_ref).collect(),
+            }
+        }
         (Some(side), Some(fault)) => {
             let window =
                 stats.window_latency.iter().find(|w| &w.fault == fault && w.window == side).ok_or_else(|| {
@@ -574,6 +610,18 @@ fn latency(m: &MetricRef, cell: &CellResult, stats: &CellStats, pick: fn(&Latenc
         _ => ops(m, cell, stats)?.into_iter().map(|o| o.latency_ms.as_ref()).collect(),
     };
     Ok(latencies.into_iter().try_fold(f64::MIN, |worst, l| l.map(|l| worst.max(pick(l)))))
+}
+
+/// The stage the metric names, in a cell whose profile has it.
+fn stage<'a>(m: &MetricRef, stats: &'a CellStats) -> Result<&'a StageStats, String> {
+    let name = m.stage.as_deref().unwrap_or_default();
+    stats.stages.iter().find(|s| s.name == name).ok_or_else(|| match stats.stages.is_empty() {
+        true => format!("no stage named `{name}`: the cell's profile has no stages"),
+        false => {
+            let names: Vec<&str> = stats.stages.iter().map(|s| s.name.as_str()).collect();
+            format!("no stage named `{name}` in this cell (its stages: {})", names.join(", "))
+        }
+    })
 }
 
 /// The impact of the fault the metric names: that op kind's own when it
@@ -692,6 +740,7 @@ mod tests {
             }
         }
         assert_eq!(windowed(), "p50, p95, p99, p999, max and mean");
+        assert_eq!(staged(), "p50, p95, p99, p999, max, mean, unsent and achieved_rate");
     }
 
     /// docs/spec.md's table of metrics names exactly the table's metrics,

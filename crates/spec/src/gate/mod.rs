@@ -66,6 +66,11 @@ impl Expr {
         self.metrics().any(|m| m.window.is_some())
     }
 
+    /// The stages the expression names.
+    pub fn stages(&self) -> Vec<String> {
+        self.metrics().filter_map(|m| m.stage.clone()).collect()
+    }
+
     /// Whether it reads how much of an open loop's schedule was sent: such a
     /// gate judges an under-sent cell itself.
     pub fn reads_schedule(&self) -> bool {
@@ -185,6 +190,8 @@ pub struct MetricRef {
     pub window: Option<Side>,
     /// The status classes `count` and `only` name, e.g. `503`, `timeout`.
     pub statuses: Vec<String>,
+    /// The stage of a staged open loop it is taken over, e.g. `p99(get, stage: peak)`.
+    pub stage: Option<String>,
 }
 
 /// Status classes other than an HTTP status (see [`faultline_model::stats::status_class`]).
@@ -380,7 +387,7 @@ impl Parser {
         if let Some(metric) = self.peek_condition() {
             self.pos += 1;
             let statuses = self.statuses(metric.name)?;
-            let outside = MetricRef { metric, op: None, fault: None, window: None, statuses };
+            let outside = MetricRef { metric, op: None, fault: None, window: None, statuses, stage: None };
             return Ok(Expr::Compare(
                 Operand::Metric(outside),
                 CmpOp::Eq,
@@ -429,10 +436,17 @@ impl Parser {
                 }
                 if metric.args == Args::Statuses {
                     let statuses = self.statuses(&name)?;
-                    return Ok(Operand::Metric(MetricRef { metric, op: None, fault: None, window: None, statuses }));
+                    return Ok(Operand::Metric(MetricRef {
+                        metric,
+                        op: None,
+                        fault: None,
+                        window: None,
+                        statuses,
+                        stage: None,
+                    }));
                 }
                 let takes_fault = metric.args == Args::Fault;
-                let (mut op, mut fault, mut window) = (None, None, None);
+                let (mut op, mut fault, mut window, mut stage) = (None, None, None, None);
                 if self.peek() == Some(&Token::LParen) {
                     self.pos += 1;
                     let mut arg = match self.next() {
@@ -461,6 +475,8 @@ impl Parser {
                         }
                     } else if metric.args == Args::None {
                         return Err(format!("`{name}` takes no op kind"));
+                    } else if metric.args == Args::Stage && self.peek() != Some(&Token::Colon) {
+                        return Err(format!("`{name}` takes no op kind: only a stage, e.g. {name}(stage: peak)"));
                     } else if self.peek() != Some(&Token::Colon) {
                         op = Some(
                             OpKind::from_name(&arg)
@@ -479,11 +495,22 @@ impl Parser {
                             };
                         }
                     }
+                    // `stage: NAME`: a stage of a staged open loop.
+                    if self.peek() == Some(&Token::Colon) && arg == "stage" {
+                        self.pos += 1;
+                        if !matches!(metric.args, Args::OpOrWindow | Args::Stage) {
+                            return Err(format!("`{name}` takes no stage: only {} do", metrics::staged()));
+                        }
+                        match self.next() {
+                            Some(Token::Ident(s)) => stage = Some(s),
+                            _ => return Err("`stage:` must name a stage, e.g. stage: peak".into()),
+                        }
+                    }
                     // `before: FAULT`, `during: FAULT` or `after: FAULT`.
                     if self.peek() == Some(&Token::Colon) {
                         self.pos += 1;
                         let side = Side::from_name(&arg).ok_or_else(|| {
-                            format!("`{arg}:` is not a window: use before:, during: or after: and a fault's name")
+                            format!("`{arg}:` is not a window: use before:, during: or after: and a fault's name, or stage: and a stage's")
                         })?;
                         if metric.args != Args::OpOrWindow {
                             return Err(format!("`{name}` takes no window: only {} do", metrics::windowed()));
@@ -501,7 +528,7 @@ impl Parser {
                 if takes_fault && fault.is_none() {
                     return Err(format!("`{name}` needs the fault it is about, e.g. {name}(primary-killed)"));
                 }
-                Ok(Operand::Metric(MetricRef { metric, op, fault, window, statuses: Vec::new() }))
+                Ok(Operand::Metric(MetricRef { metric, op, fault, window, statuses: Vec::new(), stage }))
             }
             other => Err(format!("expected a metric or a number, found {}", describe_token(other.as_ref()))),
         }
@@ -618,6 +645,30 @@ mod tests {
     }
 
     #[test]
+    fn latency_and_the_schedule_take_a_stage() {
+        let Expr::Compare(Operand::Metric(m), _, _) = parse("p99(get, stage: peak) < 10ms").unwrap() else {
+            panic!("a comparison")
+        };
+        assert_eq!((m.op, m.stage.as_deref(), m.window), (Some(OpKind::Get), Some("peak"), None));
+        assert_eq!(m.to_string(), "p99(get, stage: peak)");
+        let e =
+            parse("max(stage: ramp-up) < 1s and unsent(stage: peak) == 0 and achieved_rate(stage: s2) > 10").unwrap();
+        assert_eq!(e.stages(), ["ramp-up", "peak", "s2"]);
+        assert!(e.reads_schedule());
+        let Expr::Compare(Operand::Metric(m), _, _) = parse("unsent(stage: peak) == 0").unwrap() else { panic!() };
+        assert_eq!(m.to_string(), "unsent(stage: peak)");
+        for (bad, why) in [
+            ("errors(stage: peak) == 0", "takes no stage"),
+            ("unsent(get) == 0", "only a stage"),
+            ("p99(get, stage:) < 1s", "must name a stage"),
+            ("p99(get, stag: peak) < 1s", "or stage:"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn parses_the_documented_forms() {
         for ok in [
             "denied_window(primary-killed) <= 15s",
@@ -644,6 +695,7 @@ mod tests {
                     fault: None,
                     window: None,
                     statuses: vec![],
+                    stage: None,
                 }),
                 CmpOp::Lt,
                 Operand::Number { value: 30.0, is_duration: true }

@@ -33,8 +33,9 @@ use crate::plan::Cell;
 use crate::probe::{ProbeOutput, ProbeTarget};
 use crate::provider::RunningTarget;
 use crate::results::{CellResult, CellStatus};
+use crate::spec::arrivals::Arrivals;
 use crate::spec::probe::ProbeWhen;
-use crate::spec::{Load, Spec, TargetSpec};
+use crate::spec::{Load, OpenSpec, Spec, StageSpan, TargetSpec};
 use faultline_check::checker::CheckerName;
 use faultline_kind::workload::Workload;
 
@@ -73,6 +74,19 @@ impl CellRun<'_> {
             Load::Closed(s) => (s.clients, s.in_flight),
             Load::Open(o) => (o.connections, o.in_flight),
         }
+    }
+
+    /// An open loop's schedule from the cell's start (the warm-up's); None
+    /// in a closed loop.
+    fn schedule(&self) -> Option<(&OpenSpec, Arrivals)> {
+        let Load::Open(open) = self.load() else { return None };
+        let t = &self.cell.timing;
+        Some((open, open.arrivals(t.warmup, t.stage_scale)))
+    }
+
+    /// Where the profile's stages lie in the measured window (none without).
+    fn stages(&self) -> Vec<StageSpan> {
+        self.spec().profiles[&self.cell.profile].stage_spans(self.cell.timing.stage_scale)
     }
 
     /// The checkers of the cell's scenario: its own, or the campaign's.

@@ -10,9 +10,8 @@ use std::sync::Arc;
 use super::merge::Merged;
 use super::{CellRun, Kept};
 use crate::metrics::windows::FaultSpan;
-use crate::metrics::CellStats;
+use crate::metrics::{CellStats, OpenLoad};
 use crate::results::CellStatus;
-use crate::spec::Load;
 use faultline_kind::TargetDriver;
 use faultline_model::roles::{NonPrimaryReads, RoleChange};
 
@@ -33,11 +32,13 @@ pub struct Measured {
 
 pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
     let Merged { driver, metrics, window, status, incomplete, role_changes, read_rule, kept } = merged;
-    let open = match run.load() {
-        Load::Open(o) => Some(o),
-        Load::Closed(_) => None,
-    };
-    let mut stats = metrics.summarize(window, open);
+    let schedule = run.schedule();
+    let open = schedule.as_ref().map(|(spec, arrivals)| OpenLoad {
+        spec,
+        arrivals,
+        window_start_s: run.cell.timing.warmup.as_secs_f64(),
+    });
+    let mut stats = metrics.summarize(window, open.as_ref(), &run.stages());
     // Only what a fault really did is measured around it: one that was
     // never confirmed has no cost to show (a gate on it is unmeasured, not
     // a pass with no denial), and one whose heal failed has no "after".

@@ -22,7 +22,7 @@ use crate::kinds;
 use crate::metrics::{LiveCounters, Recorder, SharedTimelines};
 use crate::plugin::shape::{Feed, Shape};
 use crate::spec::probe::ProbeWhen;
-use crate::spec::Load;
+use crate::spec::StageSpan;
 use faultline_check::history::{HistoryWriter, Scope};
 use faultline_kind::workload::OpStream;
 use faultline_kind::{Connection, PipelinedConnection, ReadRule, Stream, TargetDriver};
@@ -63,7 +63,6 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     let Armed { driver, clients, shape, mut kept } = armed;
     let (engine, cell, workload) = (run.engine, run.cell, &run.workload);
     let (connections, in_flight) = run.lanes();
-    let load = run.load();
     let target_spec = run.target_spec();
     let uri = run.running.uri.as_str();
     let t = cell.timing;
@@ -87,6 +86,10 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         true => rounds::RoundGate::seats(connections as usize).into_iter().map(Some).collect(),
         false => Vec::new(),
     };
+    let arrivals = run.schedule().map(|(_, arrivals)| Arc::new(arrivals));
+    let stages = run.stages();
+    let at = |s: f64| measure_from + Duration::from_secs_f64(s);
+    let stage_bounds: Vec<(Instant, Instant)> = stages.iter().map(|s| (at(s.from_s), at(s.to_s))).collect();
     for (i, connection) in clients.into_iter().enumerate() {
         let counters = Arc::new(LiveCounters::default());
         live.push(Arc::clone(&counters));
@@ -95,10 +98,11 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             measure_from,
             counters,
             Arc::clone(&timelines),
-            matches!(load, Load::Open(_)),
+            arrivals.is_some(),
             with_faults,
             keep_windows,
-        );
+        )
+        .with_stages(stage_bounds.clone());
         let history = match open_history(run, i, t0) {
             Ok(h) => h,
             Err(e) => return Err(Stopped::failed(kept, format!("{e:#}"))),
@@ -108,10 +112,12 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             Some(s) => OpStream::from_source(Box::new(Feed::new(s, i as u32, in_flight)), tag),
             None => workload.stream(i as u64, connections as u64, in_flight, salt, tag),
         };
-        let pacing = match load {
-            Load::Closed(_) => None,
-            Load::Open(o) => Some(schedule::Pacing { t0, rate: o.rate, first: i as u64, stride: connections as u64 }),
-        };
+        let pacing = arrivals.as_ref().map(|arrivals| schedule::Pacing {
+            t0,
+            arrivals: Arc::clone(arrivals),
+            first: i as u64,
+            stride: connections as u64,
+        });
         let settings = books::Settings {
             in_flight,
             timing: t,
@@ -119,6 +125,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             measure_from,
             stop_at,
             pacing,
+            active: lane_steps(&stages, &stage_bounds, i, t0),
             rounds: round_seats.get_mut(i).and_then(Option::take),
         };
         let cancel = engine.cancel.clone();
@@ -248,6 +255,15 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     Ok(Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, kept })
 }
 
+/// A closed loop in steps: when lane `i` runs, in the steps with more than
+/// `i` clients (the first step from the warm-up on, which runs its
+/// clients). Empty (always) without steps.
+fn lane_steps(stages: &[StageSpan], bounds: &[(Instant, Instant)], i: usize, t0: Instant) -> Vec<(Instant, Instant)> {
+    let runs = |s: &StageSpan| s.clients.is_some_and(|c| c as usize > i);
+    let steps = stages.iter().zip(bounds).enumerate().filter(|(_, (s, _))| runs(s));
+    steps.map(|(j, (_, (from, to)))| (if j == 0 { t0 } else { *from }, *to)).collect()
+}
+
 /// Whether a gate that covers this cell takes a latency over a window
 /// around a fault: only then are the cell's successes kept.
 fn gates_use_windows(run: &CellRun<'_>) -> bool {
@@ -273,4 +289,23 @@ fn open_history(run: &CellRun<'_>, connection: usize, t0: Instant) -> anyhow::Re
     let writer = HistoryWriter::create(&dir.join(format!("{connection:04}.ops")))?;
     let scope = Scope { run: run.engine.run_tag, cell: run.position.0 as u16 };
     Ok(Some(books::HistoryLog { writer, t0, scope }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_runs_in_the_steps_with_more_clients_than_its_number() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let step = |from_s, to_s, clients| StageSpan { name: "s".into(), from_s, to_s, clients: Some(clients) };
+        let stages = [step(0.0, 1.0, 2), step(1.0, 2.0, 4), step(2.0, 3.0, 1)];
+        // The window starts 1 s after the clock: the warm-up runs the first step.
+        let bounds = [(at(1), at(2)), (at(2), at(3)), (at(3), at(4))];
+        assert_eq!(lane_steps(&stages, &bounds, 0, t0), [(t0, at(2)), (at(2), at(3)), (at(3), at(4))]);
+        assert_eq!(lane_steps(&stages, &bounds, 1, t0), [(t0, at(2)), (at(2), at(3))]);
+        assert_eq!(lane_steps(&stages, &bounds, 3, t0), [(at(2), at(3))]);
+        assert!(lane_steps(&[], &[], 0, t0).is_empty());
+    }
 }
