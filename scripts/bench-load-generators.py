@@ -54,10 +54,12 @@ def timed(cmd, **kw):
     return out.stdout + out.stderr, cpu
 
 
-def faultline_spec(port, ops, clients, depth, seconds):
+def faultline_spec(port, ops, clients, depth, seconds, target=None):
+    """The spec of one case; `target` replaces the plain external target on `port`."""
+    target = target or f'{{kind: redis, provider: external, uri: "redis://127.0.0.1:{port}"}}'
     return f"""name: bench
 targets:
-  r: {{kind: redis, provider: external, uri: "redis://127.0.0.1:{port}"}}
+  r: {target}
 workloads:
   w: {{ops: {ops}, keys: {{count: {KEYS}, prefix: "key:"}}, value_size: {VALUE}B}}
 profiles:
@@ -85,10 +87,10 @@ CASES = [
 ]
 
 
-def run_faultline(binary, extra, port, case, seconds, workdir):
+def run_faultline(binary, extra, port, case, seconds, workdir, target=None):
     spec = os.path.join(workdir, "spec.yaml")
     with open(spec, "w") as f:
-        f.write(faultline_spec(port, case.ops, case.clients, case.depth, seconds))
+        f.write(faultline_spec(port, case.ops, case.clients, case.depth, seconds, target))
     out_dir = tempfile.mkdtemp(dir=workdir)
     _, cpu = timed([binary, "run", spec, "--out", out_dir] + extra)
     run_dir = os.path.join(out_dir, os.listdir(out_dir)[0])

@@ -12,11 +12,8 @@ Usage: scripts/bench-tls.py --memtier PATH [--rounds 3] [--seconds 6] [--cases "
 """
 import argparse
 import importlib.util
-import json
 import os
-import re
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -40,20 +37,9 @@ def certificates(d):
 
 
 def run_faultline(binary, uri, ca, case, seconds, workdir):
-    text = bench.faultline_spec(0, case.ops, case.clients, case.depth, seconds)
     options = f', options: {{ca_file: "{ca}"}}' if uri.startswith("rediss://") else ""
-    text = re.sub(r'uri: "redis://127.0.0.1:0"', f'uri: "{uri}"{options}', text)
-    path = os.path.join(workdir, "spec.yaml")
-    with open(path, "w") as f:
-        f.write(text)
-    out_dir = tempfile.mkdtemp(dir=workdir)
-    _, cpu = bench.timed([binary, "run", path, "--out", out_dir])
-    run_dir = os.path.join(out_dir, os.listdir(out_dir)[0])
-    with open(os.path.join(run_dir, "results.json")) as f:
-        stats = json.load(f)["cells"][0]["stats"]
-    if stats["failed"]:
-        sys.exit(f"faultline saw {stats['failed']} errors")
-    return stats["throughput"], stats["ok"], cpu
+    target = f'{{kind: redis, provider: external, uri: "{uri}"{options}}}'
+    return bench.run_faultline(binary, [], 0, case, seconds, workdir, target)
 
 
 def run_memtier(memtier, port, tls_args, case, seconds):

@@ -4,56 +4,34 @@
 //! 127.0.0.1). The user may only GET, SET and what the probes and the final
 //! read need; its INCRs are refused, and a refused command is an error
 //! faultline classifies with the server's own words. A wrong password, or a
-//! server certificate nobody vouched for, ends readiness at once.
+//! server certificate nobody vouched for, ends readiness at once; so does a
+//! server that requires a client certificate when none is given.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::support::*;
 
-/// A CA and a server certificate it signed, for 127.0.0.1, in `dir`.
+/// A CA, and a server certificate (for 127.0.0.1) and a client certificate
+/// it signed, in `dir`.
 fn certificates(dir: &Path) {
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl is installed");
-        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    openssl(
-        &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=faultline test CA"]
-            .iter()
-            .chain(&["-keyout", "ca.key", "-out", "ca.crt"])
-            .copied()
-            .collect::<Vec<_>>(),
-    );
-    openssl(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-    ]);
+    // Extensions make them X.509 v3 certificates, the only version rustls takes.
     std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "2",
-        "-extfile",
-        "san.ext",
-        "-out",
-        "server.crt",
-    ]);
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for command in [
+        "req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=faultline-test-CA -keyout ca.key -out ca.crt",
+        "req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server.key -out server.csr",
+        "x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out server.crt",
+        "req -newkey rsa:2048 -nodes -subj /CN=faultline -keyout client.key -out client.csr",
+        "x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile client.ext -out client.crt",
+    ] {
+        let out = Command::new("openssl")
+            .args(command.split_whitespace())
+            .current_dir(dir)
+            .output()
+            .expect("openssl is installed (scripts/install-deps.sh)");
+        assert!(out.status.success(), "openssl {command}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 /// redis-server with TLS only (no plain port) and the ACL user `bench`.
@@ -64,14 +42,16 @@ struct TlsRedis {
 }
 
 impl TlsRedis {
-    fn start() -> TlsRedis {
+    /// With `client_certificates`, the server requires a certificate its CA
+    /// signed from every client (`tls-auth-clients yes`).
+    fn start(client_certificates: bool) -> TlsRedis {
         let dir = tempfile::tempdir().unwrap();
         certificates(dir.path());
         let port = free_port();
         let child = Command::new("redis-server")
             .args(["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
             .args(["--tls-cert-file", "server.crt", "--tls-key-file", "server.key", "--tls-ca-cert-file", "ca.crt"])
-            .args(["--tls-auth-clients", "no", "--dir"])
+            .args(["--tls-auth-clients", if client_certificates { "yes" } else { "no" }, "--dir"])
             .arg(dir.path())
             // GET and SET for the load; PING and INFO for readiness, MGET
             // for the final read, CLIENT for the driver's own setup.
@@ -86,8 +66,12 @@ impl TlsRedis {
         server
     }
 
+    fn file(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
     fn ca(&self) -> String {
-        self.dir.path().join("ca.crt").display().to_string()
+        self.file("ca.crt")
     }
 }
 
@@ -124,7 +108,7 @@ gates:
 #[test]
 fn a_campaign_over_tls_as_an_acl_user_is_served_and_its_refused_commands_are_classified() {
     let _load = exclusive();
-    let server = TlsRedis::start();
+    let server = TlsRedis::start(false);
     let uri = format!("rediss://bench:bench-pw@127.0.0.1:{}", server.port);
     let (_d, path) = spec_file(&spec(&uri, &format!("{{ca_file: \"{}\"}}", server.ca()), "20s", INCR_TOO, "[]"));
     let served = run(&path, &[]);
@@ -149,7 +133,7 @@ fn a_campaign_over_tls_as_an_acl_user_is_served_and_its_refused_commands_are_cla
 #[test]
 fn a_wrong_password_or_an_untrusted_certificate_ends_readiness_at_once() {
     let _load = exclusive();
-    let server = TlsRedis::start();
+    let server = TlsRedis::start(false);
     // The ready timeout is never waited out: the refusal is final.
     let uri = format!("rediss://bench:not-the-pw@127.0.0.1:{}", server.port);
     let (_d, path) = spec_file(&spec(&uri, &format!("{{ca_file: \"{}\"}}", server.ca()), "300s", GET_SET, "[]"));
@@ -176,4 +160,29 @@ fn a_wrong_password_or_an_untrusted_certificate_ends_readiness_at_once() {
     let check = &cell["checks"][0];
     assert_eq!(check["status"], "ok", "{check}");
     assert!(check["checked"].as_u64().unwrap() > 0, "{check}");
+}
+
+#[test]
+fn a_server_that_requires_a_client_certificate_gets_the_one_given_and_refuses_none_at_once() {
+    let _load = exclusive();
+    let server = TlsRedis::start(true);
+    let uri = format!("rediss://bench:bench-pw@127.0.0.1:{}", server.port);
+    let (_d, path) = spec_file(&spec(&uri, &format!("{{ca_file: \"{}\"}}", server.ca()), "300s", GET_SET, "[]"));
+    let without = run(&path, &[]);
+    assert_eq!(without.code(), 2, "{}", without.stderr());
+    let said = without.stderr();
+    assert!(said.contains("refused faultline") && said.contains("client certificate"), "{said}");
+
+    let options = format!(
+        "{{ca_file: \"{}\", cert_file: \"{}\", key_file: \"{}\"}}",
+        server.ca(),
+        server.file("client.crt"),
+        server.file("client.key")
+    );
+    let (_d, path) = spec_file(&spec(&uri, &options, "20s", GET_SET, "[lost-acknowledged-write]"));
+    let with = run(&path, &[]);
+    assert_eq!(with.code(), 0, "{}", with.stderr());
+    let cell = &with.results()["cells"][0];
+    assert!(cell["stats"]["per_op"]["get"]["ok"].as_u64().unwrap() > 0, "{cell}");
+    assert_eq!(cell["checks"][0]["status"], "ok", "{}", cell["checks"]);
 }

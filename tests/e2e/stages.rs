@@ -48,7 +48,6 @@ fn a_ramp_and_a_hold_are_scheduled_and_judged_stage_by_stage() {
     for (stage, integral, span) in [(&stages[0], 400u64, [0.0, 2.0]), (&stages[1], 800, [2.0, 4.0])] {
         let n = |k: &str| stage[k].as_u64().unwrap();
         assert!(n("due").abs_diff(integral) <= 1, "{stage}");
-        assert_eq!(n("sent") + n("unsent"), n("due"), "{stage}");
         assert_eq!([stage["from_s"].as_f64().unwrap(), stage["to_s"].as_f64().unwrap()], span);
         assert!((stage["target_rate"].as_f64().unwrap() - integral as f64 / 2.0).abs() < 1e-6, "{stage}");
         assert!(stage["per_op"]["get"].is_object() || n("sent") == 0, "{stage}");
@@ -58,8 +57,6 @@ fn a_ramp_and_a_hold_are_scheduled_and_judged_stage_by_stage() {
     let open = &stats["open_loop"];
     let total: u64 = stages.iter().map(|s| s["due"].as_u64().unwrap()).sum();
     assert_eq!(open["due"].as_u64().unwrap(), total, "{open}");
-    let unsent: u64 = stages.iter().map(|s| s["unsent"].as_u64().unwrap()).sum();
-    assert_eq!(open["unsent"].as_u64().unwrap(), unsent, "{open}");
     assert!((open["rate"].as_f64().unwrap() - 300.0).abs() < 1e-6, "{open}");
     // The timeline's asked rate follows the stages: 100 ms points, the
     // ramp's mean over each, then the hold.

@@ -11,6 +11,8 @@
 pub mod cause;
 pub mod ledger;
 pub mod registry;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod topology;
 pub mod workload;
 

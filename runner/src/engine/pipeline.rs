@@ -43,12 +43,16 @@ pub struct Dialer {
 }
 
 impl Dialer {
-    /// A new connection within `limit`, or None.
-    pub async fn dial(&self, limit: Duration) -> Option<PipelinedConnection> {
+    /// A new connection within `limit`, or why not.
+    pub async fn dial(&self, limit: Duration) -> anyhow::Result<PipelinedConnection> {
         let dial = self.driver.connect(&self.uri, Arc::clone(&self.workload));
         match tokio::time::timeout(limit, dial).await {
-            Ok(Ok(Connection::Pipelined(c))) => Some(c),
-            _ => None,
+            Ok(Ok(Connection::Pipelined(c))) => Ok(c),
+            Ok(Ok(Connection::Requests(_))) => {
+                anyhow::bail!("the driver gave a request client, not a pipelined connection")
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => anyhow::bail!("no connection within {limit:?}"),
         }
     }
 }
@@ -185,9 +189,8 @@ impl Lane {
     }
 }
 
-/// Drives one lane; with no `connection` it starts by dialing one.
 pub async fn run(
-    connection: Option<PipelinedConnection>,
+    connection: PipelinedConnection,
     dialer: Dialer,
     mut ops: OpStream,
     settings: Settings,
@@ -205,9 +208,7 @@ pub async fn run(
         read_end: 0,
         next_reconnect: Instant::now(),
     };
-    if let Some(c) = connection {
-        lane.connected(c);
-    }
+    lane.connected(connection);
     let mut issuer =
         Issuer::new(settings.pacing, settings.active, settings.in_flight, settings.stop_at, settings.rounds);
     // One cancellation waiter and one timer for the lane's life, re-armed
@@ -288,8 +289,8 @@ pub async fn run(
                     // Bounded, so a host that drops packets cannot hold up
                     // deadlines or Ctrl-C.
                     match dialer.dial(RECONNECT_TIMEOUT).await {
-                        Some(c) => lane.connected(c),
-                        None => lane.next_reconnect = Instant::now() + RECONNECT_PAUSE,
+                        Ok(c) => lane.connected(c),
+                        Err(_) => lane.next_reconnect = Instant::now() + RECONNECT_PAUSE,
                     }
                 }
             }

@@ -64,7 +64,8 @@ impl RedisDriver {
         if let Some(tls) = self.tls.get() {
             return Ok(tls);
         }
-        let made = Tls::new(&self.options).map_err(|(_, e)| anyhow::anyhow!("TLS: {e}"))?;
+        // Options that cannot make a config now will not later either.
+        let made = Tls::new(&self.options).map_err(|(_, e)| anyhow::Error::new(Refused(format!("TLS: {e}"))))?;
         Ok(self.tls.get_or_init(|| made))
     }
 
@@ -234,7 +235,10 @@ impl TargetDriver for RedisDriver {
         // A connection of the load's own first: a refusal of the URI's
         // credentials comes back in the server's words (the redis crate's
         // connection says only "AuthenticationFailed").
-        drop(self.dial(uri).await?);
+        match tokio::time::timeout(ADMIN_CONNECT_TIMEOUT, self.dial(uri)).await {
+            Ok(dialed) => drop(dialed?),
+            Err(_) => anyhow::bail!("no connection within {ADMIN_CONNECT_TIMEOUT:?}"),
+        }
         let mut conn = self.admin_connection(uri).await.map_err(refusal)?;
         // INFO answers while a dataset loads, but commands get -LOADING: only
         // a PONG and `loading:0` mean the load would be served.
@@ -300,14 +304,15 @@ async fn handshake(stream: &mut Stream, args: &[&[u8]]) -> anyhow::Result<()> {
     for arg in args {
         put_bulk(&mut request, arg);
     }
-    stream.write_all(&request).await?;
+    let said = |e| tls::io_error(e, &format!("{} on a new connection", String::from_utf8_lossy(args[0])));
+    stream.write_all(&request).await.map_err(said)?;
     let mut reply = Vec::new();
     let mut chunk = [0u8; 512];
     let end = loop {
         if let Some(end) = skip_reply(&reply, 0).map_err(|e| anyhow::anyhow!(e))? {
             break end;
         }
-        let n = stream.read(&mut chunk).await?;
+        let n = stream.read(&mut chunk).await.map_err(said)?;
         anyhow::ensure!(n > 0, "the server closed the connection");
         reply.extend_from_slice(&chunk[..n]);
     };

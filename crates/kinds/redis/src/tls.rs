@@ -11,16 +11,14 @@
 
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use crate::options::RedisOptions;
+use faultline_kind::tls::AnyCertificate;
 use faultline_kind::Refused;
 
 /// The TLS a target's connections use.
@@ -77,20 +75,26 @@ impl Tls {
     pub async fn wrap(&self, tcp: TcpStream, host: &str) -> anyhow::Result<TlsStream<TcpStream>> {
         let name = ServerName::try_from(host.to_string())
             .map_err(|_| anyhow::anyhow!("`{host}` is not a name or address TLS can check a certificate against"))?;
-        self.connector.connect(name, tcp).await.map_err(|e| {
-            let said = format!("TLS handshake with {host} failed: {e}");
-            // Certificates that do not match will not match on a retry:
-            // readiness gives up at once, with the fix.
-            match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
-                Some(rustls::Error::InvalidCertificate(_)) => anyhow::Error::new(Refused(format!(
-                    "{said}: give the CA that signed the server's certificate in `ca_file` (or `insecure: true` for a test server)"
-                ))),
-                Some(rustls::Error::AlertReceived(_)) => anyhow::Error::new(Refused(format!(
-                    "{said}: the server refused this client (does it require a client certificate, `cert_file` and `key_file`?)"
-                ))),
-                _ => anyhow::anyhow!(said),
-            }
-        })
+        self.connector.connect(name, tcp).await.map_err(|e| io_error(e, &format!("TLS handshake with {host} failed")))
+    }
+}
+
+/// An I/O error on a TLS connection, with `what` failed. Certificates that do
+/// not match will not match on a retry, so those are [`Refused`] (readiness
+/// gives up at once, with the fix); under TLS 1.3 a server's refusal of the
+/// client's certificate arrives as an alert after the handshake, on the
+/// first read, so that is looked for on every I/O error, not only the
+/// handshake's.
+pub fn io_error(e: std::io::Error, what: &str) -> anyhow::Error {
+    let said = format!("{what}: {e}");
+    match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+        Some(rustls::Error::InvalidCertificate(_)) => anyhow::Error::new(Refused(format!(
+            "{said}: give the CA that signed the server's certificate in `ca_file` (or `insecure: true` for a test server)"
+        ))),
+        Some(rustls::Error::AlertReceived(_)) => anyhow::Error::new(Refused(format!(
+            "{said}: the server refused this client (does it require a client certificate, `cert_file` and `key_file`?)"
+        ))),
+        _ => anyhow::anyhow!(said),
     }
 }
 
@@ -103,45 +107,5 @@ fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     match found.is_empty() {
         true => Err(format!("{path} holds no PEM certificate")),
         false => Ok(found),
-    }
-}
-
-/// `insecure: true`: any certificate is accepted; the handshake's
-/// signatures are still verified against it.
-#[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }

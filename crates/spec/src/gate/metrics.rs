@@ -249,7 +249,7 @@ pub static METRICS: &[GateMetric] = &[
     GateMetric {
         name: "achieved_rate",
         aliases: &[],
-        description: "Open loop only: ops sent per second of the window, next to the asked `rate`. `achieved_rate(stage: NAME)`: per second of one stage.",
+        description: "Ops sent per second of the window of an open loop, next to the asked `rate`. `achieved_rate(stage: NAME)`: per second of one stage, of an open loop or a closed loop in steps.",
         unit: Unit::PerSecond,
         args: Args::Stage,
         reads: Reads::Schedule,

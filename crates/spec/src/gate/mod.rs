@@ -190,7 +190,7 @@ pub struct MetricRef {
     pub window: Option<Side>,
     /// The status classes `count` and `only` name, e.g. `503`, `timeout`.
     pub statuses: Vec<String>,
-    /// The stage of a staged open loop it is taken over, e.g. `p99(get, stage: peak)`.
+    /// The stage (of an open loop in stages or a closed loop in steps) it is taken over, e.g. `p99(get, stage: peak)`.
     pub stage: Option<String>,
 }
 
@@ -495,7 +495,7 @@ impl Parser {
                             };
                         }
                     }
-                    // `stage: NAME`: a stage of a staged open loop.
+                    // `stage: NAME`: a stage of an open loop in stages or a closed loop in steps.
                     if self.peek() == Some(&Token::Colon) && arg == "stage" {
                         self.pos += 1;
                         if !matches!(metric.args, Args::OpOrWindow | Args::Stage) {

@@ -27,10 +27,48 @@ use faultline_check::history::{HistoryWriter, Scope};
 use faultline_kind::workload::OpStream;
 use faultline_kind::{Connection, PipelinedConnection, ReadRule, Stream, TargetDriver};
 
-/// How long a lane has to dial a connection it could not be handed (a TLS
-/// stream, bound to the runtime that made it) before its window opens; one
-/// that fails starts disconnected and dials as after a break.
+/// How long a lane's connection may take to be dialed on its load thread,
+/// when the one bring-up made cannot move there (a TLS stream).
 const LOAD_THREAD_DIAL_LIMIT: Duration = Duration::from_secs(10);
+
+/// Each lane whose connection is a wrapped stream (TLS) gets a new one dialed
+/// on its own load thread, now, before the clock starts: such a stream is
+/// bound to the runtime that made it and cannot move there as a socket does,
+/// and dialing after the clock started would charge the handshakes to the
+/// window's first ops. The connection bring-up made showed the target takes
+/// connections; one that cannot be dialed again fails the cell, with why.
+async fn dial_on_load_threads(
+    run: &CellRun<'_>,
+    driver: &Arc<dyn TargetDriver>,
+    clients: Vec<Connection>,
+) -> Result<Vec<Connection>, String> {
+    let mut dialing = Vec::with_capacity(clients.len());
+    for (i, connection) in clients.into_iter().enumerate() {
+        dialing.push(match connection {
+            Connection::Pipelined(PipelinedConnection { stream: Stream::Wrapped(_), .. }) => {
+                let dialer = pipeline::Dialer {
+                    driver: Arc::clone(driver),
+                    uri: run.running.uri.clone(),
+                    workload: Arc::clone(&run.workload),
+                };
+                Err(run.engine.load_threads.spawn(i, async move { dialer.dial(LOAD_THREAD_DIAL_LIMIT).await }))
+            }
+            other => Ok(other),
+        });
+    }
+    let mut clients = Vec::with_capacity(dialing.len());
+    for (i, dial) in dialing.into_iter().enumerate() {
+        clients.push(match dial {
+            Ok(connection) => connection,
+            Err(on_thread) => match on_thread.await {
+                Ok(Ok(c)) => Connection::Pipelined(c),
+                Ok(Err(e)) => return Err(format!("client {i} could not connect on its load thread: {e:#}")),
+                Err(e) => return Err(format!("client {i}'s load thread failed: {e}")),
+            },
+        });
+    }
+    Ok(clients)
+}
 
 /// The cell's measured window on its clock.
 #[derive(Clone, Copy)]
@@ -61,6 +99,10 @@ pub struct Ran {
 
 pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped> {
     let Armed { driver, clients, shape, mut kept } = armed;
+    let clients = match dial_on_load_threads(run, &driver, clients).await {
+        Ok(clients) => clients,
+        Err(why) => return Err(Stopped::failed(kept, why)),
+    };
     let (engine, cell, workload) = (run.engine, run.cell, &run.workload);
     let (connections, in_flight) = run.lanes();
     let target_spec = run.target_spec();
@@ -133,28 +175,22 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             pipeline::Dialer { driver: Arc::clone(&driver), uri: uri.to_string(), workload: Arc::clone(workload) };
         tasks.push(match connection {
             Connection::Pipelined(c) => {
-                // A plain socket moves to the load thread's own reactor; a
-                // wrapped one (TLS) cannot, so the lane dials its own there
-                // before the window opens (the one made here showed the
-                // target takes connections).
-                let moved = match c.stream {
+                // A plain socket moves to the load thread's own reactor (a
+                // wrapped one was dialed there: `dial_on_load_threads`).
+                let c = match c.stream {
                     Stream::Tcp(tcp) => {
                         let _on = engine.load_threads.enter(i);
                         match tcp.into_std().and_then(tokio::net::TcpStream::from_std) {
-                            Ok(s) => Some(PipelinedConnection { stream: Stream::Tcp(s), protocol: c.protocol }),
+                            Ok(s) => PipelinedConnection { stream: Stream::Tcp(s), protocol: c.protocol },
                             Err(e) => {
                                 let why = format!("cannot move a connection to its load thread: {e}");
                                 return Err(Stopped::failed(kept, why));
                             }
                         }
                     }
-                    Stream::Wrapped(_) => None,
+                    Stream::Wrapped(_) => c,
                 };
                 engine.load_threads.spawn(i, async move {
-                    let c = match moved {
-                        Some(c) => Some(c),
-                        None => dialer.dial(LOAD_THREAD_DIAL_LIMIT).await,
-                    };
                     tokio::time::sleep_until(t0).await;
                     pipeline::run(c, dialer, ops, settings, recorder, history, cancel).await
                 })
