@@ -21,6 +21,13 @@ pub trait KindInfo: Send + Sync {
     /// Whether an external target's `uri` is one this kind can reach (its
     /// scheme, host and port parse): the problem and the fix otherwise.
     fn check_uri(&self, uri: &str) -> Result<(), String>;
+    /// Whether these options can apply to a target reached at `uri` (None:
+    /// a server faultline starts): the option at fault and why not, so an
+    /// option that would be silently unused is an error instead.
+    fn check_options_for(&self, uri: Option<&str>) -> Result<(), (String, String)> {
+        let _ = uri;
+        Ok(())
+    }
     fn supports(&self, op: OpKind) -> bool;
     /// Whether the server acknowledges writes (MongoDB's `w: 0` does not),
     /// which the lost-acknowledged-write checker needs.

@@ -244,7 +244,7 @@ fn validate_options(
     catalog: &dyn Catalog,
 ) -> Result<(), Problem> {
     match catalog.kind(&t.kind, options) {
-        Ok(_) => Ok(()),
+        Ok(info) => info.check_options_for(t.uri.as_deref()).map_err(|(field, e)| (format!("{at}.{field}"), e)),
         Err((field, e)) if field.is_empty() => Err((at.into(), e)),
         Err((field, e)) => Err((format!("{at}.{field}"), e)),
     }

@@ -41,7 +41,7 @@ pub const KIND: Kind = Kind {
         let tls = OnceLock::new();
         // Files named in the options are read now, so a missing CA is a
         // spec error at its field rather than a target that never gets ready.
-        if options.sets_tls() {
+        if options.tls_field().is_some() {
             let _ = tls.set(Tls::new(&options)?);
         }
         Ok(Arc::new(RedisDriver { options, tls }))
@@ -201,6 +201,19 @@ impl faultline_spec::KindInfo for RedisDriver {
 
     fn check_uri(&self, uri: &str) -> Result<(), String> {
         Target::parse(uri).map(|_| ()).map_err(|e| format!("{e:#}"))
+    }
+
+    fn check_options_for(&self, uri: Option<&str>) -> Result<(), (String, String)> {
+        let Some(field) = self.options.tls_field() else { return Ok(()) };
+        match uri.map(Target::parse) {
+            Some(Ok(Target::Tls { .. })) => Ok(()),
+            // A URI that does not parse has its own error, at `uri`.
+            Some(Err(_)) => Ok(()),
+            _ => Err((
+                field.to_string(),
+                "applies to an external target with a rediss:// URI only: this target connects without TLS".into(),
+            )),
+        }
     }
 
     fn supports(&self, op: OpKind) -> bool {

@@ -44,9 +44,16 @@ impl RedisOptions {
         }
     }
 
-    /// Whether any TLS setting was given (the config is then built, and its
-    /// files read, when the spec is loaded rather than at first connect).
-    pub fn sets_tls(&self) -> bool {
-        self.ca_file.is_some() || self.cert_file.is_some() || self.insecure
+    /// The first TLS setting given, if any (the config is then built, and
+    /// its files read, when the spec is loaded rather than at first connect).
+    pub fn tls_field(&self) -> Option<&'static str> {
+        [
+            ("ca_file", self.ca_file.is_some()),
+            ("cert_file", self.cert_file.is_some()),
+            ("key_file", self.key_file.is_some()),
+            ("insecure", self.insecure),
+        ]
+        .into_iter()
+        .find_map(|(field, given)| given.then_some(field))
     }
 }
