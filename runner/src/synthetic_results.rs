@@ -282,6 +282,7 @@ fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
             .collect(),
         window_latency: vec![],
         stages: vec![],
+        client_cpu: Some(client_cpu(0.97)),
     };
     let roles = match faults.is_empty() {
         true => vec![],
@@ -356,5 +357,58 @@ fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
             },
         ],
         frozen: vec![],
+        capacity: scenario.capacity.as_ref().map(|c| capacity_search(&c.slo, index)),
+    }
+}
+
+fn client_cpu(busiest_share: f64) -> ClientCpu {
+    ClientCpu { cores: 1.4, host_cores: 2, busiest_thread: "load-thread-0".into(), busiest_share }
+}
+
+/// A search that grew, failed, bisected and confirmed; every other one
+/// stopped client-bound, with a step whose words hold a pipe and a newline.
+fn capacity_search(slo: &str, index: usize) -> faultline_model::capacity::CapacitySearch {
+    use faultline_model::capacity::{Bound, CapacitySearch, CapacityStep, Phase, SloLimit};
+    let step = |rate: f64, phase: Phase, met: bool, p99: f64| CapacityStep {
+        rate,
+        phase,
+        achieved_rate: rate.min(60_000.0),
+        throughput: rate.min(59_000.0),
+        p50_ms: Some(p99 / 4.0),
+        p99_ms: Some(p99),
+        error_rate: if met { 0.0 } else { 0.02 },
+        unsent: if met { 0 } else { 1200 },
+        client_cpu: Some(client_cpu(0.5)),
+        met,
+        client_bound: false,
+        why: if met { "p99(set) 0.4ms < 1ms".into() } else { "p99(set) 9ms < 1ms | no\nmore".into() },
+    };
+    let client_bound = index % 2 == 1;
+    let mut steps = vec![
+        step(10_000.0, Phase::Grow, true, 0.3),
+        step(20_000.0, Phase::Grow, true, 0.4),
+        step(40_000.0, Phase::Grow, !client_bound, 0.6),
+    ];
+    let bound = match client_bound {
+        true => {
+            let last = steps.last_mut().expect("three steps");
+            last.client_bound = true;
+            last.client_cpu = Some(client_cpu(0.99));
+            Bound::Client
+        }
+        false => {
+            steps.push(step(80_000.0, Phase::Grow, false, 9.0));
+            steps.push(step(56_600.0, Phase::Bisect, true, 0.8));
+            steps.push(step(56_600.0, Phase::Confirm, true, 0.8));
+            Bound::Target
+        }
+    };
+    CapacitySearch {
+        slo: slo.into(),
+        slo_limits: vec![SloLimit { metric: "p99(set)".into(), ms: 1.0 }],
+        capacity: Some(if client_bound { 20_000.0 } else { 56_600.0 }),
+        failed_at: Some(if client_bound { 40_000.0 } else { 80_000.0 }),
+        bound,
+        steps,
     }
 }

@@ -7,6 +7,7 @@ mod support;
 mod bad_input;
 mod bad_specs;
 mod campaign;
+mod capacity;
 mod check_cli;
 mod docker;
 mod dynamodb;

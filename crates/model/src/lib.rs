@@ -12,6 +12,7 @@
 //! renders) both read it. Behaviour that needs a runtime, a server or a
 //! template stays with its layer; see docs/architecture.md.
 
+pub mod capacity;
 pub mod checks;
 pub mod command_line;
 pub mod compare;

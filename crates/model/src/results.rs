@@ -176,6 +176,10 @@ pub struct CellResult {
     /// `isolation: stop`: the other targets frozen while this cell ran.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub frozen: Vec<String>,
+    /// A scenario with `capacity:`: the search this cell ran; its stats
+    /// are those of the last step at the capacity found.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub capacity: Option<crate::capacity::CapacitySearch>,
 }
 
 impl CellResult {
@@ -261,6 +265,10 @@ pub struct Comparison {
     /// target / baseline of the mean p50 and p99 (of the worst op kind).
     pub p50: Ratio,
     pub p99: Ratio,
+    /// target / baseline of the mean capacity, in scenarios that search
+    /// for it (and only where both sides found the target's own number).
+    #[serde(skip_serializing_if = "Ratio::is_empty", default)]
+    pub capacity: Ratio,
     /// The throughput's word, only where its interval is clear of the
     /// parity band: WIN above it, LOSS below it, parity inside it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -281,6 +289,10 @@ pub struct VariantStats {
     pub p50_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub p99_ms: Option<f64>,
+    /// Mean over repeats of the capacity found, where every repeat found
+    /// the target's own number.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub capacity: Option<f64>,
 }
 
 /// A ratio with its noise.
@@ -295,6 +307,13 @@ pub struct Ratio {
     /// 95% bootstrap interval; none with fewer than two repeats.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub interval: Option<crate::compare::Interval>,
+}
+
+impl Ratio {
+    /// No ratio at all (the measure was not taken on both sides).
+    pub fn is_empty(&self) -> bool {
+        self.value.is_none() && self.paired_median.is_none() && self.interval.is_none()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -112,6 +112,37 @@ pub struct CellStats {
     /// Staged profiles: each stage's schedule (open loop) and latency.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub stages: Vec<StageStats>,
+    /// How busy faultline itself was over the measured window.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_cpu: Option<ClientCpu>,
+}
+
+/// The load generator's own CPU over a cell's measured window, read from
+/// the kernel's per-thread run times: what tells a target's limit from
+/// faultline's (a capacity search stops at the second, and says so).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientCpu {
+    /// CPU seconds per second of all of faultline's threads together.
+    pub cores: f64,
+    /// The cores this host has.
+    pub host_cores: usize,
+    /// The busiest thread (a load thread, or a worker of the main runtime)
+    /// and its share of one core, 0 to 1.
+    pub busiest_thread: String,
+    pub busiest_share: f64,
+}
+
+impl ClientCpu {
+    /// A share of a core, or of the host, above which the load generator
+    /// counts as the limit: the kernel's accounting and the window's edges
+    /// keep a busy thread a little under 1.
+    pub const SATURATED: f64 = 0.9;
+
+    /// Whether the load generator was the limit: one of its threads (a load
+    /// thread runs its lanes on one core) or the host's every core busy.
+    pub fn saturated(&self) -> bool {
+        self.busiest_share >= Self::SATURATED || self.cores >= Self::SATURATED * self.host_cores as f64
+    }
 }
 
 /// One stage of a staged profile: an open loop's share of the schedule and

@@ -1,7 +1,8 @@
 //! Charts beside report.md, as SVG files drawn with plotters: per group of
 //! cells, throughput and latency over the window of each variant and repeat
 //! with each fault's window shaded; per group that compares variants, each
-//! variant's latency percentiles; per scenario, the throughput ratios with
+//! variant's latency percentiles; per capacity search, its knee (what each
+//! offered rate got, the SLO's limits and the capacity found); per scenario, the throughput ratios with
 //! their intervals against the parity band. The report links them. Labels
 //! get the room their text needs, so none runs into another.
 
@@ -18,7 +19,7 @@ use faultline_model::results::{CellResult, Comparison, Results};
 /// One chart written: what it shows, and its file name in the chart folder.
 #[derive(Debug, Clone, Serialize)]
 pub struct Chart {
-    /// `timeline`, `percentiles` or `ratios`.
+    /// `timeline`, `percentiles`, `knee` or `ratios`.
     pub kind: &'static str,
     /// The group (`scenario/profile`) of a timeline or percentile chart, the
     /// scenario of a ratio chart.
@@ -53,6 +54,11 @@ pub fn plan(results: &Results) -> Vec<Chart> {
             let title = format!("{label}: throughput and latency per second");
             charts.push(Chart { kind: "timeline", of: label.clone(), title, file });
             let cells = measured_in(results, &label);
+            if cells.iter().any(|x| x.capacity.is_some()) {
+                let file = unique_name(&mut used, &format!("knee-{}", slug(&label)));
+                let title = format!("{label}: capacity search, what each offered rate got");
+                charts.push(Chart { kind: "knee", of: label.clone(), title, file });
+            }
             if cells.iter().any(|x| x.variant() != cells[0].variant()) {
                 let file = unique_name(&mut used, &format!("percentiles-{}", slug(&label)));
                 let title = format!("{label}: latency percentiles of each variant");
@@ -86,6 +92,7 @@ pub fn draw_all(results: &Results, dir: &Path) -> anyhow::Result<Vec<Chart>> {
         let svg = match chart.kind {
             "timeline" => timeline(&chart.title, &measured_in(results, &chart.of)),
             "percentiles" => percentiles(&chart.title, &measured_in(results, &chart.of)),
+            "knee" => knee(&chart.title, &measured_in(results, &chart.of)),
             _ => {
                 let rows: Vec<&Comparison> = results.comparisons.iter().filter(|c| c.scenario == chart.of).collect();
                 ratios(&chart.title, &rows)
@@ -273,6 +280,144 @@ fn timeline(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
         root.present()?;
     }
     Ok(svg)
+}
+
+/// A capacity search's knee, against the offered rate (log scale): above,
+/// ops sent and succeeded per second beside the offered rate itself
+/// (dashed: what a target that keeps up would do); below, each step's p50
+/// (dashed) and p99 (solid) with the SLO's latency limits in red. A
+/// vertical line marks each search's capacity. A colour per variant; steps
+/// that failed the SLO are hollow.
+fn knee(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
+    let searched: Vec<(usize, &faultline_model::capacity::CapacitySearch)> =
+        cells.iter().enumerate().filter_map(|(i, c)| Some((i, c.capacity.as_ref()?))).collect();
+    let steps = || searched.iter().flat_map(|(_, s)| &s.steps);
+    let low = steps().map(|s| s.rate).fold(f64::INFINITY, f64::min).clamp(1e-3, 1e9) / 1.3;
+    let high = steps().map(|s| s.rate.max(s.achieved_rate)).fold(low * 2.0, f64::max) * 1.3;
+    // Every search of a group has the same SLO: each limit once.
+    let mut limits: Vec<&faultline_model::capacity::SloLimit> = Vec::new();
+    for limit in searched.iter().flat_map(|(_, s)| &s.slo_limits) {
+        if !limits.iter().any(|l| l.metric == limit.metric && l.ms == limit.ms) {
+            limits.push(limit);
+        }
+    }
+    let latencies = steps().flat_map(|s| s.p50_ms.into_iter().chain(s.p99_ms)).chain(limits.iter().map(|l| l.ms));
+    let (ms_low, ms_high) = latencies.fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
+    let (ms_low, ms_high) = match ms_high > 0.0 {
+        true => ((ms_low / 2.0).max(0.001), ms_high * 2.0),
+        false => (0.001, 1.0),
+    };
+    let colors = variant_colors(cells);
+    let rate = |v: &f64| match *v >= 1000.0 {
+        true => format!("{:.0}k", v / 1000.0),
+        false => format!("{v:.0}"),
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (960, 620)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let titled = root.titled(title, ("sans-serif", 18))?;
+        let (top, bottom) = titled.split_vertically(290);
+        let mut ops = ChartBuilder::on(&top)
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d((low..high).log_scale().with_key_points(rate_ticks(low, high)), 0.0..high)?;
+        ops.configure_mesh()
+            .x_desc("offered ops/s")
+            .y_desc("ops/s (sent ○, ok ●)")
+            .x_label_formatter(&rate)
+            .y_label_formatter(&rate)
+            .draw()?;
+        let mut latency =
+            ChartBuilder::on(&bottom).margin(10).x_label_area_size(30).y_label_area_size(70).build_cartesian_2d(
+                (low..high).log_scale().with_key_points(rate_ticks(low, high)),
+                (ms_low..ms_high).log_scale(),
+            )?;
+        latency
+            .configure_mesh()
+            .x_desc("offered ops/s")
+            .y_desc("ms (p99 —, p50 - -)")
+            .x_label_formatter(&rate)
+            .draw()?;
+        // The offered rate itself, a straight line bent by the log x axis.
+        let offered: Vec<(f64, f64)> =
+            (0..=48).map(|k| low * (high / low).powf(k as f64 / 48.0)).map(|r| (r, r)).collect();
+        ops.draw_series(DashedLineSeries::new(offered, 6, 4, BLACK.mix(0.5).stroke_width(1)))?
+            .label("offered")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.mix(0.5).stroke_width(1)));
+        let red = RGBColor(214, 39, 40);
+        // Each limit's words above its line, after those of a limit at
+        // about the same height.
+        let mut placed: Vec<(i32, f64)> = Vec::new();
+        for limit in &limits {
+            latency.draw_series(DashedLineSeries::new(
+                vec![(low, limit.ms), (high, limit.ms)],
+                8,
+                4,
+                red.stroke_width(2),
+            ))?;
+            let (x, y) = latency.backend_coord(&(low, limit.ms));
+            let text = format!("SLO {} {}ms", limit.metric, faultline_model::format::format_decimal(limit.ms));
+            let from = placed
+                .iter()
+                .filter(|(py, _)| (py - y).abs() < 16)
+                .map(|(_, right)| *right + 10.0)
+                .fold(x as f64 + 6.0, f64::max);
+            placed.push((y, from + text_width(&text, 12.0)));
+            root.draw(&Text::new(text, (from as i32, y - 16), ("sans-serif", 12).into_font().color(&red)))?;
+        }
+        for (i, search) in &searched {
+            let color = colors[*i];
+            let mut by_rate: Vec<&faultline_model::capacity::CapacityStep> = search.steps.iter().collect();
+            by_rate.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+            let line = ops
+                .draw_series(LineSeries::new(by_rate.iter().map(|s| (s.rate, s.throughput)), color.stroke_width(2)))?;
+            if let Some(label) = first_of_variant(cells, *i) {
+                line.label(label)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            }
+            let dot = |s: &&faultline_model::capacity::CapacityStep, at: (f64, f64)| match s.met {
+                true => Circle::new(at, 4, color.filled()),
+                false => Circle::new(at, 4, color.stroke_width(2)),
+            };
+            ops.draw_series(by_rate.iter().map(|s| dot(s, (s.rate, s.throughput))))?;
+            ops.draw_series(by_rate.iter().map(|s| Circle::new((s.rate, s.achieved_rate), 3, color.stroke_width(1))))?;
+            let p99: Vec<(f64, f64)> = by_rate.iter().filter_map(|s| Some((s.rate, s.p99_ms?.max(ms_low)))).collect();
+            let p50: Vec<(f64, f64)> = by_rate.iter().filter_map(|s| Some((s.rate, s.p50_ms?.max(ms_low)))).collect();
+            latency.draw_series(LineSeries::new(p99, color.stroke_width(2)))?;
+            latency.draw_series(DashedLineSeries::new(p50, 5, 4, color.stroke_width(1)))?;
+            latency.draw_series(by_rate.iter().filter_map(|s| Some(dot(s, (s.rate, s.p99_ms?.max(ms_low))))))?;
+            if let Some(capacity) = search.capacity.filter(|c| *c > 0.0) {
+                ops.draw_series(LineSeries::new(
+                    vec![(capacity, 0.0), (capacity, high)],
+                    color.mix(0.7).stroke_width(1),
+                ))?;
+                latency.draw_series(LineSeries::new(
+                    vec![(capacity, ms_low), (capacity, ms_high)],
+                    color.mix(0.7).stroke_width(1),
+                ))?;
+            }
+        }
+        ops.configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// Ticks of a log-scale rate axis: 1, 2 and 5 times the powers of ten in
+/// the range (plotters' own may name one rate twice at the range's end).
+fn rate_ticks(low: f64, high: f64) -> Vec<f64> {
+    let first = low.log10().floor() as i32;
+    let last = high.log10().ceil() as i32;
+    (first..=last)
+        .flat_map(|e| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(e)))
+        .filter(|v| (low..=high).contains(v))
+        .collect()
 }
 
 /// Latency at p50, p95, p99, p99.9 and max, a line per cell in its

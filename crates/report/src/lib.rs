@@ -51,6 +51,17 @@ struct Table<'a> {
     /// Per fault, when its lost writes were acknowledged against the spans
     /// a demoted primary was still primary.
     lost_writes: Vec<String>,
+    /// Cells of a capacity search: what each found, and its steps.
+    capacities: Vec<CapacityRow<'a>>,
+}
+
+#[derive(Serialize)]
+struct CapacityRow<'a> {
+    variant: &'a str,
+    repeat: u32,
+    /// `48,000/s`, `at least 48,000/s (client-bound)`.
+    reading: String,
+    search: &'a faultline_model::capacity::CapacitySearch,
 }
 
 #[derive(Serialize)]
@@ -91,6 +102,7 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
                     cells: vec![],
                     roles: vec![],
                     lost_writes: vec![],
+                    capacities: vec![],
                 });
                 tables.len() - 1
             }
@@ -102,6 +114,14 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
                 variant: cell.variant(),
                 repeat: cell.repeat,
                 members: faultline_model::roles::per_second(&cell.roles, cell.measured_s),
+            });
+        }
+        if let Some(search) = &cell.capacity {
+            table.capacities.push(CapacityRow {
+                variant: cell.variant(),
+                repeat: cell.repeat,
+                reading: search.reading(),
+                search,
             });
         }
         for f in &cell.faults {
@@ -126,6 +146,7 @@ fn tables(results: &Results) -> Vec<Table<'_>> {
     for t in &mut tables {
         t.rows.sort_by(|a, b| (a.target, a.repeat).cmp(&(b.target, b.repeat)));
         t.cells.sort_by(|a, b| (a.variant(), a.repeat).cmp(&(b.variant(), b.repeat)));
+        t.capacities.sort_by(|a, b| (a.variant, a.repeat).cmp(&(b.variant, b.repeat)));
     }
     tables
 }

@@ -10,6 +10,7 @@
 //! field (see [`locate`]).
 
 pub mod arrivals;
+pub mod capacity;
 pub mod catalog;
 mod credentials;
 pub mod docker;

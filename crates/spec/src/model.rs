@@ -456,6 +456,7 @@ impl std::fmt::Display for Load<'_> {
             Load::Closed(s) => write!(f, "closed {s}"),
             Load::Open(o) => match (o.rate, &o.stages) {
                 (Some(rate), _) => write!(f, "open {rate}/s over {}x{}", o.connections, o.in_flight),
+                (None, None) => write!(f, "open at the searched rate over {}x{}", o.connections, o.in_flight),
                 (None, stages) => write!(
                     f,
                     "open {} stages up to {}/s over {}x{}",
@@ -713,6 +714,10 @@ pub struct ScenarioSpec {
     /// it off.
     #[serde(default)]
     pub checkers: Option<Vec<faultline_model::checks::CheckerName>>,
+    /// Search for the highest open-loop rate at which an SLO holds, instead
+    /// of running the profile's rate (see `crate::capacity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::capacity::CapacitySpec>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

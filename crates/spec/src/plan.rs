@@ -64,6 +64,9 @@ pub struct CellTiming {
     /// under `--quick` the quick window over the stages' length, so the
     /// stages fill the quick window.
     pub stage_scale: f64,
+    /// How many windows the cell runs: 1, or a capacity search's most
+    /// steps when no confirmation fails (for the plan's length).
+    pub windows: u32,
 }
 
 impl CellTiming {
@@ -86,7 +89,7 @@ impl CellTiming {
     /// Warm-up and measured window together. Spec durations are at most a
     /// year each, but the sums still saturate rather than trust that.
     pub fn load_time(&self) -> Duration {
-        self.warmup.saturating_add(self.duration)
+        self.warmup.saturating_add(self.duration).saturating_mul(self.windows)
     }
 }
 
@@ -104,6 +107,17 @@ impl Cell {
     /// The spec as this cell runs it: its matrix point's, or the campaign's.
     pub fn spec<'a>(&'a self, campaign: &'a Spec) -> &'a Spec {
         self.point.as_ref().map_or(campaign, |p| &p.spec)
+    }
+
+    /// A capacity search's step: this cell with its profile's open-loop
+    /// rate set to `rate` (its matrix point's values and labels kept).
+    pub fn at_rate(&self, campaign: &Spec, rate: f64) -> Cell {
+        let mut spec = self.spec(campaign).clone();
+        if let Some(open) = spec.profiles.get_mut(&self.profile).and_then(|p| p.open.as_mut()) {
+            open.rate = Some(rate);
+        }
+        let point = Point { values: self.matrix().clone(), spec };
+        Cell { point: Some(Arc::new(point)), timing: CellTiming { windows: 1, ..self.timing }, ..self.clone() }
     }
 
     /// Seeds this cell's op streams. The target is left out, so the variants
@@ -173,6 +187,16 @@ pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String>
                     false => 1.0,
                 },
                 stage_scale: 1.0,
+                windows: 1,
+            };
+            // A capacity search's steps are its windows, each `step` long.
+            let timing = match &scenario.capacity {
+                Some(c) => CellTiming {
+                    duration: if options.quick { duration } else { c.step.map_or(duration, |d| d.0) },
+                    windows: c.planned_steps(),
+                    ..timing
+                },
+                None => timing,
             };
             let variants = scenario.variants();
             for repeat in 1..=repeats {
@@ -276,9 +300,13 @@ impl Plan {
         }
         for (i, c) in self.cells.iter().enumerate() {
             let shape = c.spec(spec).profiles[&c.profile].shape();
+            let searched = match c.timing.windows > 1 {
+                true => format!(", a capacity search of about {} steps", c.timing.windows),
+                false => String::new(),
+            };
             let _ = writeln!(
                 out,
-                "  {:>3}. {:<40} {:<24} workload {:<12} warm-up {}, measure {}, deadline {}",
+                "  {:>3}. {:<40} {:<24} workload {:<12} warm-up {}, measure {}, deadline {}{searched}",
                 i + 1,
                 c.label(),
                 shape,
@@ -430,6 +458,27 @@ mod tests {
         assert_eq!(faults(&quick, 0), [(s(500), Some(s(500))), (s(1750), None)]);
         // Inside the quick window already: as written.
         assert_eq!(faults(&quick, 1), [(s(1000), Some(s(4000)))]);
+    }
+
+    #[test]
+    fn a_capacity_search_plans_its_steps_at_the_searched_rate() {
+        let text = TWO_TARGETS.replace("q: {closed: 2x2}", "q: {open: {connections: 2, in_flight: 8}}").replace(
+            "- {name: t, target: a, workload: w, profiles: [p]}",
+            "- {name: t, target: a, workload: w, profiles: [q], capacity: {rate: {from: 1000, to: 64000}, slo: 'errors == 0', step: 2s}}",
+        );
+        let text = text.replace("profiles: [p, q]}", "profiles: [p]}");
+        let loaded = spec(&text);
+        let plan = build(&loaded, &PlanOptions::default()).unwrap();
+        let cell = plan.cells.iter().find(|c| c.scenario == "t").unwrap();
+        // 1k to 64k doubling is 7 rates; one factor of 2 bisected to 5% is
+        // 4 steps; one confirmation.
+        assert_eq!((cell.timing.duration, cell.timing.windows), (Duration::from_secs(2), 12));
+        let step = cell.at_rate(&loaded.spec, 5660.0);
+        assert_eq!(step.spec(&loaded.spec).profiles["q"].load().to_string(), "open 5660/s over 2x8");
+        assert_eq!((step.label(), step.timing.windows), (cell.label(), 1));
+        assert!(plan
+            .describe(&loaded.spec, &crate::catalog::plain::Plain)
+            .contains("capacity search of about 12 steps"));
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
         match (&profile.closed, &profile.open) {
             (Some(_), Some(_)) => return Err((at, "give either `closed` or `open`, not both".into())),
             (None, None) => return Err((at, "needs `closed: CxI` (e.g. 3x32) or `open: {rate: N}`".into())),
-            (None, Some(open)) => validate_open(&format!("{at}.open"), open)?,
+            (None, Some(open)) => validate_open(&format!("{at}.open"), open, searched_only(spec, name))?,
             (Some(ClosedSpec::Stages(closed)), None) => validate_closed_stages(&format!("{at}.closed"), closed)?,
             (Some(ClosedSpec::Shape(_)), None) => {}
         }
@@ -85,6 +85,15 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
                         format!("needs the `{}` checker: add it to `checkers:`", missing.as_str()),
                     ));
                 }
+                let searched = |sc: &&ScenarioSpec| gate.scenario.as_ref().is_none_or(|s| s == &sc.name);
+                if expr.reads(crate::gate::Reads::Capacity)
+                    && !spec.scenarios.iter().filter(searched).any(|sc| sc.capacity.is_some())
+                {
+                    return Err((
+                        at.clone(),
+                        "reads `capacity`, but no scenario it covers searches for it: add `capacity:` to the scenario, or name one that has it with `scenario:`".into(),
+                    ));
+                }
                 if let Some(stage) = expr.stages().into_iter().find(|name| !stage_named(spec, gate, name)) {
                     return Err((at.clone(), unknown_stage(spec, gate, &stage)));
                 }
@@ -115,7 +124,8 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
 /// on such a checker is INCOMPLETE, never a pass.
 pub fn warnings(spec: &Spec) -> Vec<Problem> {
     let mut out: Vec<Problem> = Vec::new();
-    for (i, s) in spec.scenarios.iter().enumerate() {
+    // A capacity search runs no checkers.
+    for (i, s) in spec.scenarios.iter().enumerate().filter(|(_, s)| s.capacity.is_none()) {
         let (checkers, at) = match &s.checkers {
             Some(c) => (c, format!("scenarios[{i}].checkers")),
             None => (&spec.checkers, "checkers".to_string()),
@@ -401,8 +411,16 @@ fn validate_checkers(spec: &Spec) -> Result<(), Problem> {
     Ok(())
 }
 
-fn validate_open(at: &str, open: &OpenSpec) -> Result<(), Problem> {
+/// Whether only capacity searches run profile `name`: the search sets its
+/// rate, so it needs none of its own.
+fn searched_only(spec: &Spec, name: &str) -> bool {
+    let mut running = spec.scenarios.iter().filter(|s| s.profiles.iter().any(|p| p == name)).peekable();
+    running.peek().is_some() && running.all(|s| s.capacity.is_some())
+}
+
+fn validate_open(at: &str, open: &OpenSpec, searched: bool) -> Result<(), Problem> {
     let stages = match (open.rate, &open.stages) {
+        (None, None) if searched => &[][..],
         (Some(_), Some(_)) => {
             return Err((
                 format!("{at}.stages"),
@@ -412,7 +430,7 @@ fn validate_open(at: &str, open: &OpenSpec) -> Result<(), Problem> {
         (None, None) => {
             return Err((
                 at.into(),
-                "needs `rate: N` (ops per second) or `stages`, e.g. `stages: [{to: 5000, over: 30s}, {hold: 1m}]`"
+                "needs `rate: N` (ops per second) or `stages`, e.g. `stages: [{to: 5000, over: 30s}, {hold: 1m}]` (only a profile that nothing but capacity searches run may leave both out: the search sets its rate)"
                     .into(),
             ))
         }
@@ -443,7 +461,7 @@ fn validate_open(at: &str, open: &OpenSpec) -> Result<(), Problem> {
     if let Some(from) = open.from {
         staged_rate(format!("{at}.from"), from)?;
     }
-    if open.rate.is_none() && stages.is_empty() {
+    if open.rate.is_none() && stages.is_empty() && !searched {
         return Err((format!("{at}.stages"), "needs at least one stage".into()));
     }
     for (i, stage) in stages.iter().enumerate() {
@@ -477,7 +495,7 @@ fn validate_open(at: &str, open: &OpenSpec) -> Result<(), Problem> {
         }
     }
     stage_names(at, stages.iter().map(|s| s.name.as_deref()))?;
-    if open.rate.is_none() && open.peak_rate() <= 0.0 {
+    if open.rate.is_none() && open.peak_rate() <= 0.0 && !searched {
         return Err((format!("{at}.stages"), "every stage's rate is 0: the stages never ask for an op".into()));
     }
     if open.connections == 0 || open.in_flight == 0 {
@@ -764,6 +782,7 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
             validate_stages_window(s, &at, p, profile)?;
         }
         validate_faults(spec, s, &at, catalog)?;
+        crate::capacity::validate(spec, s, &at)?;
         cells = cells.saturating_add(cells_of(spec, s));
         if cells > MAX_CELLS {
             return Err((

@@ -23,7 +23,7 @@ pub use faultline_model::compare::{Group, Measure, RepeatValues};
 pub fn variant_stats(repeats: &[RepeatValues]) -> VariantStats {
     let values = |m: Measure| repeats.iter().filter_map(|r| m.of(r)).collect::<Vec<f64>>();
     let throughput = values(Measure::Throughput);
-    // A latency is reported only when every repeat measured it.
+    // A latency (or a capacity) is reported only when every repeat measured it.
     let latency = |m: Measure| {
         let v = values(m);
         (v.len() == repeats.len()).then(|| bootstrap::mean(&v)).flatten()
@@ -34,6 +34,7 @@ pub fn variant_stats(repeats: &[RepeatValues]) -> VariantStats {
         median_throughput: bootstrap::median(&throughput).unwrap_or(0.0),
         p50_ms: latency(Measure::P50),
         p99_ms: latency(Measure::P99),
+        capacity: latency(Measure::Capacity),
     }
 }
 
@@ -161,6 +162,7 @@ pub fn compare(spec: &Spec, cells: &[CellResult]) -> Vec<Comparison> {
                 throughput,
                 p50: ratio(Measure::P50, &base, &cand, Pairing::ByRepeat, seed),
                 p99: ratio(Measure::P99, &base, &cand, Pairing::ByRepeat, seed),
+                capacity: ratio(Measure::Capacity, &base, &cand, Pairing::ByRepeat, seed),
                 parity_band: band,
             });
         }
@@ -181,6 +183,7 @@ mod tests {
                 throughput: t,
                 p50_ms: Some(100.0 / t),
                 p99_ms: Some(1000.0 / t),
+                capacity: None,
             })
             .collect()
     }

@@ -36,7 +36,9 @@ impl LoadThreads {
             threads.stops.push(stop);
             threads.threads.push(
                 std::thread::Builder::new()
-                    .name(format!("faultline-load-{i}"))
+                    // Linux keeps 15 bytes of a thread's name, which is
+                    // how the client's CPU accounting names it.
+                    .name(format!("load-thread-{i}"))
                     .spawn(move || runtime.block_on(async { stopped.await.unwrap_or_default() }))?,
             );
         }
@@ -82,6 +84,6 @@ mod tests {
             (0..4).map(|i| threads.spawn(i, async { std::thread::current().name().map(String::from) })),
         ));
         let names: Vec<String> = names.into_iter().map(|n| n.unwrap().unwrap()).collect();
-        assert_eq!(names, ["faultline-load-0", "faultline-load-1", "faultline-load-0", "faultline-load-1"]);
+        assert_eq!(names, ["load-thread-0", "load-thread-1", "load-thread-0", "load-thread-1"]);
     }
 }

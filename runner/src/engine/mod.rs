@@ -4,6 +4,7 @@
 //! bring-up to its result, is the list of phases in `run_cell` (cell/).
 
 mod books;
+mod capacity;
 mod cell;
 mod instances;
 pub mod load_threads;
@@ -119,11 +120,21 @@ impl Engine<'_> {
             };
             let running = instances.get(&cell.instance).expect("checked above");
             let remaining = self.plan.time_after(i);
-            let mut result = self.run_cell(cell, (i + 1, total), running, workload, remaining).await;
+            let mut result = match &self.scenario(cell).capacity {
+                Some(search) => self.search_capacity(cell, (i + 1, total), running, workload, remaining, search).await,
+                None => self.run_cell(cell, (i + 1, total), running, workload, remaining).await,
+            };
             result.frozen = frozen;
             instances.wind_down(self, cell, i).await;
-            let line = match (&result.status, &result.stats) {
-                (CellStatus::Completed, Some(s)) => format!(
+            let line = match (&result.status, &result.stats, &result.capacity) {
+                (_, _, Some(search)) => {
+                    let steps = match search.steps.len() {
+                        1 => "1 step".to_string(),
+                        n => format!("{n} steps"),
+                    };
+                    format!("{}: capacity {} ({steps})", cell.label(), search.reading())
+                }
+                (CellStatus::Completed, Some(s), None) => format!(
                     "{}: {:.0} ops/s, {} errors{}{}",
                     cell.label(),
                     s.throughput,
@@ -142,7 +153,7 @@ impl Engine<'_> {
                         .filter_map(|(k, o)| o.latency_ms.map(|l| format!(", {k} p99 {:.2}ms", l.p99)))
                         .collect::<String>()
                 ),
-                (status, _) => format!(
+                (status, _, _) => format!(
                     "{}: {:?}{}",
                     cell.label(),
                     status,
@@ -229,6 +240,7 @@ impl Engine<'_> {
             non_primary_reads: None,
             probes: Vec::new(),
             frozen: Vec::new(),
+            capacity: None,
         }
     }
 

@@ -223,7 +223,7 @@ pub async fn run(
         let now = Instant::now();
         // Cancellation is noticed in the wait below (checking the token
         // here too took a lock per turn).
-        if (now >= settings.stop_at || issuer.exhausted()) && lane.books.live == 0 {
+        if issuer.done(now, lane.books.live) {
             break;
         }
         lane.books.report_completions(&mut ops);

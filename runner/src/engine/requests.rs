@@ -57,7 +57,7 @@ pub async fn run(
 
     loop {
         let now = Instant::now();
-        if cancel.is_cancelled() || ((now >= settings.stop_at || issuer.exhausted()) && books.live == 0) {
+        if cancel.is_cancelled() || issuer.done(now, books.live) {
             break;
         }
         books.report_completions(&mut ops);

@@ -3,7 +3,11 @@
 //! ([`Pacing`]): ops are due on a fixed schedule whatever the target does,
 //! and latency counts from when an op was due, so a stalled target is
 //! charged for every op that had to wait (no coordinated omission); an op
-//! that was due but never found a free slot is counted as unsent.
+//! that was due but never found a free slot is counted as unsent. A lane
+//! that notices the window's end late (its thread was not scheduled in
+//! time) still sends, late, the ops due before the end that its free slots
+//! take then: faultline's own lateness is schedule lag, not a target that
+//! left ops unsent.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,6 +86,9 @@ pub struct Issuer {
     /// cell's gate, and the round it waits there to start.
     rounds: Option<RoundSeat>,
     held_at: Option<u64>,
+    /// An open loop: when the lane first saw the window's end, and sent
+    /// what its free slots took of the ops still due before it.
+    closed_at: Option<Instant>,
 }
 
 /// An op to issue now: the op, the time that decides its window (issued in
@@ -101,15 +108,42 @@ impl Issuer {
         rounds: Option<RoundSeat>,
     ) -> Issuer {
         let next_due = pacing.as_ref().map(|p| p.first);
-        Issuer { pacing, active, next_due, in_flight, stop_at, ran_out: None, rounds, held_at: None }
+        Issuer { pacing, active, next_due, in_flight, stop_at, ran_out: None, rounds, held_at: None, closed_at: None }
+    }
+
+    /// Whether the lane is done at `now` with `live` ops in flight: the
+    /// window has ended (or its shape ran out) and nothing is in flight,
+    /// and no op due before the end waits for the free slots of the lane's
+    /// first look past the end.
+    pub fn done(&self, now: Instant, live: u32) -> bool {
+        (now >= self.stop_at || self.exhausted()) && live == 0 && !self.owes_late(now)
+    }
+
+    /// An open loop past its window's end, not yet closed, with an op due
+    /// before the end still unsent.
+    fn owes_late(&self, now: Instant) -> bool {
+        let due_before_end = match (&self.pacing, self.next_due) {
+            (Some(p), Some(i)) => p.due(i) < self.stop_at,
+            _ => false,
+        };
+        now >= self.stop_at && self.closed_at.is_none() && !self.exhausted() && due_before_end
     }
 
     /// The next op to issue at `now` with `live` slots in use, if a slot is
     /// free, the window is open and (open loop) an op is due.
     #[inline]
     pub fn next(&mut self, now: Instant, live: u32, ops: &mut OpStream, recorder: &mut Recorder) -> Option<Issue> {
-        if live >= self.in_flight || now >= self.stop_at || self.ran_out.is_some() {
+        if live >= self.in_flight || self.ran_out.is_some() {
             return None;
+        }
+        // Past the end, an open loop sends what its free slots take at its
+        // first look (one `now`) of the ops due before the end; then no more.
+        if now >= self.stop_at {
+            match (&self.pacing, self.closed_at) {
+                (Some(_), None) => self.closed_at = Some(now),
+                (Some(_), Some(at)) if at == now => {}
+                _ => return None,
+            }
         }
         if !self.active.is_empty() && !self.active.iter().any(|(from, to)| *from <= now && now < *to) {
             return None;
@@ -218,6 +252,50 @@ mod tests {
             assert_eq!(lane(0).due_between(sent_up_to * lanes, from, until), lane(0).due_between(0, from, until));
             assert_eq!(lane(0).due_between(u64::MAX / 2, from, until), 0, "rate {rate}");
         }
+    }
+
+    /// A lane that first looks past the end with free slots sends then, late,
+    /// the ops due before the end that its slots take, once; what no slot
+    /// took stays owed (unsent), and a closed loop sends nothing past the end.
+    #[test]
+    fn a_late_look_at_the_end_sends_what_free_slots_take_once() {
+        use crate::metrics::{LiveCounters, SharedTimelines};
+        let t0 = Instant::now();
+        let stop_at = t0 + Duration::from_millis(100);
+        let spec: crate::spec::WorkloadSpec = serde_yaml_ng::from_str("{ops: {get: 1}, keys: {count: 10}}").unwrap();
+        let workload = Arc::new(faultline_kind::workload::Workload::new(&spec, 1, 1));
+        let mut ops = workload.stream(0, 1, 4, 1, None);
+        let shared = Arc::new(SharedTimelines::new(Duration::from_secs(1)));
+        let mut recorder = Recorder::new(
+            [faultline_model::ops::OpKind::Get].into_iter(),
+            t0,
+            Arc::new(LiveCounters::default()),
+            shared,
+            true,
+            false,
+            false,
+        );
+        let late = stop_at + Duration::from_millis(5);
+        // Ops 0 to 99 are due before the end (1,000/s over 100 ms).
+        for (sent_up_to, expect_sent) in [(96u64, 4usize), (90, 4)] {
+            let arrivals = Arc::new(Arrivals::constant(1000.0));
+            let mut issuer =
+                Issuer::new(Some(Pacing { t0, arrivals, first: 0, stride: 1 }), Vec::new(), 4, stop_at, None);
+            issuer.next_due = Some(sent_up_to);
+            assert!(!issuer.done(late, 0), "ops {sent_up_to} to 99 are due and slots are free");
+            let mut live = 0;
+            while let Some(issue) = issuer.next(late, live, &mut ops, &mut recorder) {
+                assert!(issue.issued < stop_at, "only ops due before the end");
+                live += 1;
+            }
+            assert_eq!(live as usize, expect_sent);
+            // A later look sends nothing more; the lane is done once its ops end.
+            assert!(issuer.next(late + Duration::from_millis(1), 0, &mut ops, &mut recorder).is_none());
+            assert!(issuer.done(late + Duration::from_millis(1), 0));
+        }
+        let mut closed = Issuer::new(None, Vec::new(), 4, stop_at, None);
+        assert!(closed.next(late, 0, &mut ops, &mut recorder).is_none());
+        assert!(closed.done(late, 0));
     }
 
     /// A closed lane between its steps sleeps until its next one.

@@ -108,7 +108,10 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
     let mut missing = Vec::new();
     let mut worst: Option<(f64, String)> = None;
     for cell in &covered {
-        let verdict = eval(&expr, &|o| operand_value(o, cell));
+        let mut verdict = holds_in(&expr, cell);
+        if let (Ok((false, _)), Some(why)) = (&verdict, capacity_only_a_floor(&expr, cell)) {
+            verdict = Err(why);
+        }
         // What was measured may fail a gate, but it passes only on the load asked for.
         let unmeasured = load_not_sent(cell, reads_schedule);
         result.cells.push(match (&verdict, &unmeasured) {
@@ -227,6 +230,7 @@ fn ratio_value(r: &RatioRef, compared: &[&Comparison]) -> OperandValue {
             Measure::Throughput => c.throughput,
             Measure::P50 => c.p50,
             Measure::P99 => c.p99,
+            Measure::Capacity => c.capacity,
         }
     };
     let (ratio, inverted) = if let Some(c) = compared.iter().find(|c| c.target == r.target && c.baseline == r.baseline)
@@ -261,7 +265,7 @@ fn operand_value_without_cell(o: &Operand) -> OperandValue {
 /// open loop sent less of its schedule than its profile's `min_sent`.
 /// A gate that reads the schedule itself (`unsent`, `achieved_rate`) judges
 /// an under-sent cell, but not one where nothing completed.
-fn load_not_sent(cell: &CellResult, reads_schedule: bool) -> Option<String> {
+pub fn load_not_sent(cell: &CellResult, reads_schedule: bool) -> Option<String> {
     let stats = cell.stats.as_ref()?;
     let under_sent = stats.open_loop.filter(|o| !reads_schedule && o.sent_fraction() < o.min_sent).map(|open| {
         format!(
@@ -318,6 +322,20 @@ fn eval(expr: &Expr, value: &dyn Fn(&Operand) -> OperandValue) -> Result<(bool, 
             Ok((op.holds(lv, rv), vec![format!("{le} {op} {re}")]))
         }
     }
+}
+
+/// Whether `expr` holds in one cell, with the values it compared (a
+/// capacity search's SLO, judged on each step).
+pub fn holds_in(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<String>), String> {
+    eval(expr, &|o| operand_value(o, cell))
+}
+
+/// Why a cell's failure of a gate that reads `capacity` is not a failure:
+/// the capacity is only a lower bound there (client-bound, or the top of
+/// the search's range), so the target's own may meet the gate.
+fn capacity_only_a_floor(expr: &Expr, cell: &CellResult) -> Option<String> {
+    let search = cell.capacity.as_ref().filter(|_| expr.reads(expr::Reads::Capacity))?;
+    search.bound.is_lower_bound().then(|| format!("the capacity is {}, a lower bound", search.reading()))
 }
 
 fn operand_value(o: &Operand, cell: &CellResult) -> OperandValue {
@@ -427,6 +445,7 @@ mod tests {
                 fault_impact: vec![],
                 window_latency: vec![],
                 stages: vec![],
+                client_cpu: None,
             }),
             checks: vec![],
             faults: vec![],
@@ -434,11 +453,39 @@ mod tests {
             non_primary_reads: None,
             probes: vec![],
             frozen: vec![],
+            capacity: None,
         }
     }
 
     fn gate(expr: &str) -> IndexMap<String, GateSpec> {
         [("g".to_string(), GateSpec::expr(expr))].into_iter().collect()
+    }
+
+    #[test]
+    fn a_capacity_that_is_only_a_lower_bound_cannot_fail_a_gate() {
+        use faultline_model::capacity::{Bound, CapacitySearch};
+        let searched = |bound: Bound| {
+            let capacity = CapacitySearch {
+                slo: "errors == 0".into(),
+                slo_limits: vec![],
+                capacity: Some(20_000.0),
+                failed_at: Some(40_000.0),
+                bound,
+                steps: vec![],
+            };
+            CellResult { capacity: Some(capacity), ..cell("p", Some(1.0), 0) }
+        };
+        let judge = |bound: Bound, expr: &str| evaluate(&gate(expr), &[searched(bound)]).remove(0);
+        assert_eq!(judge(Bound::Target, "capacity >= 10000").result, GateOutcome::Pass);
+        assert_eq!(judge(Bound::Target, "capacity >= 30000").result, GateOutcome::Fail);
+        // Client-bound: at least 20,000/s, which says nothing against 30,000.
+        let r = judge(Bound::Client, "capacity >= 30000");
+        assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
+        assert!(r.evidence.contains("at least 20,000/s (client-bound), a lower bound"), "{}", r.evidence);
+        assert_eq!(judge(Bound::Client, "capacity >= 10000").result, GateOutcome::Pass);
+        // A cell of no capacity search has no capacity.
+        let r = evaluate(&gate("capacity >= 1"), &[cell("p", Some(1.0), 0)]).remove(0);
+        assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
     }
 
     #[test]
@@ -669,6 +716,7 @@ mod tests {
             },
             p50: Ratio::default(),
             p99: Ratio { value: Some(1.5), paired_median: Some(1.5), interval: None },
+            capacity: Ratio::default(),
             word: Some(Word::Loss),
             parity_band: 0.05,
         };

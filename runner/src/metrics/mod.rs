@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use crate::spec::{OpKind, StageSpan};
 
+pub mod client_cpu;
 pub mod fault_impact;
 mod recent;
 pub mod windows;
@@ -800,6 +801,7 @@ impl CellMetrics {
             fault_impact: Vec::new(),
             window_latency: Vec::new(),
             stages: self.stage_stats(open, stages, window),
+            client_cpu: None,
         }
     }
 

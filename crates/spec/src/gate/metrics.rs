@@ -79,6 +79,8 @@ pub enum Reads {
     Schedule,
     /// A checker's result: the spec must run that checker.
     Checker(CheckerName),
+    /// A capacity search's result: the scenario must have `capacity:`.
+    Capacity,
 }
 
 /// Every gate metric, in the order the docs and the parser's hints list them.
@@ -258,6 +260,18 @@ pub static METRICS: &[GateMetric] = &[
             None => {
                 Ok(Some(stats.open_loop.ok_or("achieved_rate applies only to open-loop profiles")?.achieved_rate))
             }
+        },
+    },
+    GateMetric {
+        name: "capacity",
+        aliases: &[],
+        description: "A scenario with `capacity:`: the highest open-loop rate, ops per second, at which its SLO held in its step and in every confirmation (0 when it held at no rate tried). Where the load generator or the top of the search's range bounded the search, it is only a lower bound, and a gate it fails is INCOMPLETE rather than failed.",
+        unit: Unit::PerSecond,
+        args: Args::None,
+        reads: Reads::Capacity,
+        value: |_, cell, _| {
+            let search = cell.capacity.as_ref().ok_or("capacity applies only to scenarios with `capacity:`")?;
+            Ok(Some(search.capacity.unwrap_or(0.0)))
         },
     },
     GateMetric {

@@ -77,6 +77,33 @@ impl Expr {
         self.metrics().any(|m| m.metric.reads == Reads::Schedule)
     }
 
+    /// Whether any metric it reads comes from `what`.
+    pub fn reads(&self, what: Reads) -> bool {
+        self.metrics().any(|m| m.metric.reads == what)
+    }
+
+    /// The latency limits it compares metrics with (`p99(set) < 100ms`:
+    /// `("p99(set)", 100.0)`), for drawing them beside what was measured.
+    pub fn latency_limits(&self) -> Vec<(String, f64)> {
+        let mut out = Vec::new();
+        self.each_compare(&mut |l, _, r| {
+            if let (Operand::Metric(m), Operand::Number { value, is_duration: true }) = (l, r) {
+                out.push((m.to_string(), *value));
+            }
+        });
+        out
+    }
+
+    fn each_compare(&self, f: &mut dyn FnMut(&Operand, CmpOp, &Operand)) {
+        match self {
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                a.each_compare(f);
+                b.each_compare(f);
+            }
+            Expr::Compare(l, op, r) => f(l, *op, r),
+        }
+    }
+
     /// The checkers whose results the expression reads.
     pub fn checkers(&self) -> Vec<CheckerName> {
         self.metrics()
@@ -571,8 +598,13 @@ impl Parser {
         }
         let measure = match self.next() {
             Some(Token::Ident(m)) => Measure::from_name(&m)
-                .ok_or_else(|| format!("`{m}` has no ratio: ratios are of throughput, p50 or p99"))?,
-            other => return Err(format!("expected throughput, p50 or p99, found {}", describe_token(other.as_ref()))),
+                .ok_or_else(|| format!("`{m}` has no ratio: ratios are of throughput, p50, p99 or capacity"))?,
+            other => {
+                return Err(format!(
+                    "expected throughput, p50, p99 or capacity, found {}",
+                    describe_token(other.as_ref())
+                ))
+            }
         };
         let mut names = Vec::new();
         for expected in [Token::Comma, Token::Slash] {

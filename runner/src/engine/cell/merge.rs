@@ -18,6 +18,7 @@ use crate::results::CellStatus;
 use crate::spec::units::format_duration;
 use faultline_check::history::HistoryWriter;
 use faultline_kind::{ReadRule, TargetDriver};
+use faultline_model::stats::ClientCpu;
 
 /// The lanes' books as one, over the window they measured.
 pub struct Merged {
@@ -33,11 +34,12 @@ pub struct Merged {
     pub incomplete: Option<anyhow::Error>,
     pub role_changes: Option<role_watch::Sampled>,
     pub read_rule: Option<ReadRule>,
+    pub client_cpu: Option<ClientCpu>,
     pub kept: Kept,
 }
 
 pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
-    let Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, kept } = ran;
+    let Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, client_cpu, kept } = ran;
     let cancel = &run.engine.cancel;
     let (workload, t) = (&run.workload, run.cell.timing);
     let mut metrics = CellMetrics::new();
@@ -109,5 +111,5 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
             ),
         ));
     }
-    Ok(Merged { driver, metrics, window, status, incomplete, role_changes, read_rule, kept })
+    Ok(Merged { driver, metrics, window, status, incomplete, role_changes, read_rule, client_cpu, kept })
 }

@@ -89,9 +89,14 @@ impl CellRun<'_> {
         self.spec().profiles[&self.cell.profile].stage_spans(self.cell.timing.stage_scale)
     }
 
-    /// The checkers of the cell's scenario: its own, or the campaign's.
+    /// The checkers of the cell's scenario: its own, or the campaign's;
+    /// none in a capacity search (recording a history costs throughput).
     fn checkers(&self) -> &[CheckerName] {
-        self.engine.scenario(self.cell).checkers.as_deref().unwrap_or(&self.engine.spec.checkers)
+        let scenario = self.engine.scenario(self.cell);
+        match scenario.capacity {
+            Some(_) => &[],
+            None => scenario.checkers.as_deref().unwrap_or(&self.engine.spec.checkers),
+        }
     }
 
     /// Where the cell's lanes write their histories and the checkers read them.

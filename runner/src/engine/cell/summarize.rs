@@ -31,7 +31,7 @@ pub struct Measured {
 }
 
 pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
-    let Merged { driver, metrics, window, status, incomplete, role_changes, read_rule, kept } = merged;
+    let Merged { driver, metrics, window, status, incomplete, role_changes, read_rule, client_cpu, kept } = merged;
     let schedule = run.schedule();
     let open = schedule.as_ref().map(|(spec, arrivals)| OpenLoad {
         spec,
@@ -39,6 +39,7 @@ pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
         window_start_s: run.cell.timing.warmup.as_secs_f64(),
     });
     let mut stats = metrics.summarize(window, open.as_ref(), &run.stages());
+    stats.client_cpu = client_cpu;
     // Only what a fault really did is measured around it: one that was
     // never confirmed has no cost to show (a gate on it is unmeasured, not
     // a pass with no denial), and one whose heal failed has no "after".

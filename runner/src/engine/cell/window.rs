@@ -3,7 +3,7 @@
 //! the window probes' outputs, all joined. Separate because it is the only
 //! phase that runs things side by side on the window's clock: the load's
 //! lanes (closed or open loop, contention rounds), the fault schedule, the
-//! role watch and the window probes start and end together, and the
+//! role watch, the window probes and the client's CPU sampling start and end together, and the
 //! schedule heals what is in force as soon as the load has ended.
 
 use std::sync::{Arc, Mutex};
@@ -19,13 +19,14 @@ use crate::engine::role_watch::{self, Watched};
 use crate::engine::{pipeline, progress, requests, rounds, schedule};
 use crate::fault;
 use crate::kinds;
-use crate::metrics::{LiveCounters, Recorder, SharedTimelines};
+use crate::metrics::{client_cpu, LiveCounters, Recorder, SharedTimelines};
 use crate::plugin::shape::{Feed, Shape};
 use crate::spec::probe::ProbeWhen;
 use crate::spec::StageSpan;
 use faultline_check::history::{HistoryWriter, Scope};
 use faultline_kind::workload::OpStream;
 use faultline_kind::{Connection, PipelinedConnection, ReadRule, Stream, TargetDriver};
+use faultline_model::stats::ClientCpu;
 
 /// How long a lane's connection may take to be dialed on its load thread,
 /// when the one bring-up made cannot move there (a TLS stream).
@@ -93,6 +94,8 @@ pub struct Ran {
     pub role_changes: Option<role_watch::Sampled>,
     /// Which reads only a primary may answer, if the kind has such a rule.
     pub read_rule: Option<ReadRule>,
+    /// faultline's own CPU over the measured window.
+    pub client_cpu: Option<ClientCpu>,
     /// The before- and window probes' outputs, and the fault records.
     pub kept: Kept,
 }
@@ -285,10 +288,24 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         }
         outputs
     };
-    let (ends, fault_records, role_changes, window_outputs) = tokio::join!(load_tasks, schedule, roles, window_probes);
+    // faultline's own CPU over the measured window (up to the load's end).
+    let client_cpu = async {
+        tokio::select! {
+            _ = tokio::time::sleep_until(measure_from) => {}
+            _ = load_ended.cancelled() => return None,
+        }
+        let from = client_cpu::Sample::now();
+        tokio::select! {
+            _ = tokio::time::sleep_until(stop_at) => {}
+            _ = load_ended.cancelled() => {}
+        }
+        from.until(&client_cpu::Sample::now())
+    };
+    let (ends, fault_records, role_changes, window_outputs, client_cpu) =
+        tokio::join!(load_tasks, schedule, roles, window_probes, client_cpu);
     kept.probes.extend(window_outputs);
     kept.faults = fault_records;
-    Ok(Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, kept })
+    Ok(Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, client_cpu, kept })
 }
 
 /// A closed loop in steps: when lane `i` runs, in the steps with more than

@@ -1,0 +1,200 @@
+//! A capacity search's result as results.json holds it: the highest
+//! open-loop rate at which a scenario's SLO held, what bounded the search
+//! (the target, the load generator, the search's own range or step budget)
+//! and every step it ran, for the knee chart and the table of steps.
+//!
+//! The search itself is the engine's; the gates read `capacity`, and the
+//! comparisons take ratios of it only where it is the target's number.
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::ClientCpu;
+
+/// One search: a cell of a scenario with `capacity:`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CapacitySearch {
+    /// The SLO every step was held to, as the spec wrote it.
+    pub slo: String,
+    /// The latency limits the SLO sets, for drawing beside the steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo_limits: Vec<SloLimit>,
+    /// The highest offered rate, ops per second, at which the SLO held in
+    /// its step and in every confirmation at it; none when no rate did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<f64>,
+    /// The lowest offered rate at which the SLO failed; none when none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<f64>,
+    pub bound: Bound,
+    pub steps: Vec<CapacityStep>,
+}
+
+/// One latency limit of an SLO: `p99(set) < 100ms` is `p99(set)`, 100.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SloLimit {
+    pub metric: String,
+    pub ms: f64,
+}
+
+/// What ended the search, and so what `capacity` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bound {
+    /// The SLO failed above `capacity` and held at it, confirmed, within
+    /// the search's precision: the target's capacity.
+    Target,
+    /// Out of steps before the precision was reached: the target's capacity
+    /// lies between `capacity` and `failed_at`.
+    Steps,
+    /// The load generator, not the target, was the limit (its CPU busy, or
+    /// in-flight slots empty while ops went unsent): the target's capacity
+    /// is at least `capacity`.
+    Client,
+    /// The SLO held at the top of the search's range: at least that.
+    Ceiling,
+    /// The SLO failed at the bottom of the range: below it.
+    Floor,
+    /// A step failed or the run was interrupted before the search ended.
+    Stopped,
+}
+
+impl Bound {
+    /// Whether `capacity` is only a lower bound of the target's capacity.
+    pub fn is_lower_bound(self) -> bool {
+        matches!(self, Bound::Client | Bound::Ceiling | Bound::Stopped)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bound::Target => "target",
+            Bound::Steps => "steps",
+            Bound::Client => "client",
+            Bound::Ceiling => "ceiling",
+            Bound::Floor => "floor",
+            Bound::Stopped => "stopped",
+        }
+    }
+}
+
+impl CapacitySearch {
+    /// The capacity as a reader takes it: `48,000/s`, `at least 48,000/s
+    /// (client-bound)`, `below 1,000/s`.
+    pub fn reading(&self) -> String {
+        let rate = |r: f64| format!("{}/s", crate::format::thousands(r.round() as u64));
+        let lowest = self.steps.first().map(|s| s.rate).unwrap_or_default();
+        match (self.bound, self.capacity) {
+            (Bound::Client, None) => format!("unknown: faultline could not offer {} (client-bound)", rate(lowest)),
+            (Bound::Stopped, None) => "unknown (the search stopped)".to_string(),
+            (_, None) => format!("below {}", rate(lowest)),
+            (Bound::Floor, Some(c)) => format!("below {}", rate(c)),
+            (Bound::Target, Some(c)) => rate(c),
+            (Bound::Steps, Some(c)) => match self.failed_at {
+                Some(f) => format!("{} to {} (out of steps)", rate(c), rate(f)),
+                None => rate(c),
+            },
+            (Bound::Client, Some(c)) => format!("at least {} (client-bound)", rate(c)),
+            (Bound::Ceiling, Some(c)) => format!("at least {} (the search's top rate)", rate(c)),
+            (Bound::Stopped, Some(c)) => format!("at least {} (the search stopped)", rate(c)),
+        }
+    }
+
+    /// The capacity where it is the target's own number (a ratio of it means
+    /// something): found, or bracketed when out of steps.
+    pub fn target_capacity(&self) -> Option<f64> {
+        match self.bound {
+            Bound::Target | Bound::Steps => self.capacity,
+            _ => None,
+        }
+    }
+}
+
+/// Why a step's rate was tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Growing geometrically from the bottom of the range.
+    Grow,
+    /// Halving the gap (geometrically) between what held and what failed.
+    Bisect,
+    /// Again at the knee, to see that it holds.
+    Confirm,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Grow => "grow",
+            Phase::Bisect => "bisect",
+            Phase::Confirm => "confirm",
+        }
+    }
+}
+
+/// One step of the search: an open loop at one rate, and its judgement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CapacityStep {
+    /// The rate offered, ops per second.
+    pub rate: f64,
+    pub phase: Phase,
+    /// Ops sent per second, and ops that succeeded per second.
+    pub achieved_rate: f64,
+    pub throughput: f64,
+    /// Of the worst op kind (as latency gates take it), milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    pub error_rate: f64,
+    pub unsent: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu: Option<ClientCpu>,
+    /// Whether the SLO held, on the load asked for.
+    pub met: bool,
+    /// Whether the load generator was the limit in this step.
+    pub client_bound: bool,
+    /// The SLO's evidence (`p99(set) 3.1ms < 100ms, ...`), or why the step
+    /// was not judged as met.
+    pub why: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn search(bound: Bound, capacity: Option<f64>, failed_at: Option<f64>) -> CapacitySearch {
+        let step = CapacityStep {
+            rate: 1000.0,
+            phase: Phase::Grow,
+            achieved_rate: 1000.0,
+            throughput: 1000.0,
+            p50_ms: None,
+            p99_ms: None,
+            error_rate: 0.0,
+            unsent: 0,
+            client_cpu: None,
+            met: true,
+            client_bound: false,
+            why: String::new(),
+        };
+        CapacitySearch { slo: "errors == 0".into(), slo_limits: vec![], capacity, failed_at, bound, steps: vec![step] }
+    }
+
+    #[test]
+    fn a_capacity_reads_as_what_it_is() {
+        assert_eq!(search(Bound::Target, Some(48_000.0), Some(50_000.0)).reading(), "48,000/s");
+        assert_eq!(
+            search(Bound::Steps, Some(48_000.0), Some(52_000.0)).reading(),
+            "48,000/s to 52,000/s (out of steps)"
+        );
+        assert_eq!(search(Bound::Client, Some(48_000.0), None).reading(), "at least 48,000/s (client-bound)");
+        assert_eq!(search(Bound::Floor, None, Some(1000.0)).reading(), "below 1,000/s");
+        assert_eq!(
+            search(Bound::Client, None, Some(1000.0)).reading(),
+            "unknown: faultline could not offer 1,000/s (client-bound)"
+        );
+        // Only the target's own number is compared.
+        assert_eq!(search(Bound::Target, Some(48_000.0), None).target_capacity(), Some(48_000.0));
+        assert_eq!(search(Bound::Client, Some(48_000.0), None).target_capacity(), None);
+        assert!(Bound::Ceiling.is_lower_bound() && !Bound::Steps.is_lower_bound());
+    }
+}

@@ -1,0 +1,446 @@
+//! The capacity search: a scenario's `capacity:` runs its cell as a series of
+//! open-loop steps, each a whole cell (warm-up, window, stats) at one rate,
+//! judged against the SLO on that step alone. The rate grows geometrically
+//! from `from` while the SLO holds, then bisects (geometrically) between
+//! the highest rate that held and the lowest that failed until they are
+//! within the precision, and the knee is run again `confirm` times; a
+//! confirmation that fails moves the knee down. The capacity is the highest
+//! rate that held in its step and every confirmation.
+//!
+//! The search stops early, and says so, when the load generator is the
+//! limit rather than the target: a step that failed while faultline's own
+//! CPU was saturated, or with ops unsent while its in-flight slots stood
+//! mostly empty, is the client's ceiling, and the capacity is then only "at
+//! least" the last rate that held. [`Searcher`] is the arithmetic of the
+//! search, apart from running anything.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Engine;
+use crate::gate::expr::{self, Expr};
+use crate::plan::Cell;
+use crate::provider::RunningTarget;
+use crate::results::{CellResult, CellStatus};
+use crate::spec::capacity::CapacitySpec;
+use crate::spec::Load;
+use faultline_kind::workload::Workload;
+use faultline_model::capacity::{Bound, CapacitySearch, CapacityStep, Phase, SloLimit};
+use faultline_model::format::thousands;
+
+/// What to do next.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Next {
+    Step(f64, Phase),
+    Done(Bound),
+}
+
+/// The search's arithmetic: which rate to try next, from what the steps so
+/// far found.
+#[derive(Debug, Clone)]
+pub struct Searcher {
+    from: f64,
+    to: f64,
+    growth: f64,
+    precision: f64,
+    confirm: u32,
+    max_steps: u32,
+    steps: u32,
+    /// The rates that held, in the order they were run.
+    held: Vec<f64>,
+    /// The lowest rate that failed.
+    failed: Option<f64>,
+    /// Confirmations that held at the current knee.
+    confirmed: u32,
+    stopped: Option<Bound>,
+}
+
+impl Searcher {
+    pub fn new(c: &CapacitySpec) -> Searcher {
+        Searcher {
+            from: c.rate.from,
+            to: c.rate.to,
+            growth: c.growth,
+            precision: c.precision,
+            confirm: c.confirm,
+            max_steps: c.max_steps,
+            steps: 0,
+            held: Vec::new(),
+            failed: None,
+            confirmed: 0,
+            stopped: None,
+        }
+    }
+
+    /// The highest rate that held below the lowest that failed.
+    pub fn knee(&self) -> Option<f64> {
+        let below = |r: &&f64| self.failed.is_none_or(|f| **r < f);
+        self.held.iter().filter(below).copied().reduce(f64::max)
+    }
+
+    pub fn failed_at(&self) -> Option<f64> {
+        self.failed
+    }
+
+    pub fn next(&self) -> Next {
+        if let Some(bound) = self.stopped {
+            return Next::Done(bound);
+        }
+        let (knee, failed) = (self.knee(), self.failed);
+        if self.steps >= self.max_steps {
+            return Next::Done(match (knee, failed) {
+                (None, Some(_)) => Bound::Floor,
+                (Some(_), Some(_)) => Bound::Steps,
+                _ => Bound::Stopped,
+            });
+        }
+        let confirm_or = |knee: f64, done: Bound| match self.confirmed < self.confirm {
+            true => Next::Step(knee, Phase::Confirm),
+            false => Next::Done(done),
+        };
+        match (knee, failed) {
+            (None, None) => Next::Step(self.from, Phase::Grow),
+            (None, Some(_)) => Next::Done(Bound::Floor),
+            (Some(knee), None) if knee >= self.to => confirm_or(knee, Bound::Ceiling),
+            (Some(knee), None) => Next::Step((knee * self.growth).min(self.to), Phase::Grow),
+            (Some(knee), Some(failed)) if failed / knee <= 1.0 + self.precision => confirm_or(knee, Bound::Target),
+            (Some(knee), Some(failed)) => Next::Step(between(knee, failed), Phase::Bisect),
+        }
+    }
+
+    /// What the step at `rate` found: whether the SLO held, and whether the
+    /// load generator was the limit (which ends the search when it failed).
+    pub fn record(&mut self, rate: f64, phase: Phase, held: bool, client_bound: bool) {
+        self.steps += 1;
+        let knee = self.knee();
+        if held {
+            match phase {
+                Phase::Confirm => self.confirmed += 1,
+                _ => self.held.push(rate),
+            }
+        } else {
+            self.failed = Some(self.failed.map_or(rate, |f| f.min(rate)));
+            if client_bound {
+                self.stopped = Some(Bound::Client);
+            }
+        }
+        // A new knee must be confirmed afresh.
+        if self.knee() != knee {
+            self.confirmed = 0;
+        }
+    }
+
+    /// Stops the search where it stands (a step that could not run).
+    pub fn stop(&mut self) {
+        self.stopped = Some(Bound::Stopped);
+    }
+}
+
+/// The geometric middle of two rates, rounded to three significant digits
+/// where that keeps it strictly between them (rates read better so).
+fn between(low: f64, high: f64) -> f64 {
+    let mid = (low * high).sqrt();
+    let scale = 10f64.powf(mid.log10().floor() - 2.0);
+    let rounded = (mid / scale).round() * scale;
+    match rounded > low && rounded < high {
+        true => rounded,
+        false => mid,
+    }
+}
+
+/// Whether the load generator, not the target, limited a step: its CPU
+/// was saturated, or ops went unsent while its in-flight slots stood mostly
+/// empty (Little's law: slots in use = rate x latency), so it was not the
+/// target's slowness that held them back.
+fn client_bound(result: &CellResult, slots: u64) -> Option<String> {
+    let stats = result.stats.as_ref()?;
+    if let Some(cpu) = stats.client_cpu.as_ref().filter(|c| c.saturated()) {
+        return Some(format!(
+            "faultline's CPU was saturated (busiest thread `{}` at {:.0}% of a core; {:.2} of {} cores in all)",
+            cpu.busiest_thread,
+            cpu.busiest_share * 100.0,
+            cpu.cores,
+            cpu.host_cores
+        ));
+    }
+    let open = stats.open_loop?;
+    let (ok, total_ms) = stats
+        .per_op
+        .values()
+        .filter_map(|o| o.latency_ms.map(|l| (o.ok, l.mean * o.ok as f64)))
+        .fold((0u64, 0.0), |(n, t), (k, m)| (n + k, t + m));
+    let in_use = match ok {
+        0 => return None,
+        _ => open.achieved_rate * (total_ms / ok as f64) / 1000.0,
+    };
+    (open.unsent > 0 && in_use < 0.5 * slots as f64).then(|| {
+        format!(
+            "{} ops went unsent while only {in_use:.1} of {slots} in-flight slots were in use on average: faultline could not send them in time",
+            thousands(open.unsent)
+        )
+    })
+}
+
+impl Engine<'_> {
+    /// Runs `cell`'s capacity search: steps until the searcher is done, each
+    /// step's progress on the console. The result is the step at the
+    /// capacity found (the last one there), or the last step, with the
+    /// search attached.
+    pub(super) async fn search_capacity(
+        &self,
+        cell: &Cell,
+        position: (usize, usize),
+        running: &RunningTarget,
+        workload: Arc<Workload>,
+        remaining_after: Duration,
+        search: &CapacitySpec,
+    ) -> CellResult {
+        let slo = expr::parse(&search.slo).expect("validated: the SLO parses");
+        let slots = match cell.spec(self.spec).profiles[&cell.profile].load() {
+            Load::Open(o) => u64::from(o.connections) * u64::from(o.in_flight),
+            Load::Closed(c) => u64::from(c.clients) * u64::from(c.in_flight),
+        };
+        let mut searcher = Searcher::new(search);
+        let mut steps: Vec<CapacityStep> = Vec::new();
+        let mut held: Vec<(f64, CellResult)> = Vec::new();
+        let mut last: Option<CellResult> = None;
+        let bound = loop {
+            let (rate, phase) = match searcher.next() {
+                Next::Done(bound) => break bound,
+                Next::Step(rate, phase) => (rate, phase),
+            };
+            let step = cell.at_rate(self.spec, rate);
+            let result = self.run_cell(&step, position, running, Arc::clone(&workload), remaining_after).await;
+            if result.status != CellStatus::Completed {
+                searcher.stop();
+                last = Some(result);
+                continue;
+            }
+            let judged = judge_step(&slo, &result, rate, phase, slots);
+            self.progress.println(&format!(
+                "{} step {} ({}): {}/s offered, {}/s sent{}: {}",
+                cell.label(),
+                steps.len() + 1,
+                phase.as_str(),
+                thousands(rate.round() as u64),
+                thousands(judged.achieved_rate.round() as u64),
+                judged.p99_ms.map(|p| format!(", p99 {p:.2}ms")).unwrap_or_default(),
+                match (judged.met, judged.client_bound) {
+                    (true, _) => "SLO held".to_string(),
+                    (false, true) => format!("client-bound: {}", judged.why),
+                    (false, false) => format!("SLO failed: {}", judged.why),
+                }
+            ));
+            searcher.record(rate, phase, judged.met, judged.client_bound);
+            if judged.met {
+                held.push((rate, result.clone()));
+            }
+            steps.push(judged);
+            last = Some(result);
+        };
+        let capacity = match bound {
+            Bound::Floor => None,
+            _ => searcher.knee(),
+        };
+        let search = CapacitySearch {
+            slo: search.slo.clone(),
+            slo_limits: slo.latency_limits().into_iter().map(|(metric, ms)| SloLimit { metric, ms }).collect(),
+            capacity,
+            failed_at: searcher.failed_at(),
+            bound,
+            steps,
+        };
+        // The cell's numbers are those of the last step at the capacity.
+        let at_capacity = capacity.and_then(|c| held.into_iter().rev().find(|(r, _)| *r == c)).map(|(_, r)| r);
+        let mut result = at_capacity.or(last).unwrap_or_else(|| self.skipped(cell));
+        result.capacity = Some(search);
+        result
+    }
+}
+
+/// One step's row: what it measured and whether the SLO held on the load
+/// asked for.
+fn judge_step(slo: &Expr, result: &CellResult, rate: f64, phase: Phase, slots: u64) -> CapacityStep {
+    let stats = result.stats.as_ref();
+    let values = faultline_model::compare::RepeatValues::of(result);
+    let (ok, failed) = stats.map_or((0, 0), |s| (s.ok, s.failed));
+    let verdict = crate::gate::holds_in(slo, result);
+    let not_sent = crate::gate::load_not_sent(result, false);
+    let client = client_bound(result, slots);
+    let (met, why) = match (verdict, not_sent) {
+        (Ok((true, evidence)), None) => (true, evidence.join(", ")),
+        (Ok((true, _)), Some(why)) => (false, why),
+        (Ok((false, evidence)), _) => (false, evidence.join(", ")),
+        (Err(why), _) => (false, why),
+    };
+    let why = match (&client, met) {
+        (Some(client), false) => format!("{client} ({why})"),
+        _ => why,
+    };
+    CapacityStep {
+        rate,
+        phase,
+        achieved_rate: stats.and_then(|s| s.open_loop).map_or(0.0, |o| o.achieved_rate),
+        throughput: stats.map_or(0.0, |s| s.throughput),
+        p50_ms: values.and_then(|v| v.p50_ms),
+        p99_ms: values.and_then(|v| v.p99_ms),
+        error_rate: match ok + failed {
+            0 => 0.0,
+            n => failed as f64 / n as f64,
+        },
+        unsent: stats.and_then(|s| s.open_loop).map_or(0, |o| o.unsent),
+        client_cpu: stats.and_then(|s| s.client_cpu.clone()),
+        met,
+        client_bound: !met && client.is_some(),
+        why,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::capacity::RateRange;
+
+    fn spec(from: f64, to: f64, confirm: u32) -> CapacitySpec {
+        CapacitySpec {
+            rate: RateRange { from, to },
+            slo: "errors == 0".into(),
+            step: None,
+            growth: 2.0,
+            precision: 0.05,
+            confirm,
+            max_steps: 40,
+        }
+    }
+
+    /// Runs a search against a target that meets the SLO below `knee`.
+    fn search(c: &CapacitySpec, held: impl Fn(f64, u32) -> bool) -> (Searcher, Bound, Vec<(f64, Phase)>) {
+        let mut s = Searcher::new(c);
+        let mut tried = Vec::new();
+        loop {
+            match s.next() {
+                Next::Done(bound) => return (s, bound, tried),
+                Next::Step(rate, phase) => {
+                    let n = tried.len() as u32;
+                    tried.push((rate, phase));
+                    s.record(rate, phase, held(rate, n), false);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn grows_then_bisects_to_the_precision_and_confirms_the_knee() {
+        let c = spec(1000.0, 1_000_000.0, 1);
+        let (s, bound, tried) = search(&c, |r, _| r <= 37_000.0);
+        assert_eq!(bound, Bound::Target);
+        let knee = s.knee().unwrap();
+        let failed = s.failed_at().unwrap();
+        assert!(knee <= 37_000.0 && failed > 37_000.0 && failed / knee <= 1.05, "{knee} {failed} {tried:?}");
+        let grown: Vec<f64> = tried.iter().filter(|(_, p)| *p == Phase::Grow).map(|(r, _)| *r).collect();
+        assert_eq!(grown, [1000.0, 2000.0, 4000.0, 8000.0, 16_000.0, 32_000.0, 64_000.0]);
+        assert_eq!(tried.last(), Some(&(knee, Phase::Confirm)));
+        assert!(tried.len() as u32 <= c.planned_steps(), "{} steps, planned {}", tried.len(), c.planned_steps());
+    }
+
+    #[test]
+    fn a_failed_confirmation_moves_the_knee_down() {
+        let c = spec(1000.0, 1_000_000.0, 2);
+        // Holds up to 37k, except at the first rate run a second time (the
+        // first confirmation).
+        let seen = std::cell::RefCell::new(Vec::new());
+        let first_confirm = std::cell::Cell::new(None);
+        let (s, bound, tried) = search(&c, |r, _| {
+            let again = seen.borrow().contains(&r);
+            seen.borrow_mut().push(r);
+            if again && first_confirm.get().is_none() {
+                first_confirm.set(Some(r));
+                return false;
+            }
+            r <= 37_000.0
+        });
+        assert_eq!(bound, Bound::Target);
+        let moved = first_confirm.get().unwrap();
+        assert!(s.knee().unwrap() < moved && s.failed_at().unwrap() <= moved, "{tried:?}");
+        // The final knee held twice more after its own step.
+        let knee = s.knee().unwrap();
+        let confirmations = tried.iter().filter(|(r, p)| *r == knee && *p == Phase::Confirm).count();
+        assert_eq!(confirmations, 2, "{tried:?}");
+    }
+
+    #[test]
+    fn the_range_bounds_the_search_on_both_sides() {
+        let c = spec(1000.0, 50_000.0, 1);
+        let (s, bound, tried) = search(&c, |_, _| true);
+        assert_eq!((bound, s.knee()), (Bound::Ceiling, Some(50_000.0)));
+        assert_eq!(tried.iter().filter(|(r, _)| *r == 50_000.0).count(), 2, "its step and one confirmation");
+        let (s, bound, tried) = search(&c, |_, _| false);
+        assert_eq!((bound, s.knee(), tried.len()), (Bound::Floor, None, 1));
+    }
+
+    #[test]
+    fn a_client_bound_failure_stops_the_search_with_a_lower_bound() {
+        let c = spec(1000.0, 1_000_000.0, 1);
+        let mut s = Searcher::new(&c);
+        s.record(1000.0, Phase::Grow, true, false);
+        s.record(2000.0, Phase::Grow, true, false);
+        s.record(4000.0, Phase::Grow, false, true);
+        assert_eq!(s.next(), Next::Done(Bound::Client));
+        assert_eq!(s.knee(), Some(2000.0));
+        assert!(Bound::Client.is_lower_bound());
+    }
+
+    #[test]
+    fn out_of_steps_it_brackets_the_capacity() {
+        let mut c = spec(1000.0, 1_000_000.0, 1);
+        c.max_steps = 5;
+        let (s, bound, tried) = search(&c, |r, _| r <= 5000.0);
+        assert_eq!((bound, tried.len()), (Bound::Steps, 5));
+        assert!(s.knee().unwrap() >= 4000.0 && s.failed_at().unwrap() <= 8000.0);
+    }
+
+    /// A completed open-loop step at 10,000/s: `unsent` ops unsent, GETs of
+    /// `mean_ms` mean latency, faultline's busiest thread at `busiest`.
+    fn step(unsent: u64, mean_ms: f64, busiest: f64) -> CellResult {
+        let latency = serde_json::json!({"p50": mean_ms, "p95": mean_ms, "p99": mean_ms, "p999": mean_ms, "max": mean_ms, "mean": mean_ms});
+        let errors = serde_json::json!({"deadline": 0, "connection": 0, "server": 0, "hang": 0});
+        serde_json::from_value(serde_json::json!({
+            "scenario": "s", "profile": "p", "shape": "open", "target": "t", "workload": "w", "repeat": 1,
+            "status": "completed", "measured_s": 1.0,
+            "stats": {
+                "ok": 10_000, "failed": 0, "throughput": 10_000.0, "errors": errors, "over_deadline": 0,
+                "per_op": {"get": {"ok": 10_000, "failed": 0, "errors": errors, "over_deadline": 0,
+                    "throughput": 10_000.0, "latency_ms": latency, "max_any_ms": mean_ms}},
+                "timeline": [],
+                "open_loop": {"rate": 10_000.0, "min_sent": 0.99, "due": 10_000 + unsent, "sent": 10_000,
+                    "unsent": unsent, "achieved_rate": 10_000.0},
+                "client_cpu": {"cores": busiest, "host_cores": 8, "busiest_thread": "load-thread-0",
+                    "busiest_share": busiest}
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_client_is_the_limit_when_its_cpu_is_saturated_or_its_slots_stood_empty() {
+        // 10,000/s at 20 ms is 200 ops in flight: 256 slots were full, so the
+        // target's latency held the ops back, not faultline.
+        assert_eq!(client_bound(&step(500, 20.0, 0.4), 256), None);
+        // At 1 ms only 10 of 256 slots were in use while ops went unsent.
+        let why = client_bound(&step(500, 1.0, 0.4), 256).unwrap();
+        assert!(why.contains("10.0 of 256 in-flight slots"), "{why}");
+        // Nothing unsent, nothing saturated: the target's step.
+        assert_eq!(client_bound(&step(0, 1.0, 0.4), 256), None);
+        // A load thread at 95% of a core is the limit, whatever was sent.
+        let why = client_bound(&step(0, 1.0, 0.95), 256).unwrap();
+        assert!(why.contains("`load-thread-0` at 95% of a core"), "{why}");
+    }
+
+    #[test]
+    fn a_bisection_rate_lies_strictly_between() {
+        assert_eq!(between(4000.0, 8000.0), 5660.0);
+        let (low, high) = (1000.0, 1000.5);
+        let mid = between(low, high);
+        assert!(mid > low && mid < high);
+    }
+}
