@@ -238,6 +238,7 @@ fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
             due: 3000,
             sent: 1003,
             unsent: 1997,
+            unsent_late: 0,
             achieved_rate: 501.5,
         }),
         error_labels: vec![ErrorLabel {

@@ -192,6 +192,11 @@ pub struct OpenLoopStats {
     pub due: u64,
     pub sent: u64,
     pub unsent: u64,
+    /// Of `unsent`, those a lane owed when it first looked past the
+    /// window's end late, with slots free: faultline's lateness (its thread
+    /// was not run in time), not a target that kept the slots busy.
+    #[serde(default)]
+    pub unsent_late: u64,
     /// Ops sent per second of the window.
     pub achieved_rate: f64,
 }

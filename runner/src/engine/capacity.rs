@@ -9,9 +9,9 @@
 //!
 //! The search stops early, and says so, when the load generator is the
 //! limit rather than the target: a step that failed while faultline's own
-//! CPU was saturated, or with ops unsent while its in-flight slots stood
-//! mostly empty, is the client's ceiling, and the capacity is then only "at
-//! least" the last rate that held. [`Searcher`] is the arithmetic of the
+//! CPU was saturated, or with ops unsent because a lane saw the window's end
+//! late with slots free, is the client's ceiling, and the capacity is then
+//! only "at least" the last rate that held. [`Searcher`] is the arithmetic of the
 //! search, apart from running anything.
 
 use std::sync::Arc;
@@ -23,7 +23,6 @@ use crate::plan::Cell;
 use crate::provider::RunningTarget;
 use crate::results::{CellResult, CellStatus};
 use crate::spec::capacity::CapacitySpec;
-use crate::spec::Load;
 use faultline_kind::workload::Workload;
 use faultline_model::capacity::{Bound, CapacitySearch, CapacityStep, Phase, SloLimit};
 use faultline_model::format::thousands;
@@ -149,10 +148,10 @@ fn between(low: f64, high: f64) -> f64 {
 }
 
 /// Whether the load generator, not the target, limited a step: its CPU
-/// was saturated, or ops went unsent while its in-flight slots stood mostly
-/// empty (Little's law: slots in use = rate x latency), so it was not the
-/// target's slowness that held them back.
-fn client_bound(result: &CellResult, slots: u64) -> Option<String> {
+/// was saturated, or ops went unsent because a lane looked at the window's
+/// end late with slots free (its thread was not run in time), so it was not
+/// the target that held them back.
+fn client_bound(result: &CellResult) -> Option<String> {
     let stats = result.stats.as_ref()?;
     if let Some(cpu) = stats.client_cpu.as_ref().filter(|c| c.saturated()) {
         return Some(format!(
@@ -164,18 +163,10 @@ fn client_bound(result: &CellResult, slots: u64) -> Option<String> {
         ));
     }
     let open = stats.open_loop?;
-    let (ok, total_ms) = stats
-        .per_op
-        .values()
-        .filter_map(|o| o.latency_ms.map(|l| (o.ok, l.mean * o.ok as f64)))
-        .fold((0u64, 0.0), |(n, t), (k, m)| (n + k, t + m));
-    let in_use = match ok {
-        0 => return None,
-        _ => open.achieved_rate * (total_ms / ok as f64) / 1000.0,
-    };
-    (open.unsent > 0 && in_use < 0.5 * slots as f64).then(|| {
+    (open.unsent_late > 0).then(|| {
         format!(
-            "{} ops went unsent while only {in_use:.1} of {slots} in-flight slots were in use on average: faultline could not send them in time",
+            "{} of the {} unsent ops were owed by a lane that saw the window's end late with slots free: faultline did not send them in time",
+            thousands(open.unsent_late),
             thousands(open.unsent)
         )
     })
@@ -196,10 +187,6 @@ impl Engine<'_> {
         search: &CapacitySpec,
     ) -> CellResult {
         let slo = expr::parse(&search.slo).expect("validated: the SLO parses");
-        let slots = match cell.spec(self.spec).profiles[&cell.profile].load() {
-            Load::Open(o) => u64::from(o.connections) * u64::from(o.in_flight),
-            Load::Closed(c) => u64::from(c.clients) * u64::from(c.in_flight),
-        };
         let mut searcher = Searcher::new(search);
         let mut steps: Vec<CapacityStep> = Vec::new();
         let mut held: Vec<(f64, CellResult)> = Vec::new();
@@ -216,7 +203,7 @@ impl Engine<'_> {
                 last = Some(result);
                 continue;
             }
-            let judged = judge_step(&slo, &result, rate, phase, slots);
+            let judged = judge_step(&slo, &result, rate, phase);
             self.progress.println(&format!(
                 "{} step {} ({}): {}/s offered, {}/s sent{}: {}",
                 cell.label(),
@@ -260,13 +247,13 @@ impl Engine<'_> {
 
 /// One step's row: what it measured and whether the SLO held on the load
 /// asked for.
-fn judge_step(slo: &Expr, result: &CellResult, rate: f64, phase: Phase, slots: u64) -> CapacityStep {
+fn judge_step(slo: &Expr, result: &CellResult, rate: f64, phase: Phase) -> CapacityStep {
     let stats = result.stats.as_ref();
     let values = faultline_model::compare::RepeatValues::of(result);
     let (ok, failed) = stats.map_or((0, 0), |s| (s.ok, s.failed));
     let verdict = crate::gate::holds_in(slo, result);
     let not_sent = crate::gate::load_not_sent(result, false);
-    let client = client_bound(result, slots);
+    let client = client_bound(result);
     let (met, why) = match (verdict, not_sent) {
         (Ok((true, evidence)), None) => (true, evidence.join(", ")),
         (Ok((true, _)), Some(why)) => (false, why),
@@ -399,10 +386,11 @@ mod tests {
         assert!(s.knee().unwrap() >= 4000.0 && s.failed_at().unwrap() <= 8000.0);
     }
 
-    /// A completed open-loop step at 10,000/s: `unsent` ops unsent, GETs of
-    /// `mean_ms` mean latency, faultline's busiest thread at `busiest`.
-    fn step(unsent: u64, mean_ms: f64, busiest: f64) -> CellResult {
-        let latency = serde_json::json!({"p50": mean_ms, "p95": mean_ms, "p99": mean_ms, "p999": mean_ms, "max": mean_ms, "mean": mean_ms});
+    /// A completed open-loop step at 10,000/s: `unsent` ops unsent, `late`
+    /// of them owed for the client's lateness, faultline's busiest thread at
+    /// `busiest`.
+    fn step(unsent: u64, late: u64, busiest: f64) -> CellResult {
+        let latency = serde_json::json!({"p50": 1.0, "p95": 1.0, "p99": 1.0, "p999": 1.0, "max": 1.0, "mean": 1.0});
         let errors = serde_json::json!({"deadline": 0, "connection": 0, "server": 0, "hang": 0});
         serde_json::from_value(serde_json::json!({
             "scenario": "s", "profile": "p", "shape": "open", "target": "t", "workload": "w", "repeat": 1,
@@ -410,10 +398,10 @@ mod tests {
             "stats": {
                 "ok": 10_000, "failed": 0, "throughput": 10_000.0, "errors": errors, "over_deadline": 0,
                 "per_op": {"get": {"ok": 10_000, "failed": 0, "errors": errors, "over_deadline": 0,
-                    "throughput": 10_000.0, "latency_ms": latency, "max_any_ms": mean_ms}},
+                    "throughput": 10_000.0, "latency_ms": latency, "max_any_ms": 1.0}},
                 "timeline": [],
                 "open_loop": {"rate": 10_000.0, "min_sent": 0.99, "due": 10_000 + unsent, "sent": 10_000,
-                    "unsent": unsent, "achieved_rate": 10_000.0},
+                    "unsent": unsent, "unsent_late": late, "achieved_rate": 10_000.0},
                 "client_cpu": {"cores": busiest, "host_cores": 8, "busiest_thread": "load-thread-0",
                     "busiest_share": busiest}
             }
@@ -422,17 +410,15 @@ mod tests {
     }
 
     #[test]
-    fn the_client_is_the_limit_when_its_cpu_is_saturated_or_its_slots_stood_empty() {
-        // 10,000/s at 20 ms is 200 ops in flight: 256 slots were full, so the
-        // target's latency held the ops back, not faultline.
-        assert_eq!(client_bound(&step(500, 20.0, 0.4), 256), None);
-        // At 1 ms only 10 of 256 slots were in use while ops went unsent.
-        let why = client_bound(&step(500, 1.0, 0.4), 256).unwrap();
-        assert!(why.contains("10.0 of 256 in-flight slots"), "{why}");
-        // Nothing unsent, nothing saturated: the target's step.
-        assert_eq!(client_bound(&step(0, 1.0, 0.4), 256), None);
+    fn the_client_is_the_limit_when_its_cpu_is_saturated_or_it_was_late() {
+        // Unsent with every slot busy at the end: the target's.
+        assert_eq!(client_bound(&step(500, 0, 0.4)), None);
+        // Owed because a lane saw the end late with slots free: faultline's.
+        let why = client_bound(&step(500, 120, 0.4)).unwrap();
+        assert!(why.contains("120 of the 500 unsent ops"), "{why}");
+        assert_eq!(client_bound(&step(0, 0, 0.4)), None);
         // A load thread at 95% of a core is the limit, whatever was sent.
-        let why = client_bound(&step(0, 1.0, 0.95), 256).unwrap();
+        let why = client_bound(&step(0, 0, 0.95)).unwrap();
         assert!(why.contains("`load-thread-0` at 95% of a core"), "{why}");
     }
 

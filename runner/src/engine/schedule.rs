@@ -87,8 +87,11 @@ pub struct Issuer {
     rounds: Option<RoundSeat>,
     held_at: Option<u64>,
     /// An open loop: when the lane first saw the window's end, and sent
-    /// what its free slots took of the ops still due before it.
+    /// what its free slots took of the ops still due before it; and how
+    /// many slots were free then (ops still owed with slots free were owed
+    /// for the lane's lateness, not the target's).
     closed_at: Option<Instant>,
+    free_at_close: u32,
 }
 
 /// An op to issue now: the op, the time that decides its window (issued in
@@ -108,7 +111,18 @@ impl Issuer {
         rounds: Option<RoundSeat>,
     ) -> Issuer {
         let next_due = pacing.as_ref().map(|p| p.first);
-        Issuer { pacing, active, next_due, in_flight, stop_at, ran_out: None, rounds, held_at: None, closed_at: None }
+        Issuer {
+            pacing,
+            active,
+            next_due,
+            in_flight,
+            stop_at,
+            ran_out: None,
+            rounds,
+            held_at: None,
+            closed_at: None,
+            free_at_close: 0,
+        }
     }
 
     /// Whether the lane is done at `now` with `live` ops in flight: the
@@ -133,17 +147,20 @@ impl Issuer {
     /// free, the window is open and (open loop) an op is due.
     #[inline]
     pub fn next(&mut self, now: Instant, live: u32, ops: &mut OpStream, recorder: &mut Recorder) -> Option<Issue> {
-        if live >= self.in_flight || self.ran_out.is_some() {
-            return None;
-        }
         // Past the end, an open loop sends what its free slots take at its
         // first look (one `now`) of the ops due before the end; then no more.
         if now >= self.stop_at {
             match (&self.pacing, self.closed_at) {
-                (Some(_), None) => self.closed_at = Some(now),
+                (Some(_), None) => {
+                    self.closed_at = Some(now);
+                    self.free_at_close = self.in_flight.saturating_sub(live);
+                }
                 (Some(_), Some(at)) if at == now => {}
                 _ => return None,
             }
+        }
+        if live >= self.in_flight || self.ran_out.is_some() {
+            return None;
         }
         if !self.active.is_empty() && !self.active.iter().any(|(from, to)| *from <= now && now < *to) {
             return None;
@@ -216,15 +233,18 @@ impl Issuer {
     /// Every op due in the window was sent or is owed: counts what is owed,
     /// up to the end of the window (or now, when the run was interrupted),
     /// in each stage of a staged schedule.
+    /// Ops owed by a lane whose first look past the end found slots free
+    /// count as owed for its lateness.
     pub fn count_unsent(&self, recorder: &mut Recorder, measure_from: Instant, interrupted: bool) {
         if let (Some(p), Some(next)) = (&self.pacing, self.next_due) {
             let until = if interrupted { Instant::now().min(self.stop_at) } else { self.stop_at };
+            let late = self.closed_at.is_some() && self.free_at_close > 0;
             let stages = recorder.stage_bounds();
             if stages.is_empty() {
-                recorder.record_unsent(None, p.due_between(next, measure_from, until));
+                recorder.record_unsent(None, p.due_between(next, measure_from, until), late);
             }
             for (i, (from, to)) in stages.into_iter().enumerate() {
-                recorder.record_unsent(Some(i), p.due_between(next, from.max(measure_from), to.min(until)));
+                recorder.record_unsent(Some(i), p.due_between(next, from.max(measure_from), to.min(until)), late);
             }
         }
     }
@@ -293,7 +313,35 @@ mod tests {
             assert!(issuer.next(late + Duration::from_millis(1), 0, &mut ops, &mut recorder).is_none());
             assert!(issuer.done(late + Duration::from_millis(1), 0));
         }
+        // Slots full at the first look past the end: what is owed stays
+        // owed when they free up, and is the target's (not late).
+        let arrivals = Arc::new(Arrivals::constant(1000.0));
+        let mut full = Issuer::new(Some(Pacing { t0, arrivals, first: 0, stride: 1 }), Vec::new(), 4, stop_at, None);
+        full.next_due = Some(90);
+        assert!(full.next(late, 4, &mut ops, &mut recorder).is_none());
+        assert!(full.next(late + Duration::from_millis(1), 0, &mut ops, &mut recorder).is_none());
+        assert!(full.done(late + Duration::from_millis(1), 0));
+        full.count_unsent(&mut recorder, t0, false);
+        let mut merged = crate::metrics::CellMetrics::new();
+        merged.merge(recorder);
+        let open = crate::metrics::OpenLoad {
+            spec: &serde_yaml_ng::from_str("{rate: 1000}").unwrap(),
+            arrivals: &Arrivals::constant(1000.0),
+            window_start_s: 0.0,
+        };
+        let stats = merged.summarize(Duration::from_millis(100), Some(&open), &[]);
+        let open_loop = stats.open_loop.unwrap();
+        assert_eq!((open_loop.unsent, open_loop.unsent_late), (10, 0));
         let mut closed = Issuer::new(None, Vec::new(), 4, stop_at, None);
+        let mut recorder = Recorder::new(
+            [faultline_model::ops::OpKind::Get].into_iter(),
+            t0,
+            Arc::new(LiveCounters::default()),
+            Arc::new(SharedTimelines::new(Duration::from_secs(1))),
+            false,
+            false,
+            false,
+        );
         assert!(closed.next(late, 0, &mut ops, &mut recorder).is_none());
         assert!(closed.done(late, 0));
     }

@@ -247,8 +247,11 @@ fn ratio_value(r: &RatioRef, compared: &[&Comparison]) -> OperandValue {
         RatioBound::Low => ratio.interval.map(|i| flip(if inverted { i.high } else { i.low })),
         RatioBound::High => ratio.interval.map(|i| flip(if inverted { i.low } else { i.high })),
     };
-    let value = value.ok_or_else(|| match r.bound {
-        RatioBound::Value => format!("{r}: the baseline measured nothing to divide by"),
+    let value = value.ok_or_else(|| match (r.bound, r.measure) {
+        (_, Measure::Capacity) if ratio.value.is_none() => format!(
+            "{r}: not every repeat of both sides found the target's own capacity (a search ended client-bound, at its range's top or bottom, or stopped)"
+        ),
+        (RatioBound::Value, _) => format!("{r}: the baseline measured nothing to divide by"),
         _ => format!("{r}: no interval (fewer than two repeats of a side)"),
     })?;
     Ok((value, format!("{r} = {value:.3}")))
@@ -606,6 +609,7 @@ mod tests {
             due: 1_200_000,
             sent: 54_311,
             unsent: 1_145_689,
+            unsent_late: 0,
             achieved_rate: 27_155.5,
         });
         let r = &evaluate(&gate("errors == 0"), std::slice::from_ref(&under_sent))[0];

@@ -374,8 +374,10 @@ pub struct Recorder {
     /// one: every success (12 bytes an op).
     windows: Option<WindowSamples>,
     labels: Vec<ErrorLabel>,
-    /// Open loop: ops due in the window that were never sent.
+    /// Open loop: ops due in the window that were never sent, and of them
+    /// those owed for the client's own lateness at the window's end.
     unsent: u64,
+    unsent_late: u64,
     /// Staged open loop: each stage's books.
     stages: Option<StageBooks>,
     measure_from: Instant,
@@ -464,6 +466,7 @@ impl Recorder {
             windows: keep_windows.then(WindowSamples::default),
             labels: Vec::new(),
             unsent: 0,
+            unsent_late: 0,
             stages: None,
             measure_from,
             live,
@@ -553,9 +556,14 @@ impl Recorder {
     }
 
     /// Open loop: ops of the measured window's schedule (of one stage of
-    /// it) this client never sent (no free slot before the window ended).
-    pub fn record_unsent(&mut self, stage: Option<usize>, n: u64) {
+    /// it) this client never sent (no free slot before the window ended);
+    /// `late`: owed because the client looked at the end late, with free
+    /// slots.
+    pub fn record_unsent(&mut self, stage: Option<usize>, n: u64, late: bool) {
         self.unsent += n;
+        if late {
+            self.unsent_late += n;
+        }
         if let (Some(i), Some(books)) = (stage, &mut self.stages) {
             books.tallies[i].unsent += n;
         }
@@ -585,6 +593,7 @@ pub struct CellMetrics {
     windows: Option<WindowSamples>,
     labels: Vec<ErrorLabel>,
     unsent: u64,
+    unsent_late: u64,
     stages: Vec<StageTally>,
 }
 
@@ -620,6 +629,7 @@ impl CellMetrics {
             windows: None,
             labels: Vec::new(),
             unsent: 0,
+            unsent_late: 0,
             stages: Vec::new(),
         }
     }
@@ -652,6 +662,7 @@ impl CellMetrics {
         }
         merge_labels(&mut self.labels, r.labels);
         self.unsent += r.unsent;
+        self.unsent_late += r.unsent_late;
         for (i, tally) in r.stages.into_iter().flat_map(|s| s.tallies).enumerate() {
             if self.stages.len() <= i {
                 self.stages.push(StageTally::default());
@@ -789,6 +800,7 @@ impl CellMetrics {
                     due: sent + self.unsent,
                     sent,
                     unsent: self.unsent,
+                    unsent_late: self.unsent_late,
                     achieved_rate: sent as f64 / secs,
                 }
             }),
@@ -956,7 +968,7 @@ mod tests {
             r.record_lag(due, due);
             r.record(&done(kind, due, ms, result));
         }
-        r.record_unsent(Some(1), 7);
+        r.record_unsent(Some(1), 7, false);
         assert_eq!(r.stage_bounds().len(), 2);
         let mut cell = CellMetrics::new();
         cell.merge(r);
