@@ -43,8 +43,9 @@ pub enum Bound {
     /// The SLO failed above `capacity` and held at it, confirmed, within
     /// the search's precision: the target's capacity.
     Target,
-    /// Out of steps before the precision was reached: the target's capacity
-    /// lies between `capacity` and `failed_at`.
+    /// Out of steps before the precision was reached (or the knee was
+    /// confirmed): the target's capacity lies between `capacity` and
+    /// `failed_at` (at least `capacity` when no rate had failed yet).
     Steps,
     /// The load generator, not the target, was the limit (its CPU busy, or
     /// in-flight slots empty while ops went unsent): the target's capacity
@@ -54,16 +55,12 @@ pub enum Bound {
     Ceiling,
     /// The SLO failed at the bottom of the range: below it.
     Floor,
-    /// A step failed or the run was interrupted before the search ended.
+    /// A step did not complete (failed, interrupted) or its SLO could not
+    /// be judged: the capacity is at least what held before it.
     Stopped,
 }
 
 impl Bound {
-    /// Whether `capacity` is only a lower bound of the target's capacity.
-    pub fn is_lower_bound(self) -> bool {
-        matches!(self, Bound::Client | Bound::Ceiling | Bound::Stopped)
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             Bound::Target => "target",
@@ -90,7 +87,7 @@ impl CapacitySearch {
             (Bound::Target, Some(c)) => rate(c),
             (Bound::Steps, Some(c)) => match self.failed_at {
                 Some(f) => format!("{} to {} (out of steps)", rate(c), rate(f)),
-                None => rate(c),
+                None => format!("at least {} (out of steps)", rate(c)),
             },
             (Bound::Client, Some(c)) => format!("at least {} (client-bound)", rate(c)),
             (Bound::Ceiling, Some(c)) => format!("at least {} (the search's top rate)", rate(c)),
@@ -98,12 +95,28 @@ impl CapacitySearch {
         }
     }
 
-    /// The capacity where it is the target's own number (a ratio of it means
-    /// something): found, or bracketed when out of steps.
+    /// The capacity where it is the target's own number, found within the
+    /// precision and confirmed (a ratio of it means something).
     pub fn target_capacity(&self) -> Option<f64> {
         match self.bound {
-            Bound::Target | Bound::Steps => self.capacity,
+            Bound::Target => self.capacity,
             _ => None,
+        }
+    }
+
+    /// Where the target's capacity lies, as far as the search knows:
+    /// `[capacity, capacity]` when found; up to `failed_at` (just below it)
+    /// when out of steps; unbounded above when the client, the range's top or
+    /// a stop ended it; from 0 to below the lowest rate tried at the floor.
+    pub fn interval(&self) -> (f64, f64) {
+        let below = |r: f64| r * (1.0 - 1e-9);
+        let lowest = self.steps.first().map_or(0.0, |s| s.rate);
+        let found = self.capacity.unwrap_or(0.0);
+        match self.bound {
+            Bound::Target => (found, found),
+            Bound::Steps => (found, self.failed_at.map_or(f64::INFINITY, below)),
+            Bound::Client | Bound::Ceiling | Bound::Stopped => (found, f64::INFINITY),
+            Bound::Floor => (0.0, below(self.failed_at.unwrap_or(lowest))),
         }
     }
 }
@@ -192,9 +205,14 @@ mod tests {
             search(Bound::Client, None, Some(1000.0)).reading(),
             "unknown: faultline could not offer 1,000/s (client-bound)"
         );
-        // Only the target's own number is compared.
+        // Only the target's own number is compared; the others are intervals.
         assert_eq!(search(Bound::Target, Some(48_000.0), None).target_capacity(), Some(48_000.0));
         assert_eq!(search(Bound::Client, Some(48_000.0), None).target_capacity(), None);
-        assert!(Bound::Ceiling.is_lower_bound() && !Bound::Steps.is_lower_bound());
+        assert_eq!(search(Bound::Target, Some(48_000.0), Some(50_000.0)).interval(), (48_000.0, 48_000.0));
+        assert_eq!(search(Bound::Client, Some(48_000.0), None).interval(), (48_000.0, f64::INFINITY));
+        let (low, high) = search(Bound::Steps, Some(48_000.0), Some(52_000.0)).interval();
+        assert!(low == 48_000.0 && high < 52_000.0 && high > 51_999.0);
+        let (low, high) = search(Bound::Floor, None, Some(1000.0)).interval();
+        assert!(low == 0.0 && high < 1000.0 && high > 999.0);
     }
 }

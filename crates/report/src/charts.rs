@@ -72,7 +72,8 @@ pub fn plan(results: &Results) -> Vec<Chart> {
         if !scenarios.contains(&c.scenario.as_str()) {
             scenarios.push(&c.scenario);
             let file = unique_name(&mut used, &format!("ratios-{}", slug(&c.scenario)));
-            let title = format!("{}: throughput ratio to the baseline, 95% interval", c.scenario);
+            let measure = if c.capacity.is_empty() { "throughput" } else { "capacity" };
+            let title = format!("{}: {measure} ratio to the baseline, 95% interval", c.scenario);
             charts.push(Chart { kind: "ratios", of: c.scenario.clone(), title, file });
         }
     }
@@ -534,23 +535,26 @@ fn wrap(parts: &[&str], width: usize) -> Vec<String> {
     lines
 }
 
-/// A bar per comparison at its throughput ratio with the ratio printed on
+/// A bar per comparison at its throughput ratio (its capacity ratio in a
+/// capacity search's scenario) with the ratio printed on
 /// it, whiskers over its interval, the line at 1.0 and the parity band
 /// shaded; under each bar, its matrix point (and profile or candidate where
 /// those differ), wrapped, and as much room per bar as its longest line.
 fn ratios(title: &str, rows: &[&Comparison]) -> DrawResult<String> {
+    // A capacity search's scenario compares capacities; any other, throughputs.
+    let shown = |c: &Comparison| if c.capacity.is_empty() { c.throughput } else { c.capacity };
     const FONT: f64 = 12.0;
     const LINE: i32 = 15;
     let band = rows.first().map_or(0.0, |c| c.parity_band);
     let top = rows
         .iter()
-        .flat_map(|c| [c.throughput.value, c.throughput.interval.map(|i| i.high)])
+        .flat_map(|c| [shown(c).value, shown(c).interval.map(|i| i.high)])
         .flatten()
         .fold(1.0 + band, f64::max)
         * 1.2;
     let n = rows.len().max(1);
     let (labels, axis) = bar_labels(rows);
-    let ratio_text = |c: &Comparison| c.throughput.value.map(|v| format!("{v:.2}x"));
+    let ratio_text = |c: &Comparison| shown(c).value.map(|v| format!("{v:.2}x"));
     let slot = labels
         .iter()
         .flatten()
@@ -602,13 +606,13 @@ fn ratios(title: &str, rows: &[&Comparison]) -> DrawResult<String> {
                 Some(faultline_model::results::Word::Loss) => PALETTE[3],
                 _ => PALETTE[0],
             };
-            if let Some(v) = c.throughput.value {
+            if let Some(v) = shown(c).value {
                 chart.draw_series(std::iter::once(Rectangle::new(
                     [(x + 0.25, 0.0), (x + 0.75, v)],
                     color.mix(0.7).filled(),
                 )))?;
             }
-            if let Some(iv) = c.throughput.interval {
+            if let Some(iv) = shown(c).interval {
                 let whisker = BLACK.stroke_width(2);
                 chart.draw_series([
                     PathElement::new(vec![(x + 0.5, iv.low), (x + 0.5, iv.high)], whisker),
@@ -616,8 +620,8 @@ fn ratios(title: &str, rows: &[&Comparison]) -> DrawResult<String> {
                     PathElement::new(vec![(x + 0.42, iv.high), (x + 0.58, iv.high)], whisker),
                 ])?;
             }
-            if let (Some(text), Some(v)) = (ratio_text(c), c.throughput.value) {
-                let above = c.throughput.interval.map_or(v, |iv| iv.high.max(v));
+            if let (Some(text), Some(v)) = (ratio_text(c), shown(c).value) {
+                let above = shown(c).interval.map_or(v, |iv| iv.high.max(v));
                 let (px, py) = chart.backend_coord(&(x + 0.5, above));
                 root.draw(&Text::new(text, (px, py - 4), centred_above.clone()))?;
             }

@@ -71,6 +71,10 @@ fn default_max_steps() -> u32 {
 /// The most steps a search may be given: each is a whole warmed-up window.
 pub const MAX_STEPS: u32 = 1_000;
 
+/// The finest precision a search may ask: far below any step's noise, and
+/// far above where bisection could no longer find a rate in between.
+pub const MIN_PRECISION: f64 = 0.001;
+
 impl CapacitySpec {
     /// The most steps a search runs when no confirmation fails: growing
     /// from `from` to `to`, bisecting one growth factor down to the
@@ -102,8 +106,11 @@ pub fn validate(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Problem> 
     if !(c.growth.is_finite() && c.growth > 1.0 && c.growth <= 100.0) {
         return Err((format!("{at}.growth"), "must be above 1 and at most 100, e.g. 2 to double the rate".into()));
     }
-    if !(c.precision > 0.0 && c.precision < 1.0) {
-        return Err((format!("{at}.precision"), "must be a share between 0 and 1, e.g. 0.05".into()));
+    if !(MIN_PRECISION..1.0).contains(&c.precision) {
+        return Err((
+            format!("{at}.precision"),
+            format!("must be a share from {MIN_PRECISION} to below 1, e.g. 0.05 (rates closer than that are one rate to a step's noise)"),
+        ));
     }
     if c.confirm > 100 {
         return Err((format!("{at}.confirm"), "must be at most 100".into()));
@@ -154,6 +161,12 @@ pub fn validate(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Problem> 
         return Err((
             format!("{scenario}.faults"),
             "a capacity search measures the target undisturbed: run the faults in a scenario of their own, at the rate it finds".into(),
+        ));
+    }
+    if let Some((i, p)) = s.probes.iter().enumerate().find(|(_, p)| p.when != crate::probe::ProbeWhen::Start) {
+        return Err((
+            format!("{scenario}.probes[{i}].when"),
+            format!("probe `{}` would run at every step of the search and keep the last step's output: a capacity search takes `when: start` probes only", p.name),
         ));
     }
     if s.checkers.as_ref().is_some_and(|c| !c.is_empty()) {

@@ -148,7 +148,14 @@ pub fn compare(spec: &Spec, cells: &[CellResult]) -> Vec<Comparison> {
                 continue;
             }
             let seed = bootstrap::seed_for(spec.seed, &format!("{}/{target}", group.label()));
-            let throughput = ratio(Measure::Throughput, &base, &cand, Pairing::ByRepeat, seed);
+            // A capacity search's cells hold each side's step at its own
+            // capacity, a different rate on each side: only capacities compare.
+            let searched = scenario.capacity.is_some();
+            let of = |measure: Measure| match searched && measure != Measure::Capacity {
+                true => Ratio::default(),
+                false => ratio(measure, &base, &cand, Pairing::ByRepeat, seed),
+            };
+            let throughput = of(Measure::Throughput);
             out.push(Comparison {
                 scenario: group.scenario.clone(),
                 matrix: group.matrix.clone(),
@@ -160,9 +167,9 @@ pub fn compare(spec: &Spec, cells: &[CellResult]) -> Vec<Comparison> {
                 target_stats: variant_stats(&cand),
                 word: word(&throughput, band),
                 throughput,
-                p50: ratio(Measure::P50, &base, &cand, Pairing::ByRepeat, seed),
-                p99: ratio(Measure::P99, &base, &cand, Pairing::ByRepeat, seed),
-                capacity: ratio(Measure::Capacity, &base, &cand, Pairing::ByRepeat, seed),
+                p50: of(Measure::P50),
+                p99: of(Measure::P99),
+                capacity: of(Measure::Capacity),
                 parity_band: band,
             });
         }

@@ -87,10 +87,9 @@ impl Searcher {
         }
         let (knee, failed) = (self.knee(), self.failed);
         if self.steps >= self.max_steps {
-            return Next::Done(match (knee, failed) {
-                (None, Some(_)) => Bound::Floor,
-                (Some(_), Some(_)) => Bound::Steps,
-                _ => Bound::Stopped,
+            return Next::Done(match knee {
+                None => Bound::Floor,
+                Some(_) => Bound::Steps,
             });
         }
         let confirm_or = |knee: f64, done: Bound| match self.confirmed < self.confirm {
@@ -147,29 +146,17 @@ fn between(low: f64, high: f64) -> f64 {
     }
 }
 
-/// Whether the load generator, not the target, limited a step: its CPU
-/// was saturated, or ops went unsent because a lane looked at the window's
-/// end late with slots free (its thread was not run in time), so it was not
-/// the target that held them back.
+/// Whether faultline's own CPU was saturated in a step: then what the step
+/// measured may be faultline's limit, not the target's.
 fn client_bound(result: &CellResult) -> Option<String> {
-    let stats = result.stats.as_ref()?;
-    if let Some(cpu) = stats.client_cpu.as_ref().filter(|c| c.saturated()) {
-        return Some(format!(
-            "faultline's CPU was saturated (busiest thread `{}` at {:.0}% of a core; {:.2} of {} cores in all)",
-            cpu.busiest_thread,
-            cpu.busiest_share * 100.0,
-            cpu.cores,
-            cpu.host_cores
-        ));
-    }
-    let open = stats.open_loop?;
-    (open.unsent_late > 0).then(|| {
-        format!(
-            "{} of the {} unsent ops were owed by a lane that saw the window's end late with slots free: faultline did not send them in time",
-            thousands(open.unsent_late),
-            thousands(open.unsent)
-        )
-    })
+    let cpu = result.stats.as_ref()?.client_cpu.as_ref().filter(|c| c.saturated())?;
+    Some(format!(
+        "faultline's CPU was saturated (busiest thread `{}` at {:.0}% of a core; {:.2} of {} cores in all)",
+        cpu.busiest_thread,
+        cpu.busiest_share * 100.0,
+        cpu.cores,
+        cpu.host_cores
+    ))
 }
 
 impl Engine<'_> {
@@ -191,6 +178,9 @@ impl Engine<'_> {
         let mut steps: Vec<CapacityStep> = Vec::new();
         let mut held: Vec<(f64, CellResult)> = Vec::new();
         let mut last: Option<CellResult> = None;
+        // A step that could not run, or whose SLO could not be judged,
+        // ends the search; the cell then says why.
+        let mut ended: Option<CellResult> = None;
         let bound = loop {
             let (rate, phase) = match searcher.next() {
                 Next::Done(bound) => break bound,
@@ -198,32 +188,37 @@ impl Engine<'_> {
             };
             let step = cell.at_rate(self.spec, rate);
             let result = self.run_cell(&step, position, running, Arc::clone(&workload), remaining_after).await;
-            if result.status != CellStatus::Completed {
-                searcher.stop();
-                last = Some(result);
-                continue;
-            }
             let judged = judge_step(&slo, &result, rate, phase);
+            let verdict = match judged.outcome {
+                Outcome::Held => "SLO held".to_string(),
+                Outcome::ClientBound => format!("client-bound: {}", judged.step.why),
+                Outcome::Failed => format!("SLO failed: {}", judged.step.why),
+                Outcome::NotJudged => format!("not judged: {}", judged.step.why),
+            };
             self.progress.println(&format!(
-                "{} step {} ({}): {}/s offered, {}/s sent{}: {}",
+                "{} step {} ({}): {}/s offered, {}/s sent{}: {verdict}",
                 cell.label(),
                 steps.len() + 1,
                 phase.as_str(),
                 thousands(rate.round() as u64),
-                thousands(judged.achieved_rate.round() as u64),
-                judged.p99_ms.map(|p| format!(", p99 {p:.2}ms")).unwrap_or_default(),
-                match (judged.met, judged.client_bound) {
-                    (true, _) => "SLO held".to_string(),
-                    (false, true) => format!("client-bound: {}", judged.why),
-                    (false, false) => format!("SLO failed: {}", judged.why),
-                }
+                thousands(judged.step.achieved_rate.round() as u64),
+                judged.step.p99_ms.map(|p| format!(", p99 {p:.2}ms")).unwrap_or_default(),
             ));
-            searcher.record(rate, phase, judged.met, judged.client_bound);
-            if judged.met {
-                held.push((rate, result.clone()));
+            steps.push(judged.step);
+            match judged.outcome {
+                Outcome::NotJudged => {
+                    searcher.stop();
+                    ended = Some(result);
+                }
+                outcome => {
+                    let met = outcome == Outcome::Held;
+                    searcher.record(rate, phase, met, outcome == Outcome::ClientBound);
+                    if met {
+                        held.push((rate, result.clone()));
+                    }
+                    last = Some(result);
+                }
             }
-            steps.push(judged);
-            last = Some(result);
         };
         let capacity = match bound {
             Bound::Floor => None,
@@ -237,34 +232,97 @@ impl Engine<'_> {
             bound,
             steps,
         };
-        // The cell's numbers are those of the last step at the capacity.
+        // The cell's numbers are those of the last step at the capacity;
+        // a search a step ended is that step's cell, failed or unjudged.
         let at_capacity = capacity.and_then(|c| held.into_iter().rev().find(|(r, _)| *r == c)).map(|(_, r)| r);
-        let mut result = at_capacity.or(last).unwrap_or_else(|| self.skipped(cell));
+        let mut result = match ended {
+            Some(ended) => ended,
+            None => at_capacity.or(last).unwrap_or_else(|| self.skipped(cell)),
+        };
+        // A step whose SLO could not be judged measured, but decided nothing.
+        if bound == Bound::Stopped && result.status == CellStatus::Completed && result.error.is_none() {
+            result.error = search.steps.last().map(|s| format!("the capacity search stopped: {}", s.why));
+        }
         result.capacity = Some(search);
         result
     }
 }
 
-/// One step's row: what it measured and whether the SLO held on the load
-/// asked for.
-fn judge_step(slo: &Expr, result: &CellResult, rate: f64, phase: Phase) -> CapacityStep {
+/// How a step came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// The SLO held on the load asked for.
+    Held,
+    /// It failed only because of the load generator (see [`client_bound`]).
+    ClientBound,
+    /// It failed: the target's.
+    Failed,
+    /// The step did not complete, or the SLO could not be judged on it.
+    NotJudged,
+}
+
+struct Judged {
+    step: CapacityStep,
+    outcome: Outcome,
+}
+
+/// Whether the SLO holds in a step, on the load asked for, with its
+/// evidence; an error when it cannot be judged.
+fn holds(slo: &Expr, result: &CellResult) -> Result<(bool, String), String> {
+    let (holds, evidence) = crate::gate::holds_in(slo, result)?;
+    match (holds, crate::gate::load_not_sent(result, false)) {
+        (true, Some(why)) => Ok((false, why)),
+        (held, _) => Ok((held, evidence.join(", "))),
+    }
+}
+
+/// The step as if faultline had sent in time the ops it owed for its own
+/// lateness: what the target would have been judged on.
+fn without_late_unsent(result: &CellResult) -> Option<CellResult> {
+    let mut result = result.clone();
+    let open = result.stats.as_mut()?.open_loop.as_mut().filter(|o| o.unsent_late > 0)?;
+    open.unsent -= open.unsent_late;
+    open.due -= open.unsent_late;
+    open.unsent_late = 0;
+    Some(result)
+}
+
+/// One step's row and outcome. A failure is the client's when faultline's
+/// CPU was saturated, or when the SLO would have held but for the ops it
+/// owed for its own lateness; otherwise the target's.
+fn judge_step(slo: &Expr, result: &CellResult, rate: f64, phase: Phase) -> Judged {
     let stats = result.stats.as_ref();
     let values = faultline_model::compare::RepeatValues::of(result);
     let (ok, failed) = stats.map_or((0, 0), |s| (s.ok, s.failed));
-    let verdict = crate::gate::holds_in(slo, result);
-    let not_sent = crate::gate::load_not_sent(result, false);
-    let client = client_bound(result);
-    let (met, why) = match (verdict, not_sent) {
-        (Ok((true, evidence)), None) => (true, evidence.join(", ")),
-        (Ok((true, _)), Some(why)) => (false, why),
-        (Ok((false, evidence)), _) => (false, evidence.join(", ")),
-        (Err(why), _) => (false, why),
+    let (outcome, why) = match result.status {
+        CellStatus::Completed => match holds(slo, result) {
+            Ok((true, evidence)) => (Outcome::Held, evidence),
+            Ok((false, evidence)) => {
+                let late = without_late_unsent(result).is_some_and(|r| holds(slo, &r).is_ok_and(|(h, _)| h));
+                match (client_bound(result), late) {
+                    (Some(client), _) => (Outcome::ClientBound, format!("{client} ({evidence})")),
+                    (None, true) => (
+                        Outcome::ClientBound,
+                        format!(
+                            "it held but for {} ops a lane owed because it saw the window's end late with slots free ({evidence})",
+                            thousands(stats.and_then(|s| s.open_loop).map_or(0, |o| o.unsent_late))
+                        ),
+                    ),
+                    (None, false) => (Outcome::Failed, evidence),
+                }
+            }
+            Err(why) => (Outcome::NotJudged, format!("the SLO cannot be judged on this step: {why}")),
+        },
+        status => (
+            Outcome::NotJudged,
+            format!(
+                "the step did not complete ({}){}",
+                format!("{status:?}").to_lowercase(),
+                result.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+            ),
+        ),
     };
-    let why = match (&client, met) {
-        (Some(client), false) => format!("{client} ({why})"),
-        _ => why,
-    };
-    CapacityStep {
+    let step = CapacityStep {
         rate,
         phase,
         achieved_rate: stats.and_then(|s| s.open_loop).map_or(0.0, |o| o.achieved_rate),
@@ -277,10 +335,11 @@ fn judge_step(slo: &Expr, result: &CellResult, rate: f64, phase: Phase) -> Capac
         },
         unsent: stats.and_then(|s| s.open_loop).map_or(0, |o| o.unsent),
         client_cpu: stats.and_then(|s| s.client_cpu.clone()),
-        met,
-        client_bound: !met && client.is_some(),
+        met: outcome == Outcome::Held,
+        client_bound: outcome == Outcome::ClientBound,
         why,
-    }
+    };
+    Judged { step, outcome }
 }
 
 #[cfg(test)]
@@ -374,7 +433,6 @@ mod tests {
         s.record(4000.0, Phase::Grow, false, true);
         assert_eq!(s.next(), Next::Done(Bound::Client));
         assert_eq!(s.knee(), Some(2000.0));
-        assert!(Bound::Client.is_lower_bound());
     }
 
     #[test]
@@ -384,6 +442,9 @@ mod tests {
         let (s, bound, tried) = search(&c, |r, _| r <= 5000.0);
         assert_eq!((bound, tried.len()), (Bound::Steps, 5));
         assert!(s.knee().unwrap() >= 4000.0 && s.failed_at().unwrap() <= 8000.0);
+        // Out of steps while still growing: at least the last rate that held.
+        let (s, bound, _) = search(&c, |_, _| true);
+        assert_eq!((bound, s.knee(), s.failed_at()), (Bound::Steps, Some(16_000.0), None));
     }
 
     /// A completed open-loop step at 10,000/s: `unsent` ops unsent, `late`
@@ -410,16 +471,26 @@ mod tests {
     }
 
     #[test]
-    fn the_client_is_the_limit_when_its_cpu_is_saturated_or_it_was_late() {
+    fn a_failure_is_the_clients_when_its_cpu_was_saturated_or_it_held_but_for_lateness() {
+        let slo = expr::parse("unsent == 0 and p99(get) < 10ms").unwrap();
+        let judge = |unsent, late, busiest| judge_step(&slo, &step(unsent, late, busiest), 10_000.0, Phase::Grow);
         // Unsent with every slot busy at the end: the target's.
-        assert_eq!(client_bound(&step(500, 0, 0.4)), None);
-        // Owed because a lane saw the end late with slots free: faultline's.
-        let why = client_bound(&step(500, 120, 0.4)).unwrap();
-        assert!(why.contains("120 of the 500 unsent ops"), "{why}");
-        assert_eq!(client_bound(&step(0, 0, 0.4)), None);
-        // A load thread at 95% of a core is the limit, whatever was sent.
-        let why = client_bound(&step(0, 0, 0.95)).unwrap();
-        assert!(why.contains("`load-thread-0` at 95% of a core"), "{why}");
+        assert_eq!(judge(500, 0, 0.4).outcome, Outcome::Failed);
+        // Every unsent op owed for faultline's lateness: the client's.
+        let late = judge(500, 500, 0.4);
+        assert_eq!(late.outcome, Outcome::ClientBound);
+        assert!(late.step.why.contains("but for 500 ops"), "{}", late.step.why);
+        // Some of them the target's: still the target's failure.
+        assert_eq!(judge(500, 120, 0.4).outcome, Outcome::Failed);
+        assert_eq!(judge(0, 0, 0.4).outcome, Outcome::Held);
+        // A load thread at 95% of a core: a failure is the client's.
+        let busy = judge(500, 0, 0.95);
+        assert_eq!(busy.outcome, Outcome::ClientBound);
+        assert!(busy.step.why.contains("`load-thread-0` at 95% of a core"), "{}", busy.step.why);
+        // An SLO no step can answer stops the search, unjudged.
+        let unanswerable = expr::parse("p99(set) < 10ms").unwrap();
+        let judged = judge_step(&unanswerable, &step(0, 0, 0.4), 10_000.0, Phase::Grow);
+        assert_eq!(judged.outcome, Outcome::NotJudged);
     }
 
     #[test]

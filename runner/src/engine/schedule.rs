@@ -92,6 +92,10 @@ pub struct Issuer {
     /// for the lane's lateness, not the target's).
     closed_at: Option<Instant>,
     free_at_close: u32,
+    /// An open loop: the last time an op was due and every slot was busy.
+    /// Ops owed at the end that came due after it were owed for the lane's
+    /// lateness; ops due while slots were full are the target's.
+    last_blocked: Option<Instant>,
 }
 
 /// An op to issue now: the op, the time that decides its window (issued in
@@ -122,6 +126,7 @@ impl Issuer {
             held_at: None,
             closed_at: None,
             free_at_close: 0,
+            last_blocked: None,
         }
     }
 
@@ -159,7 +164,16 @@ impl Issuer {
                 _ => return None,
             }
         }
-        if live >= self.in_flight || self.ran_out.is_some() {
+        if self.ran_out.is_some() {
+            return None;
+        }
+        if live >= self.in_flight {
+            if let (Some(p), Some(i)) = (&self.pacing, self.next_due) {
+                // Before the end: the look past it takes what its slots take.
+                if now < self.stop_at && p.due(i) <= now + EARLY_ISSUE {
+                    self.last_blocked = Some(now);
+                }
+            }
             return None;
         }
         if !self.active.is_empty() && !self.active.iter().any(|(from, to)| *from <= now && now < *to) {
@@ -222,7 +236,8 @@ impl Issuer {
     /// for the next step this lane runs in (closed loop in steps).
     pub fn wake_at(&self, live: u32, now: Instant) -> Option<Instant> {
         match (&self.pacing, self.next_due) {
-            _ if live >= self.in_flight || self.exhausted() => None,
+            // Closed at the window's end: what it owes is owed, no more waking for it.
+            _ if live >= self.in_flight || self.exhausted() || self.closed_at.is_some() => None,
             (Some(p), Some(i)) => {
                 Some(p.due(i)).filter(|d| *d < self.stop_at).map(|d| d.checked_sub(EARLY_ISSUE).unwrap_or(d))
             }
@@ -233,12 +248,15 @@ impl Issuer {
     /// Every op due in the window was sent or is owed: counts what is owed,
     /// up to the end of the window (or now, when the run was interrupted),
     /// in each stage of a staged schedule.
-    /// Ops owed by a lane whose first look past the end found slots free
-    /// count as owed for its lateness.
+    /// Ops owed by a lane whose first look past the end found slots free,
+    /// and whose slots were never all busy with an op due since the first
+    /// of them came due, count as owed for its lateness.
     pub fn count_unsent(&self, recorder: &mut Recorder, measure_from: Instant, interrupted: bool) {
         if let (Some(p), Some(next)) = (&self.pacing, self.next_due) {
             let until = if interrupted { Instant::now().min(self.stop_at) } else { self.stop_at };
-            let late = self.closed_at.is_some() && self.free_at_close > 0;
+            let late = self.closed_at.is_some()
+                && self.free_at_close > 0
+                && self.last_blocked.is_none_or(|blocked| blocked < p.due(next));
             let stages = recorder.stage_bounds();
             if stages.is_empty() {
                 recorder.record_unsent(None, p.due_between(next, measure_from, until), late);
@@ -332,6 +350,51 @@ mod tests {
         let stats = merged.summarize(Duration::from_millis(100), Some(&open), &[]);
         let open_loop = stats.open_loop.unwrap();
         assert_eq!((open_loop.unsent, open_loop.unsent_late), (10, 0));
+        // Slots full while ops came due, then a reply frees a slot just past
+        // the end: the look takes one op, and the rest is the target's.
+        let fresh = || {
+            Recorder::new(
+                [faultline_model::ops::OpKind::Get].into_iter(),
+                t0,
+                Arc::new(LiveCounters::default()),
+                Arc::new(SharedTimelines::new(Duration::from_secs(1))),
+                true,
+                false,
+                false,
+            )
+        };
+        let mut books = fresh();
+        let arrivals = Arc::new(Arrivals::constant(1000.0));
+        let mut saturated =
+            Issuer::new(Some(Pacing { t0, arrivals, first: 0, stride: 1 }), Vec::new(), 4, stop_at, None);
+        saturated.next_due = Some(90);
+        assert!(saturated.next(stop_at - Duration::from_millis(2), 4, &mut ops, &mut books).is_none());
+        let mut live = 3;
+        while saturated.next(late, live, &mut ops, &mut books).is_some() {
+            live += 1;
+        }
+        assert_eq!(live, 4, "one slot was free");
+        assert_eq!(saturated.wake_at(3, late), None, "closed: no waking for what it owes");
+        saturated.count_unsent(&mut books, t0, false);
+        let mut merged = crate::metrics::CellMetrics::new();
+        merged.merge(books);
+        let stats = merged.summarize(Duration::from_millis(100), Some(&open), &[]);
+        let open_loop = stats.open_loop.unwrap();
+        assert_eq!((open_loop.unsent, open_loop.unsent_late), (9, 0));
+        // The late lane of the first case, counted: what it still owed is late.
+        let arrivals = Arc::new(Arrivals::constant(1000.0));
+        let mut tardy = Issuer::new(Some(Pacing { t0, arrivals, first: 0, stride: 1 }), Vec::new(), 4, stop_at, None);
+        tardy.next_due = Some(90);
+        let mut books = fresh();
+        let mut live = 0;
+        while tardy.next(late, live, &mut ops, &mut books).is_some() {
+            live += 1;
+        }
+        tardy.count_unsent(&mut books, t0, false);
+        let mut merged = crate::metrics::CellMetrics::new();
+        merged.merge(books);
+        let open_loop = merged.summarize(Duration::from_millis(100), Some(&open), &[]).open_loop.unwrap();
+        assert_eq!((open_loop.unsent, open_loop.unsent_late), (6, 6));
         let mut closed = Issuer::new(None, Vec::new(), 4, stop_at, None);
         let mut recorder = Recorder::new(
             [faultline_model::ops::OpKind::Get].into_iter(),

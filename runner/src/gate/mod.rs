@@ -94,8 +94,10 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
                 .find(|s| s.name == c.scenario)
                 .is_none_or(|s| faults.iter().all(|f| s.faults.iter().any(|x| &x.name == f)))
     };
+    // A gate about capacity is about the cells that searched for it.
+    let searched = |c: &&CellResult| !expr.reads(expr::Reads::Capacity) || c.capacity.is_some();
     let covered: Vec<&CellResult> =
-        cells.iter().filter(in_scope).filter(has_faults).filter(|c| c.stats.is_some()).collect();
+        cells.iter().filter(in_scope).filter(has_faults).filter(searched).filter(|c| c.stats.is_some()).collect();
     if covered.is_empty() {
         result.evidence = match faults.is_empty() {
             true => NOTHING_MEASURED.into(),
@@ -108,10 +110,7 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
     let mut missing = Vec::new();
     let mut worst: Option<(f64, String)> = None;
     for cell in &covered {
-        let mut verdict = holds_in(&expr, cell);
-        if let (Ok((false, _)), Some(why)) = (&verdict, capacity_only_a_floor(&expr, cell)) {
-            verdict = Err(why);
-        }
+        let verdict = holds_over_capacity(&expr, cell);
         // What was measured may fail a gate, but it passes only on the load asked for.
         let unmeasured = load_not_sent(cell, reads_schedule);
         result.cells.push(match (&verdict, &unmeasured) {
@@ -333,12 +332,29 @@ pub fn holds_in(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<String>), S
     eval(expr, &|o| operand_value(o, cell))
 }
 
-/// Why a cell's failure of a gate that reads `capacity` is not a failure:
-/// the capacity is only a lower bound there (client-bound, or the top of
-/// the search's range), so the target's own may meet the gate.
-fn capacity_only_a_floor(expr: &Expr, cell: &CellResult) -> Option<String> {
-    let search = cell.capacity.as_ref().filter(|_| expr.reads(expr::Reads::Capacity))?;
-    search.bound.is_lower_bound().then(|| format!("the capacity is {}, a lower bound", search.reading()))
+/// Whether `expr` holds in a cell whose capacity the search only bounds
+/// (see `CapacitySearch::interval`): judged at both ends of the interval,
+/// decided only where both agree.
+fn holds_over_capacity(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<String>), String> {
+    let Some(search) = cell.capacity.as_ref().filter(|_| expr.reads(expr::Reads::Capacity)) else {
+        return holds_in(expr, cell);
+    };
+    let (low, high) = search.interval();
+    if low == high {
+        return holds_in(expr, cell);
+    }
+    let at = |capacity: f64| {
+        let mut cell = cell.clone();
+        if let Some(s) = cell.capacity.as_mut() {
+            s.capacity = Some(capacity);
+        }
+        holds_in(expr, &cell)
+    };
+    match (at(low)?, at(high)?) {
+        ((true, ev), (true, _)) => Ok((true, ev)),
+        ((false, ev), (false, _)) => Ok((false, ev)),
+        _ => Err(format!("the capacity is {}: the gate holds at one end of that and not the other", search.reading())),
+    }
 }
 
 fn operand_value(o: &Operand, cell: &CellResult) -> OperandValue {
@@ -484,9 +500,18 @@ mod tests {
         // Client-bound: at least 20,000/s, which says nothing against 30,000.
         let r = judge(Bound::Client, "capacity >= 30000");
         assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
-        assert!(r.evidence.contains("at least 20,000/s (client-bound), a lower bound"), "{}", r.evidence);
+        assert!(r.evidence.contains("at least 20,000/s (client-bound)"), "{}", r.evidence);
         assert_eq!(judge(Bound::Client, "capacity >= 10000").result, GateOutcome::Pass);
-        // A cell of no capacity search has no capacity.
+        // Nor can a lower bound pass an upper limit, while a real failure
+        // beside it still fails.
+        assert_eq!(judge(Bound::Client, "capacity <= 30000").result, GateOutcome::Incomplete);
+        assert_eq!(judge(Bound::Client, "capacity >= 10000 and errors > 5").result, GateOutcome::Fail);
+        // Out of steps: between 20,000 and 40,000.
+        assert_eq!(judge(Bound::Steps, "capacity >= 30000").result, GateOutcome::Incomplete);
+        assert_eq!(judge(Bound::Steps, "capacity >= 50000").result, GateOutcome::Fail);
+        // A gate on capacity covers the cells that searched; none searched: unmeasured.
+        let cells = [searched(Bound::Target), cell("p", Some(1.0), 0)];
+        assert_eq!(evaluate(&gate("capacity >= 10000"), &cells)[0].result, GateOutcome::Pass);
         let r = evaluate(&gate("capacity >= 1"), &[cell("p", Some(1.0), 0)]).remove(0);
         assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
     }
