@@ -10,6 +10,7 @@ mod campaign;
 mod check_cli;
 mod docker;
 mod dynamodb;
+mod fanout;
 mod failures;
 mod faults;
 mod host_drift;

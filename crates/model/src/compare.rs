@@ -43,6 +43,8 @@ pub struct RepeatValues {
     pub throughput: f64,
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    /// Fan-out cells: deliveries per second.
+    pub delivered_rate: Option<f64>,
 }
 
 impl RepeatValues {
@@ -58,6 +60,7 @@ impl RepeatValues {
             throughput: stats.throughput,
             p50_ms: worst(|l| l.p50),
             p99_ms: worst(|l| l.p99),
+            delivered_rate: stats.fanout.as_ref().map(|f| f.delivered_per_s),
         })
     }
 }
@@ -68,6 +71,8 @@ pub enum Measure {
     Throughput,
     P50,
     P99,
+    /// Fan-out deliveries per second.
+    DeliveredRate,
 }
 
 impl Measure {
@@ -76,6 +81,7 @@ impl Measure {
             Measure::Throughput => Some(r.throughput),
             Measure::P50 => r.p50_ms,
             Measure::P99 => r.p99_ms,
+            Measure::DeliveredRate => r.delivered_rate,
         }
     }
 
@@ -84,10 +90,11 @@ impl Measure {
             Measure::Throughput => "throughput",
             Measure::P50 => "p50",
             Measure::P99 => "p99",
+            Measure::DeliveredRate => "delivered_rate",
         }
     }
 
     pub fn from_name(name: &str) -> Option<Measure> {
-        [Measure::Throughput, Measure::P50, Measure::P99].into_iter().find(|m| m.name() == name)
+        [Measure::Throughput, Measure::P50, Measure::P99, Measure::DeliveredRate].into_iter().find(|m| m.name() == name)
     }
 }

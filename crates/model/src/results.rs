@@ -261,6 +261,9 @@ pub struct Comparison {
     /// target / baseline of the mean p50 and p99 (of the worst op kind).
     pub p50: Ratio,
     pub p99: Ratio,
+    /// Fan-out cells: target / baseline of the mean deliveries per second.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub delivered_rate: Option<Ratio>,
     /// The throughput's word, only where its interval is clear of the
     /// parity band: WIN above it, LOSS below it, parity inside it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -281,6 +284,9 @@ pub struct VariantStats {
     pub p50_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub p99_ms: Option<f64>,
+    /// Fan-out: mean over repeats of the deliveries per second.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mean_delivered_rate: Option<f64>,
 }
 
 /// A ratio with its noise.

@@ -555,7 +555,7 @@ mod tests {
         values
             .iter()
             .enumerate()
-            .map(|(i, &t)| RepeatValues { repeat: i as u32 + 1, throughput: t, p50_ms: None, p99_ms: None })
+            .map(|(i, &t)| RepeatValues { repeat: i as u32 + 1, throughput: t, p50_ms: None, p99_ms: None, delivered_rate: None })
             .collect()
     }
 

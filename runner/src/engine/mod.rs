@@ -4,6 +4,7 @@
 //! bring-up to its result, is the list of phases in `run_cell` (cell/).
 
 mod books;
+mod fanout;
 mod cell;
 mod instances;
 pub mod load_threads;

@@ -227,6 +227,7 @@ fn ratio_value(r: &RatioRef, compared: &[&Comparison]) -> OperandValue {
             Measure::Throughput => c.throughput,
             Measure::P50 => c.p50,
             Measure::P99 => c.p99,
+            Measure::DeliveredRate => c.delivered_rate.unwrap_or_default(),
         }
     };
     let (ratio, inverted) = if let Some(c) = compared.iter().find(|c| c.target == r.target && c.baseline == r.baseline)
@@ -427,6 +428,7 @@ mod tests {
                 fault_impact: vec![],
                 window_latency: vec![],
                 stages: vec![],
+                fanout: None,
             }),
             checks: vec![],
             faults: vec![],
@@ -669,6 +671,7 @@ mod tests {
             },
             p50: Ratio::default(),
             p99: Ratio { value: Some(1.5), paired_median: Some(1.5), interval: None },
+            delivered_rate: None,
             word: Some(Word::Loss),
             parity_band: 0.05,
         };

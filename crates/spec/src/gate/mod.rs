@@ -571,7 +571,7 @@ impl Parser {
         }
         let measure = match self.next() {
             Some(Token::Ident(m)) => Measure::from_name(&m)
-                .ok_or_else(|| format!("`{m}` has no ratio: ratios are of throughput, p50 or p99"))?,
+                .ok_or_else(|| format!("`{m}` has no ratio: ratios are of throughput, p50, p99 or delivered_rate"))?,
             other => return Err(format!("expected throughput, p50 or p99, found {}", describe_token(other.as_ref()))),
         };
         let mut names = Vec::new();
