@@ -133,11 +133,12 @@ workloads:
     fanout:
       channels: 2
       subscribers: 4
-      message_size: 1KiB
-      pause: {subscribers: 1, at: 500ms, for: 1500ms}
+      # Large enough that the socket buffers cannot hold a 2 s pause.
+      message_size: 8KiB
+      pause: {subscribers: 1, at: 500ms, for: 2s}
 profiles:
   p: {open: {rate: 2000, connections: 2, in_flight: 16, min_sent: 0}}
-timing: {warmup: 300ms, duration: 3s}
+timing: {warmup: 300ms, duration: 4s}
 scenarios:
   - {name: slow, target: cache, workload: fan, profiles: [p], checkers: []}
 gates:
