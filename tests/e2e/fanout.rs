@@ -180,7 +180,8 @@ fn a_paused_subscriber_is_dropped_by_the_server_and_its_drops_are_counted_exactl
     let reconnects = n(paused, "reconnects");
     assert!(reconnects >= 1, "{f}");
     assert_eq!(
-        log_lines(run.dir.as_ref().unwrap(), "scheduled to be closed ASAP for overcoming of output buffer limits") as u64,
+        log_lines(run.dir.as_ref().unwrap(), "scheduled to be closed ASAP for overcoming of output buffer limits")
+            as u64,
         reconnects,
         "the server's log against the subscriber's reconnects: {f}"
     );

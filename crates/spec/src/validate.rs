@@ -357,7 +357,10 @@ fn validate_fanout(at: &str, w: &WorkloadSpec) -> Result<(), Problem> {
     };
     let at = format!("{at}.fanout");
     if !publishes {
-        return Err((at, "needs `publish` in `ops` with a weight above 0: the subscribers count what is published".into()));
+        return Err((
+            at,
+            "needs `publish` in `ops` with a weight above 0: the subscribers count what is published".into(),
+        ));
     }
     if w.shape.is_some() {
         return Err((at, "is not for a shape plugin's workload: the built-in generator numbers the messages".into()));

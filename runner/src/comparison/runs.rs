@@ -555,7 +555,13 @@ mod tests {
         values
             .iter()
             .enumerate()
-            .map(|(i, &t)| RepeatValues { repeat: i as u32 + 1, throughput: t, p50_ms: None, p99_ms: None, delivered_rate: None })
+            .map(|(i, &t)| RepeatValues {
+                repeat: i as u32 + 1,
+                throughput: t,
+                p50_ms: None,
+                p99_ms: None,
+                delivered_rate: None,
+            })
             .collect()
     }
 

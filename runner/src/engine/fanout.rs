@@ -158,7 +158,8 @@ pub async fn run_subscriber(sub: Subscriber, run: SubscriberRun) -> SubscriberBo
     let channels = fanout.channels_of(sub.index);
     let names: Vec<Vec<u8>> = channels.iter().map(|c| fanout.channels[*c as usize].clone()).collect();
     let paused = fanout.pauses(sub.index);
-    let pause = fanout.pause.filter(|_| paused).map(|(_, at, pause_for)| (measure_from + at, measure_from + at + pause_for));
+    let pause =
+        fanout.pause.filter(|_| paused).map(|(_, at, pause_for)| (measure_from + at, measure_from + at + pause_for));
     let mut books = SubscriberBooks {
         index: sub.index,
         channels: channels.clone(),
@@ -438,7 +439,8 @@ mod tests {
         let mut c = subscriber(2, vec![0]);
         [1, 2, 3, 4, 6, 7, 8, 9].into_iter().for_each(|s| c.heard(0, 0, s, window, window));
         let stats = summarize(&fanout(2, 3), &[lane], &[a, b, c], Duration::from_secs(2), Duration::ZERO);
-        let per: Vec<(u64, u64, u64)> = stats.per_subscriber.iter().map(|s| (s.published, s.received, s.drops)).collect();
+        let per: Vec<(u64, u64, u64)> =
+            stats.per_subscriber.iter().map(|s| (s.published, s.received, s.drops)).collect();
         assert_eq!(per, [(9, 9, 0), (5, 3, 2), (9, 8, 1)]);
         assert_eq!((stats.published, stats.expected, stats.delivered, stats.drops), (14, 23, 20, 3));
         assert_eq!((stats.duplicates, stats.reordered), (1, 1));

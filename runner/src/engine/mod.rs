@@ -4,8 +4,8 @@
 //! bring-up to its result, is the list of phases in `run_cell` (cell/).
 
 mod books;
-mod fanout;
 mod cell;
+mod fanout;
 mod instances;
 pub mod load_threads;
 mod pipeline;

@@ -11,9 +11,9 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::fanout::{channel_name, put_payload, MessageId, HEADER_LEN};
 use faultline_model::ops::OpKind;
 use faultline_model::value::{write_value, ValueId};
-use crate::fanout::{channel_name, put_payload, MessageId, HEADER_LEN};
 use faultline_spec::{KeyDistribution, PluginRef, ValueSizeSpec, WorkloadSpec};
 use zipf::ZipfTable;
 

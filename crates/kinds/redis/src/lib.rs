@@ -320,7 +320,8 @@ impl PubSub for RedisDriver {
                     anyhow::bail!("SUBSCRIBE refused: {words}");
                 }
                 Some(pushed) => {
-                    confirmed += usize::from(pushed.message.is_none() && input[at..].starts_with(b"*3\r\n$9\r\nsubscribe"));
+                    confirmed +=
+                        usize::from(pushed.message.is_none() && input[at..].starts_with(b"*3\r\n$9\r\nsubscribe"));
                     at += pushed.len;
                 }
                 None => {
@@ -596,8 +597,14 @@ mod tests {
     fn encodes_commands_as_resp_arrays() {
         let mut out = Vec::new();
         let mut r = resp();
-        r.encode(&Op { kind: OpKind::Get, key: 42, value_len: 3, write_id: None, value: None, message: None }, &mut out);
-        r.encode(&Op { kind: OpKind::Incr, key: 7, value_len: 3, write_id: None, value: None, message: None }, &mut out);
+        r.encode(
+            &Op { kind: OpKind::Get, key: 42, value_len: 3, write_id: None, value: None, message: None },
+            &mut out,
+        );
+        r.encode(
+            &Op { kind: OpKind::Incr, key: 7, value_len: 3, write_id: None, value: None, message: None },
+            &mut out,
+        );
         assert_eq!(out, b"*2\r\n$3\r\nGET\r\n$4\r\nk:42\r\n*2\r\n$4\r\nINCR\r\n$5\r\nk:n:7\r\n");
         out.clear();
         r.encode(&Op { kind: OpKind::Set, key: 1, value_len: 3, write_id: None, value: None, message: None }, &mut out);
@@ -653,7 +660,10 @@ mod tests {
         let op = ops.next_op().unwrap();
         r.encode(&op, &mut out);
         let text = String::from_utf8_lossy(&out).into_owned();
-        assert!(text.starts_with("*3\r\n$7\r\nPUBLISH\r\n$19\r\nk:fanout:00000abc:1\r\n$40\r\nF000300000000"), "{text}");
+        assert!(
+            text.starts_with("*3\r\n$7\r\nPUBLISH\r\n$19\r\nk:fanout:00000abc:1\r\n$40\r\nF000300000000"),
+            "{text}"
+        );
         // The server pushes it to a subscriber as `message`, channel, payload.
         let payload = &out[out.len() - 42..out.len() - 2];
         let mut pushed = b"*3\r\n$7\r\nmessage\r\n$19\r\nk:fanout:00000abc:1\r\n$40\r\n".to_vec();

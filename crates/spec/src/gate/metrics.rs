@@ -759,7 +759,10 @@ fn calls(m: &MetricRef, stats: &CellStats, inside: bool) -> Option<f64> {
 
 /// A fan-out cell's subscribers' books.
 fn fanout(stats: &CellStats) -> Result<&FanoutStats, String> {
-    stats.fanout.as_ref().ok_or_else(|| "the cell's workload has no fan-out (a `fanout` section with `publish` ops)".into())
+    stats
+        .fanout
+        .as_ref()
+        .ok_or_else(|| "the cell's workload has no fan-out (a `fanout` section with `publish` ops)".into())
 }
 
 /// A delivery latency; unmeasured when nothing of the window was received.

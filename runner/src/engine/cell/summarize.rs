@@ -46,7 +46,8 @@ pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
         kept.faults.iter().filter(|f| f.confirmed_s.is_some()).map(|f| (f.name.clone(), f.requested_s)).collect();
     stats.fault_impact = metrics.fault_impacts(&requested, window);
     if let (Some(books), Some(spec)) = (&fanout, &run.workload.fanout) {
-        stats.fanout = Some(crate::engine::fanout::summarize(spec, &books.ledgers, &books.subscribers, window, books.drain));
+        stats.fanout =
+            Some(crate::engine::fanout::summarize(spec, &books.ledgers, &books.subscribers, window, books.drain));
     }
     let spans: Vec<FaultSpan> = kept
         .faults
