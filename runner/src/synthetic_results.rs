@@ -284,6 +284,39 @@ fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
         window_latency: vec![],
         stages: vec![],
         client_cpu: Some(client_cpu(0.97)),
+        // A fan-out workload's books: one paused subscriber that dropped some.
+        fanout: spec.workloads[&c.workload].fanout.as_ref().map(|f| {
+            let per_subscriber: Vec<SubscriberStats> = (0..f.subscribers)
+                .map(|i| SubscriberStats {
+                    subscriber: i,
+                    channels: vec![i % f.channels],
+                    published: 1000,
+                    received: if i == 0 { 970 } else { 1000 },
+                    drops: if i == 0 { 30 } else { 0 },
+                    duplicates: 0,
+                    reordered: 0,
+                    reconnects: u64::from(i == 0),
+                    paused: i == 0,
+                })
+                .collect();
+            FanoutStats {
+                channels: f.channels,
+                subscribers: f.subscribers,
+                published: 1000 * u64::from(f.channels),
+                expected: 1000 * u64::from(f.subscribers),
+                delivered: 1000 * u64::from(f.subscribers) - 30,
+                delivered_per_s: (1000.0 * f64::from(f.subscribers) - 30.0) / 2.0,
+                drops: 30,
+                duplicates: 0,
+                reordered: 0,
+                receivers: 1000 * u64::from(f.subscribers) - 20,
+                reconnects: 1,
+                drain_ms: 12.5,
+                drained: true,
+                latency_ms: latency,
+                per_subscriber,
+            }
+        }),
     };
     let roles = match faults.is_empty() {
         true => vec![],

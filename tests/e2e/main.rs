@@ -12,6 +12,7 @@ mod check_cli;
 mod docker;
 mod dynamodb;
 mod failures;
+mod fanout;
 mod faults;
 mod host_drift;
 mod interrupts;

@@ -9,6 +9,7 @@
 //! driver is built for it.
 
 pub mod cause;
+pub mod fanout;
 pub mod ledger;
 pub mod registry;
 #[cfg(feature = "tls")]
@@ -99,6 +100,11 @@ pub trait TargetDriver: KindInfo {
     /// Faults the kind applies itself through its own API (MongoDB's
     /// step-down), one of [`KindInfo::faults`]; None for kinds without any.
     fn kind_faults(&self) -> Option<&dyn KindFaults> {
+        None
+    }
+    /// Publish/subscribe, for fan-out workloads (Redis); None for kinds
+    /// without it (validation refuses `publish` on them).
+    fn pubsub(&self) -> Option<&dyn fanout::PubSub> {
         None
     }
 }
@@ -268,4 +274,6 @@ pub enum ReplyValue {
     Nil,
     /// The value's bytes, as a range of the decoded input.
     Bytes(std::ops::Range<usize>),
+    /// A count the server answered with (PUBLISH's receivers).
+    Count(i64),
 }

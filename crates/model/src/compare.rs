@@ -45,6 +45,8 @@ pub struct RepeatValues {
     pub p99_ms: Option<f64>,
     /// A capacity search's capacity, where it is the target's own number.
     pub capacity: Option<f64>,
+    /// Fan-out cells: deliveries per second.
+    pub delivered_rate: Option<f64>,
 }
 
 impl RepeatValues {
@@ -61,6 +63,7 @@ impl RepeatValues {
             p50_ms: worst(|l| l.p50),
             p99_ms: worst(|l| l.p99),
             capacity: cell.capacity.as_ref().and_then(|c| c.target_capacity()),
+            delivered_rate: stats.fanout.as_ref().map(|f| f.delivered_per_s),
         })
     }
 }
@@ -73,6 +76,8 @@ pub enum Measure {
     P99,
     /// A capacity search's capacity.
     Capacity,
+    /// Fan-out deliveries per second.
+    DeliveredRate,
 }
 
 impl Measure {
@@ -82,6 +87,7 @@ impl Measure {
             Measure::P50 => r.p50_ms,
             Measure::P99 => r.p99_ms,
             Measure::Capacity => r.capacity,
+            Measure::DeliveredRate => r.delivered_rate,
         }
     }
 
@@ -91,10 +97,13 @@ impl Measure {
             Measure::P50 => "p50",
             Measure::P99 => "p99",
             Measure::Capacity => "capacity",
+            Measure::DeliveredRate => "delivered_rate",
         }
     }
 
     pub fn from_name(name: &str) -> Option<Measure> {
-        [Measure::Throughput, Measure::P50, Measure::P99, Measure::Capacity].into_iter().find(|m| m.name() == name)
+        [Measure::Throughput, Measure::P50, Measure::P99, Measure::Capacity, Measure::DeliveredRate]
+            .into_iter()
+            .find(|m| m.name() == name)
     }
 }

@@ -31,11 +31,14 @@ pub enum OpKind {
     Batch,
     /// Reads the key's entry back through the table's index (Query).
     Query,
+    /// Publishes a numbered message on one of the workload's fan-out
+    /// channels (Redis's PUBLISH); its subscribers count what arrives.
+    Publish,
 }
 
 impl OpKind {
     /// In the order of their index: history records store it, so new kinds go last.
-    pub const ALL: [OpKind; 9] = [
+    pub const ALL: [OpKind; 10] = [
         OpKind::Get,
         OpKind::Set,
         OpKind::Incr,
@@ -45,6 +48,7 @@ impl OpKind {
         OpKind::Transact,
         OpKind::Batch,
         OpKind::Query,
+        OpKind::Publish,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,6 +62,7 @@ impl OpKind {
             OpKind::Transact => "transact",
             OpKind::Batch => "batch",
             OpKind::Query => "query",
+            OpKind::Publish => "publish",
         }
     }
 

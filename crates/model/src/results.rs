@@ -269,6 +269,9 @@ pub struct Comparison {
     /// for it (and only where both sides found the target's own number).
     #[serde(skip_serializing_if = "Ratio::is_empty", default)]
     pub capacity: Ratio,
+    /// Fan-out cells: target / baseline of the mean deliveries per second.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub delivered_rate: Option<Ratio>,
     /// The throughput's word, only where its interval is clear of the
     /// parity band: WIN above it, LOSS below it, parity inside it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -293,6 +296,9 @@ pub struct VariantStats {
     /// the target's own number.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub capacity: Option<f64>,
+    /// Fan-out: mean over repeats of the deliveries per second.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mean_delivered_rate: Option<f64>,
 }
 
 /// A ratio with its noise.

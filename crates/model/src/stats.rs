@@ -115,6 +115,10 @@ pub struct CellStats {
     /// How busy faultline itself was over the measured window.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub client_cpu: Option<ClientCpu>,
+    /// Publish/subscribe fan-out (a workload with `fanout`): what the
+    /// subscribers received of what was published.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fanout: Option<FanoutStats>,
 }
 
 /// The load generator's own CPU over a cell's measured window, read from
@@ -143,6 +147,71 @@ impl ClientCpu {
     pub fn saturated(&self) -> bool {
         self.busiest_share >= Self::SATURATED || self.cores >= Self::SATURATED * self.host_cores as f64
     }
+}
+
+/// What a fan-out cell's subscribers received of the messages published in
+/// its measured window. A message counts as published when its PUBLISH was
+/// acknowledged and it was issued in the window; each subscriber of its
+/// channel should receive it once. Every count is exact: the subscribers
+/// keep each publisher's sequence numbers per channel.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FanoutStats {
+    pub channels: u32,
+    pub subscribers: u32,
+    /// Messages published in the window (PUBLISH acknowledged).
+    pub published: u64,
+    /// Deliveries owed: each message times the subscribers of its channel.
+    pub expected: u64,
+    /// Deliveries made: distinct messages each subscriber received, summed
+    /// (`expected - drops`).
+    pub delivered: u64,
+    /// `delivered` per second of the measured window.
+    pub delivered_per_s: f64,
+    /// Deliveries owed and never received, up to the end of the drain.
+    pub drops: u64,
+    /// Messages a subscriber received again (a sequence number it had).
+    pub duplicates: u64,
+    /// Messages a subscriber received after a later one of the same
+    /// publisher on the same channel.
+    pub reordered: u64,
+    /// The subscribers PUBLISH said it reached, summed over the window's
+    /// messages: below `expected` while a subscriber was disconnected.
+    pub receivers: u64,
+    /// Times a subscriber's connection broke and it subscribed again.
+    pub reconnects: u64,
+    /// How long the subscribers read after the last publish was answered
+    /// (the drain), in milliseconds.
+    pub drain_ms: f64,
+    /// Whether every subscriber had every publisher's last message by the
+    /// end of the drain (else the drain ran out: in flight counts as dropped).
+    pub drained: bool,
+    /// From PUBLISH to receipt, of the window's messages received
+    /// (duplicates not counted).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub latency_ms: Option<LatencyStats>,
+    /// Each subscriber, in order.
+    pub per_subscriber: Vec<SubscriberStats>,
+}
+
+/// One subscriber's books: what was published on its channels in the
+/// window, and what of it arrived.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SubscriberStats {
+    pub subscriber: u32,
+    /// The channels it subscribed to, by number.
+    pub channels: Vec<u32>,
+    /// Messages published on its channels in the window.
+    pub published: u64,
+    /// Of those, the distinct ones it received.
+    pub received: u64,
+    /// `published - received`.
+    pub drops: u64,
+    pub duplicates: u64,
+    pub reordered: u64,
+    pub reconnects: u64,
+    /// The workload paused its reading (`fanout.pause`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 /// One stage of a staged profile: an open loop's share of the schedule and

@@ -163,6 +163,58 @@ pub struct WorkloadSpec {
     /// it may send (with weights it can use).
     #[serde(default)]
     pub shape: Option<PluginRef>,
+    /// Publish/subscribe fan-out: the channels `publish` ops go to and the
+    /// subscribers that count what arrives (Redis targets only).
+    #[serde(default)]
+    pub fanout: Option<FanoutSpec>,
+}
+
+/// Publish/subscribe fan-out: `subscribers` connections, subscriber `i` on
+/// channel `i mod channels`, opened before the clock starts; the profile's
+/// lanes publish numbered messages to the channels in turn.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FanoutSpec {
+    /// How many channels the messages are spread over (default 1).
+    #[serde(default = "default_channels")]
+    pub channels: u32,
+    /// How many subscriber connections; subscriber `i` takes channel `i mod channels`.
+    pub subscribers: u32,
+    /// Each message's size, its header (publisher, sequence number, send
+    /// time: 29 bytes) included (default 64B).
+    #[serde(default = "default_message_size")]
+    pub message_size: Size,
+    /// Stop some subscribers reading their socket for a while, to see what
+    /// the server does with a slow subscriber (and count the drops).
+    #[serde(default)]
+    pub pause: Option<PauseSpec>,
+}
+
+/// Subscribers `0..subscribers` stop reading at `at` into the measured
+/// window, for `for`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseSpec {
+    /// How many subscribers pause (the first ones; default 1).
+    #[serde(default = "default_paused")]
+    pub subscribers: u32,
+    /// When, after the measured window starts.
+    pub at: Dur,
+    /// How long they read nothing.
+    #[serde(rename = "for")]
+    pub pause_for: Dur,
+}
+
+fn default_channels() -> u32 {
+    1
+}
+
+fn default_message_size() -> Size {
+    Size(64)
+}
+
+fn default_paused() -> u32 {
+    1
 }
 
 /// A WebAssembly plugin and what it is given.

@@ -298,6 +298,7 @@ fn validate_workload(at: &str, w: &WorkloadSpec) -> Result<(), Problem> {
     if !total.is_finite() {
         return Err((format!("{at}.ops"), "the weights are too large to add up: use smaller numbers".into()));
     }
+    validate_fanout(at, w)?;
     let k = &w.keys;
     if k.count == 0 {
         return Err((format!("{at}.keys.count"), "must be at least 1".into()));
@@ -340,6 +341,68 @@ fn validate_workload(at: &str, w: &WorkloadSpec) -> Result<(), Problem> {
     };
     if max > 64 << 20 {
         return Err((format!("{at}.value_size"), "values above 64MiB are not supported".into()));
+    }
+    Ok(())
+}
+
+/// The most subscribers a fan-out workload opens: each is a connection
+/// and a task of its own.
+pub const MAX_SUBSCRIBERS: u32 = 4096;
+
+/// The smallest message: its header (publisher, sequence number, send time).
+pub const MIN_MESSAGE_SIZE: u64 = 32;
+
+/// `publish` and `fanout` come together: the ops publish to the channels the
+/// subscribers take.
+fn validate_fanout(at: &str, w: &WorkloadSpec) -> Result<(), Problem> {
+    let publishes = w.ops.get(&OpKind::Publish).is_some_and(|weight| *weight > 0.0);
+    let Some(f) = &w.fanout else {
+        if w.ops.contains_key(&OpKind::Publish) {
+            return Err((
+                format!("{at}.ops.publish"),
+                "publishes to the channels of a `fanout` section, which this workload lacks: add e.g. `fanout: {channels: 4, subscribers: 64}`".into(),
+            ));
+        }
+        return Ok(());
+    };
+    let at = format!("{at}.fanout");
+    if !publishes {
+        return Err((
+            at,
+            "needs `publish` in `ops` with a weight above 0: the subscribers count what is published".into(),
+        ));
+    }
+    if w.shape.is_some() {
+        return Err((at, "is not for a shape plugin's workload: the built-in generator numbers the messages".into()));
+    }
+    if f.subscribers == 0 || f.subscribers > MAX_SUBSCRIBERS {
+        return Err((format!("{at}.subscribers"), format!("must be from 1 to {MAX_SUBSCRIBERS}")));
+    }
+    if f.channels == 0 || f.channels > f.subscribers {
+        return Err((
+            format!("{at}.channels"),
+            format!(
+                "must be from 1 to the number of subscribers ({}): subscriber i takes channel i mod channels, and a channel nobody takes measures nothing",
+                f.subscribers
+            ),
+        ));
+    }
+    if f.message_size.0 < MIN_MESSAGE_SIZE || f.message_size.0 > 64 << 20 {
+        return Err((
+            format!("{at}.message_size"),
+            format!("must be from {MIN_MESSAGE_SIZE}B (the message's header) to 64MiB"),
+        ));
+    }
+    if let Some(p) = &f.pause {
+        if p.subscribers == 0 || p.subscribers > f.subscribers {
+            return Err((
+                format!("{at}.pause.subscribers"),
+                format!("must be from 1 to the number of subscribers ({})", f.subscribers),
+            ));
+        }
+        if p.pause_for.0.is_zero() {
+            return Err((format!("{at}.pause.for"), "must be above 0".into()));
+        }
     }
     Ok(())
 }
@@ -745,6 +808,15 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
                     ));
                 }
                 if let Some(op) = workload.ops.keys().find(|op| !driver.supports(**op)) {
+                    if *op == OpKind::Publish {
+                        return Err((
+                            field,
+                            format!(
+                                "workload `{name}` publishes to subscribers (`publish`, `fanout`), which target `{t}` ({}) does not support: publish/subscribe fan-out runs against redis targets",
+                                target.kind
+                            ),
+                        ));
+                    }
                     return Err((
                         field,
                         format!(

@@ -23,7 +23,8 @@ pub use faultline_model::compare::{Group, Measure, RepeatValues};
 pub fn variant_stats(repeats: &[RepeatValues]) -> VariantStats {
     let values = |m: Measure| repeats.iter().filter_map(|r| m.of(r)).collect::<Vec<f64>>();
     let throughput = values(Measure::Throughput);
-    // A latency (or a capacity) is reported only when every repeat measured it.
+    // A latency (a capacity, a delivered rate) is reported only when every
+    // repeat measured it.
     let latency = |m: Measure| {
         let v = values(m);
         (v.len() == repeats.len()).then(|| bootstrap::mean(&v)).flatten()
@@ -35,6 +36,7 @@ pub fn variant_stats(repeats: &[RepeatValues]) -> VariantStats {
         p50_ms: latency(Measure::P50),
         p99_ms: latency(Measure::P99),
         capacity: latency(Measure::Capacity),
+        mean_delivered_rate: latency(Measure::DeliveredRate),
     }
 }
 
@@ -170,6 +172,12 @@ pub fn compare(spec: &Spec, cells: &[CellResult]) -> Vec<Comparison> {
                 p50: of(Measure::P50),
                 p99: of(Measure::P99),
                 capacity: of(Measure::Capacity),
+                // Fan-out: deliveries per second, as throughput is compared.
+                delivered_rate: base
+                    .iter()
+                    .chain(&cand)
+                    .all(|r| r.delivered_rate.is_some())
+                    .then(|| ratio(Measure::DeliveredRate, &base, &cand, Pairing::ByRepeat, seed)),
                 parity_band: band,
             });
         }
@@ -191,6 +199,7 @@ mod tests {
                 p50_ms: Some(100.0 / t),
                 p99_ms: Some(1000.0 / t),
                 capacity: None,
+                delivered_rate: None,
             })
             .collect()
     }
@@ -235,6 +244,21 @@ mod tests {
         let r = ratio(Measure::Throughput, &base, &cand, Pairing::ByRepeat, 1);
         assert_eq!(r.paired_median, Some(0.8));
         assert!(r.interval.is_some());
+    }
+
+    #[test]
+    fn delivered_rates_compare_as_throughput_does() {
+        let with = |values: &[f64], rates: &[f64]| {
+            let mut r = repeats(values);
+            r.iter_mut().zip(rates).for_each(|(r, d)| r.delivered_rate = Some(*d));
+            r
+        };
+        let base = with(&[100.0, 100.0, 100.0], &[1600.0, 1620.0, 1580.0]);
+        let cand = with(&[100.0, 100.0, 100.0], &[800.0, 810.0, 790.0]);
+        let r = ratio(Measure::DeliveredRate, &base, &cand, Pairing::ByRepeat, 1);
+        assert!((r.value.unwrap() - 0.5).abs() < 1e-9, "{r:?}");
+        assert!(r.interval.is_some_and(|i| i.low <= 0.5 && i.high >= 0.5));
+        assert_eq!(Measure::from_name("delivered_rate"), Some(Measure::DeliveredRate));
     }
 
     #[test]

@@ -561,6 +561,7 @@ mod tests {
                 p50_ms: None,
                 p99_ms: None,
                 capacity: None,
+                delivered_rate: None,
             })
             .collect()
     }

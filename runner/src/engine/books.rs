@@ -11,6 +11,7 @@ use crate::plan::CellTiming;
 use faultline_check::history::{HistoryWriter, Observed, OpRecord, Outcome, Scope};
 use faultline_kind::workload::{Op, OpStream};
 
+use super::fanout::PublishLedger;
 use super::rounds::RoundSeat;
 use super::schedule::{Issue, Pacing};
 
@@ -27,6 +28,8 @@ pub struct Settings {
     pub active: Vec<(Instant, Instant)>,
     /// Contention rounds with several clients: the lane's seat at the gate.
     pub rounds: Option<RoundSeat>,
+    /// Fan-out: where the lane books its acknowledged messages.
+    pub published: Option<PublishLedger>,
 }
 
 /// An op in play.
@@ -95,6 +98,8 @@ pub struct Books {
     /// Ops that ended and whether they succeeded, for a shape plugin that
     /// observes outcomes; handed over before the next op is drawn.
     completions: Option<Vec<(Op, bool)>>,
+    /// Fan-out: the lane's acknowledged messages.
+    pub published: Option<PublishLedger>,
 }
 
 impl Books {
@@ -106,6 +111,7 @@ impl Books {
             recorder,
             history,
             completions: ops.observes().then(Vec::new),
+            published: None,
         }
     }
 
@@ -178,7 +184,7 @@ impl Books {
 
     /// The lane's end: what it leaves for the cell.
     pub fn close(self, ran_out: Option<Instant>) -> LaneEnd {
-        LaneEnd { recorder: self.recorder, history: self.history.map(|h| h.writer), ran_out }
+        LaneEnd { recorder: self.recorder, history: self.history.map(|h| h.writer), ran_out, published: self.published }
     }
 }
 
@@ -188,4 +194,6 @@ pub struct LaneEnd {
     pub history: Option<HistoryWriter>,
     /// When the workload's shape ran out of ops for it, if it did.
     pub ran_out: Option<Instant>,
+    /// Fan-out: the messages it published and had acknowledged.
+    pub published: Option<PublishLedger>,
 }

@@ -6,6 +6,7 @@
 mod books;
 mod capacity;
 mod cell;
+mod fanout;
 mod instances;
 pub mod load_threads;
 mod pipeline;

@@ -150,10 +150,16 @@ impl Lane {
                     }
                     let bytes = |range: &std::ops::Range<usize>| &self.read_buf[start + range.start..start + range.end];
                     let observed = match (&reply.value, &self.books.history) {
-                        (_, None) | (ReplyValue::None, _) => Observed::Nothing,
+                        (_, None) | (ReplyValue::None | ReplyValue::Count(_), _) => Observed::Nothing,
                         (ReplyValue::Nil, _) => Observed::Nil,
                         (ReplyValue::Bytes(range), Some(h)) => parse_value(bytes(range), h.scope),
                     };
+                    // A publish's acknowledgement, with the receivers it reached.
+                    if let (Some(m), Some(ledger), ReplyValue::Count(receivers)) =
+                        (p.op.message, &mut self.books.published, &reply.value)
+                    {
+                        ledger.acknowledged(p.op.key as usize, m.seq, *receivers, p.issued);
+                    }
                     let detail = reply.message.as_ref().map(bytes).unwrap_or_default();
                     // An error reply: the server refused it.
                     let outcome = if reply.outcome.is_ok() { Outcome::Ok } else { Outcome::Fail };
@@ -193,11 +199,12 @@ pub async fn run(
     connection: PipelinedConnection,
     dialer: Dialer,
     mut ops: OpStream,
-    settings: Settings,
+    mut settings: Settings,
     recorder: Recorder,
     history: Option<HistoryLog>,
     cancel: CancellationToken,
 ) -> LaneEnd {
+    let published = settings.published.take();
     let mut lane = Lane {
         socket: None,
         outstanding: VecDeque::new(),
@@ -208,6 +215,7 @@ pub async fn run(
         read_end: 0,
         next_reconnect: Instant::now(),
     };
+    lane.books.published = published;
     lane.connected(connection);
     let mut issuer =
         Issuer::new(settings.pacing, settings.active, settings.in_flight, settings.stop_at, settings.rounds);

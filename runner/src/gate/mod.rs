@@ -230,6 +230,7 @@ fn ratio_value(r: &RatioRef, compared: &[&Comparison]) -> OperandValue {
             Measure::P50 => c.p50,
             Measure::P99 => c.p99,
             Measure::Capacity => c.capacity,
+            Measure::DeliveredRate => c.delivered_rate.unwrap_or_default(),
         }
     };
     let (ratio, inverted) = if let Some(c) = compared.iter().find(|c| c.target == r.target && c.baseline == r.baseline)
@@ -465,6 +466,7 @@ mod tests {
                 window_latency: vec![],
                 stages: vec![],
                 client_cpu: None,
+                fanout: None,
             }),
             checks: vec![],
             faults: vec![],
@@ -746,6 +748,7 @@ mod tests {
             p50: Ratio::default(),
             p99: Ratio { value: Some(1.5), paired_median: Some(1.5), interval: None },
             capacity: Ratio::default(),
+            delivered_rate: None,
             word: Some(Word::Loss),
             parity_band: 0.05,
         };

@@ -25,7 +25,7 @@ use windows::{FaultSpan, WindowLatency, WindowSamples};
 /// Latencies are recorded in microseconds, up to an hour, 3 significant digits.
 const HIST_MAX_US: u64 = 3_600_000_000;
 
-fn new_histogram() -> Histogram<u64> {
+pub(crate) fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_US, 3).expect("static histogram bounds")
 }
 
@@ -811,6 +811,7 @@ impl CellMetrics {
                 labels
             },
             fault_impact: Vec::new(),
+            fanout: None,
             window_latency: Vec::new(),
             stages: self.stage_stats(open, stages, window),
             client_cpu: None,

@@ -11,6 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::fanout::{channel_name, put_payload, MessageId, HEADER_LEN};
 use faultline_model::ops::OpKind;
 use faultline_model::value::{write_value, ValueId};
 use faultline_spec::{KeyDistribution, PluginRef, ValueSizeSpec, WorkloadSpec};
@@ -29,6 +30,8 @@ pub struct Op {
     pub write_id: Option<ValueId>,
     /// The exact value to write, when a shape plugin chose it.
     pub value: Option<Arc<str>>,
+    /// A publish: which message it is (its channel is `key`).
+    pub message: Option<MessageId>,
 }
 
 /// The immutable part of a workload shared by every client of a cell.
@@ -55,6 +58,32 @@ pub struct Workload {
     pub declared: Vec<(OpKind, f64)>,
     /// A plugin decides the ops instead of the built-in generator.
     pub shape: Option<PluginRef>,
+    /// Publish/subscribe fan-out, when the workload has it.
+    pub fanout: Option<Fanout>,
+}
+
+/// A fan-out workload's channels and subscribers, as the engine and the
+/// kind need them.
+#[derive(Debug, Clone)]
+pub struct Fanout {
+    /// Channel `n`'s name at index `n`.
+    pub channels: Vec<Vec<u8>>,
+    pub subscribers: u32,
+    pub message_size: usize,
+    /// Subscribers `0..n` stop reading at `at` into the window for `for`.
+    pub pause: Option<(u32, std::time::Duration, std::time::Duration)>,
+}
+
+impl Fanout {
+    /// The channels subscriber `i` takes: channel `i mod channels`.
+    pub fn channels_of(&self, subscriber: u32) -> Vec<u32> {
+        vec![subscriber % self.channels.len() as u32]
+    }
+
+    /// Whether subscriber `i` pauses.
+    pub fn pauses(&self, subscriber: u32) -> bool {
+        self.pause.is_some_and(|(n, _, _)| subscriber < n)
+    }
 }
 
 impl Workload {
@@ -97,6 +126,12 @@ impl Workload {
             run_tag,
             declared: spec.ops.iter().map(|(k, w)| (*k, *w)).collect(),
             shape: spec.shape.clone(),
+            fanout: spec.fanout.as_ref().map(|f| Fanout {
+                channels: (0..f.channels).map(|n| channel_name(&keys.prefix, run_tag, n)).collect(),
+                subscribers: f.subscribers,
+                message_size: f.message_size.0 as usize,
+                pause: f.pause.as_ref().map(|p| (p.subscribers, p.at.0, p.pause_for.0)),
+            }),
         }
     }
 
@@ -145,6 +180,20 @@ impl Workload {
         }
     }
 
+    /// Appends a publish's message: its header stamped `stamp`, padded
+    /// with the shared random bytes to the message size.
+    pub fn put_message(&self, op: &Op, stamp: u64, out: &mut Vec<u8>) {
+        let size = self.fanout.as_ref().map_or(HEADER_LEN, |f| f.message_size);
+        let id = op.message.unwrap_or(MessageId { lane: 0, seq: 0 });
+        put_payload(id, stamp, size, &self.value_bytes, out);
+    }
+
+    /// The channel a publish goes to.
+    pub fn channel(&self, op: &Op) -> &[u8] {
+        let channels = &self.fanout.as_ref().expect("validation pairs publish with fanout").channels;
+        &channels[op.key as usize % channels.len()]
+    }
+
     /// Appends the key an op addresses. Counters live in their own namespace:
     /// INCR on a key holding random bytes would fail with a type error.
     pub fn put_key(&self, kind: OpKind, key: u64, out: &mut Vec<u8>) {
@@ -184,6 +233,9 @@ impl Workload {
             issued: 0,
             per_round: u64::from(in_flight.max(1)),
             first_round_key: self.first_round_key(salt),
+            lane: stream as u16,
+            published: vec![0; self.fanout.as_ref().map_or(0, |f| f.channels.len())],
+            next_channel: stream,
         };
         OpStream { source: Source::Builtin(builtin), tag, next_seq: 0 }
     }
@@ -286,6 +338,12 @@ struct BuiltinStream {
     issued: u64,
     per_round: u64,
     first_round_key: u64,
+    /// Fan-out: this client's number, as its messages name it.
+    lane: u16,
+    /// Fan-out: messages this client has published per channel.
+    published: Vec<u32>,
+    /// Fan-out: where its next publish goes (the channels in turn).
+    next_channel: u64,
 }
 
 impl BuiltinStream {
@@ -334,7 +392,17 @@ impl BuiltinStream {
         } else {
             self.rng.random_range(w.value_size.0..=w.value_size.1)
         };
-        Some(Op { kind, key, value_len, write_id: None, value: None })
+        if kind == OpKind::Publish {
+            // The channels in turn from the client's own first: each
+            // channel gets the same share, and numbers its messages.
+            let channel = (self.next_channel % self.published.len() as u64) as usize;
+            self.next_channel += 1;
+            let seq = self.published[channel];
+            self.published[channel] += 1;
+            let message = Some(MessageId { lane: self.lane, seq });
+            return Some(Op { kind, key: channel as u64, value_len, write_id: None, value: None, message });
+        }
+        Some(Op { kind, key, value_len, write_id: None, value: None, message: None })
     }
 }
 
@@ -397,10 +465,29 @@ mod tests {
         assert!(ids.len() > 30);
         assert!(ids.iter().enumerate().all(|(i, id)| *id == ValueId { cell: 3, writer: 5, seq: i as u32 }));
         let mut value = Vec::new();
-        let op = Op { kind: OpKind::Set, key: 1, value_len: 40, write_id: Some(ids[0]), value: None };
+        let op = Op { kind: OpKind::Set, key: 1, value_len: 40, write_id: Some(ids[0]), value: None, message: None };
         w.put_value(&op, &mut value);
         let scope = faultline_model::value::Scope { run: 0xabc, cell: 3 };
         assert_eq!(faultline_model::value::parse_value(&value, scope), faultline_model::value::Observed::Write(ids[0]));
+    }
+
+    #[test]
+    fn publishers_take_the_channels_in_turn_and_number_their_messages_per_channel() {
+        let w = workload("ops: {publish: 1}\nfanout: {channels: 3, subscribers: 6}\n");
+        let mut s = w.stream(1, 2, 1, 0, None);
+        let ops: Vec<(u64, u16, u32)> = (0..7)
+            .map(|_| s.next_op().unwrap())
+            .map(|op| (op.key, op.message.unwrap().lane, op.message.unwrap().seq))
+            .collect();
+        assert_eq!(ops, [(1, 1, 0), (2, 1, 0), (0, 1, 0), (1, 1, 1), (2, 1, 1), (0, 1, 1), (1, 1, 2)]);
+        let fanout = w.fanout.as_ref().unwrap();
+        assert_eq!(fanout.channels_of(4), [1]);
+        assert_eq!(w.channel(&s.next_op().unwrap()), b"fl:fanout:00000abc:2");
+        let mut message = Vec::new();
+        w.put_message(&s.next_op().unwrap(), 42, &mut message);
+        assert_eq!(message.len(), 64);
+        let (id, stamp) = crate::fanout::parse_payload(&message).unwrap();
+        assert_eq!((id.lane, id.seq, stamp), (1, 2, 42));
     }
 
     #[test]

@@ -408,7 +408,7 @@ impl faultline_spec::KindInfo for DynamoDriver {
 
     fn supports(&self, op: OpKind) -> bool {
         match op {
-            OpKind::Incr => false,
+            OpKind::Incr | OpKind::Publish => false,
             OpKind::Query => self.options.table.index.is_some(),
             _ => true,
         }

@@ -177,6 +177,13 @@ impl RequestClient for DynamoClient {
                 code: Some("client".into()),
                 message: "dynamodb targets count with `update`".into(),
             }),
+            // Refused by validation (`supports`); never sent if one got here.
+            OpKind::Publish => Err(DriverError {
+                class: ErrorClass::Server,
+                applied: Applied::No,
+                code: Some("client".into()),
+                message: "dynamodb targets have no `publish` op".into(),
+            }),
         }
     }
 }

@@ -112,7 +112,7 @@ impl RequestClient for MongoClient {
             OpKind::Incr => c.update_one(doc! {"_id": &id}, doc! {"$inc": {"n": 1i64}}).upsert(true).await.map(drop),
             OpKind::Del => c.delete_one(doc! {"_id": &id}).await.map(drop),
             // Refused by validation (`supports`); never sent if one got here.
-            OpKind::Update | OpKind::Transact | OpKind::Batch | OpKind::Query => {
+            OpKind::Update | OpKind::Transact | OpKind::Batch | OpKind::Query | OpKind::Publish => {
                 return Err(faultline_kind::DriverError {
                     class: faultline_model::stats::ErrorClass::Server,
                     applied: faultline_kind::Applied::No,
@@ -172,7 +172,7 @@ pub async fn seed(collection: &Collection<Document>, workload: &Workload, count:
         // Replaces what an earlier run left, so every run starts alike.
         collection.delete_many(doc! {"_id": {"$in": &ids}}).await?;
         let docs = ids.iter().zip(batch).map(|(id, k)| {
-            let op = Op { kind: OpKind::Set, key: *k, value_len: min, write_id: None, value: None };
+            let op = Op { kind: OpKind::Set, key: *k, value_len: min, write_id: None, value: None, message: None };
             let mut bytes = Vec::new();
             workload.put_value(&op, &mut bytes);
             doc! {"_id": id, "v": Bson::Binary(Binary { subtype: BinarySubtype::Generic, bytes })}

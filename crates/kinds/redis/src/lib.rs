@@ -20,6 +20,7 @@ mod sentinel;
 mod tls;
 mod topology;
 
+use faultline_kind::fanout::{PubSub, Pushed};
 use faultline_kind::registry::{parse_options, Kind};
 use faultline_kind::workload::{Op, Workload};
 use faultline_kind::{
@@ -217,7 +218,7 @@ impl faultline_spec::KindInfo for RedisDriver {
     }
 
     fn supports(&self, op: OpKind) -> bool {
-        matches!(op, OpKind::Get | OpKind::Set | OpKind::Incr | OpKind::Del)
+        matches!(op, OpKind::Get | OpKind::Set | OpKind::Incr | OpKind::Del | OpKind::Publish)
     }
 
     /// A lane's buffers and task; an op in flight is its request in the
@@ -292,6 +293,74 @@ impl TargetDriver for RedisDriver {
         let (stream, follow_primary) = self.dial(uri).await?;
         Ok(load_connection(stream, workload, follow_primary))
     }
+
+    fn pubsub(&self) -> Option<&dyn PubSub> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl PubSub for RedisDriver {
+    async fn subscribe(&self, uri: &str, channels: &[Vec<u8>]) -> anyhow::Result<(Stream, Vec<u8>)> {
+        let (mut stream, _) = self.dial(uri).await?;
+        let mut request = format!("*{}\r\n", channels.len() + 1).into_bytes();
+        put_bulk(&mut request, b"SUBSCRIBE");
+        for channel in channels {
+            put_bulk(&mut request, channel);
+        }
+        let said = |e| tls::io_error(e, "SUBSCRIBE");
+        stream.write_all(&request).await.map_err(said)?;
+        // One confirmation per channel, in order; messages may follow them.
+        let (mut input, mut at, mut confirmed) = (Vec::new(), 0, 0);
+        let mut chunk = [0u8; 4096];
+        while confirmed < channels.len() {
+            match decode_push(&input[at..]).map_err(|e| anyhow::anyhow!(e))? {
+                Some(pushed) if input[at] == b'-' => {
+                    let words = String::from_utf8_lossy(&input[at + 1..at + pushed.len - 2]).into_owned();
+                    anyhow::bail!("SUBSCRIBE refused: {words}");
+                }
+                Some(pushed) => {
+                    confirmed +=
+                        usize::from(pushed.message.is_none() && input[at..].starts_with(b"*3\r\n$9\r\nsubscribe"));
+                    at += pushed.len;
+                }
+                None => {
+                    let n = stream.read(&mut chunk).await.map_err(said)?;
+                    anyhow::ensure!(n > 0, "the server closed the connection before confirming SUBSCRIBE");
+                    input.extend_from_slice(&chunk[..n]);
+                }
+            }
+        }
+        Ok((stream, input.split_off(at)))
+    }
+
+    fn decode_push(&self, input: &[u8]) -> Result<Option<Pushed>, String> {
+        decode_push(input)
+    }
+}
+
+/// The first item a subscribed RESP2 connection was pushed: a published
+/// message is `*3` of `message`, the channel and the payload.
+fn decode_push(input: &[u8]) -> Result<Option<Pushed>, String> {
+    if input.is_empty() {
+        return Ok(None);
+    }
+    let Some((len, _)) = reply_extent(input, 0)? else { return Ok(None) };
+    const MESSAGE: &[u8] = b"*3\r\n$7\r\nmessage\r\n";
+    if !input.starts_with(MESSAGE) {
+        return Ok(Some(Pushed { len, message: None }));
+    }
+    // The two bulk strings after `message`: where each one's bytes lie.
+    let bulk = |at: usize| -> Result<(std::ops::Range<usize>, usize), String> {
+        let Some((end, body)) = reply_extent(input, at)? else { return Err("a cut message inside a whole one".into()) };
+        if input[at] != b'$' || end < body + 2 {
+            return Err("a published message whose parts are not bulk strings".into());
+        }
+        Ok((body..end - 2, end))
+    };
+    let (channel, next) = bulk(MESSAGE.len())?;
+    let (payload, _) = bulk(next)?;
+    Ok(Some(Pushed { len, message: Some((channel, payload)) }))
 }
 
 /// A readiness failure that waiting will not mend: the server refused the
@@ -411,6 +480,15 @@ impl WireProtocol for Resp {
             OpKind::Set => b"*3\r\n$3\r\nSET\r\n",
             OpKind::Incr => b"*2\r\n$4\r\nINCR\r\n",
             OpKind::Del => b"*2\r\n$3\r\nDEL\r\n",
+            OpKind::Publish => {
+                // PUBLISH channel payload, the payload stamped as it goes out.
+                out.extend_from_slice(b"*3\r\n$7\r\nPUBLISH\r\n");
+                put_bulk(out, w.channel(op));
+                self.scratch.clear();
+                w.put_message(op, faultline_kind::fanout::stamp_now(), &mut self.scratch);
+                put_bulk(out, &self.scratch);
+                return;
+            }
             OpKind::Insert | OpKind::Update | OpKind::Transact | OpKind::Batch | OpKind::Query => {
                 unreachable!("validation refuses ops redis targets do not support")
             }
@@ -433,6 +511,7 @@ impl WireProtocol for Resp {
             b'$' if input[1] == b'-' => (Ok(()), ReplyValue::Nil),
             // A bulk string: its bytes sit between the length line and the final CRLF.
             b'$' => (Ok(()), ReplyValue::Bytes(body..len - 2)),
+            b':' => (Ok(()), ReplyValue::Count(parse_int(&input[1..body - 2])?)),
             _ => (Ok(()), ReplyValue::None),
         };
         let wrong_server = self.follow_primary && *first == b'-' && not_the_primary(&input[..len]);
@@ -518,11 +597,17 @@ mod tests {
     fn encodes_commands_as_resp_arrays() {
         let mut out = Vec::new();
         let mut r = resp();
-        r.encode(&Op { kind: OpKind::Get, key: 42, value_len: 3, write_id: None, value: None }, &mut out);
-        r.encode(&Op { kind: OpKind::Incr, key: 7, value_len: 3, write_id: None, value: None }, &mut out);
+        r.encode(
+            &Op { kind: OpKind::Get, key: 42, value_len: 3, write_id: None, value: None, message: None },
+            &mut out,
+        );
+        r.encode(
+            &Op { kind: OpKind::Incr, key: 7, value_len: 3, write_id: None, value: None, message: None },
+            &mut out,
+        );
         assert_eq!(out, b"*2\r\n$3\r\nGET\r\n$4\r\nk:42\r\n*2\r\n$4\r\nINCR\r\n$5\r\nk:n:7\r\n");
         out.clear();
-        r.encode(&Op { kind: OpKind::Set, key: 1, value_len: 3, write_id: None, value: None }, &mut out);
+        r.encode(&Op { kind: OpKind::Set, key: 1, value_len: 3, write_id: None, value: None, message: None }, &mut out);
         assert!(out.starts_with(b"*3\r\n$3\r\nSET\r\n$3\r\nk:1\r\n$3\r\n"), "{}", String::from_utf8_lossy(&out));
     }
 
@@ -542,7 +627,7 @@ mod tests {
                     wrong_server: false,
                 }),
             ),
-            (b":12\r\n", ok(5, ReplyValue::None)),
+            (b":12\r\n", ok(5, ReplyValue::Count(12))),
             (b"$-1\r\n", ok(5, ReplyValue::Nil)),
             (b"$3\r\nabc\r\n+OK", ok(9, ReplyValue::Bytes(4..7))),
             (b"$3\r\nab", None),
@@ -560,6 +645,39 @@ mod tests {
         assert_eq!(r.decode(b"*-1\r\n").unwrap(), ok(5, ReplyValue::None), "a nil array");
         let line = r.decode(b"-ERR a\rb\r\n+OK\r\n").unwrap().unwrap();
         assert_eq!((line.len, line.message), (10, Some(1..8)), "a lone CR does not end a line");
+    }
+
+    #[test]
+    fn publishes_numbered_messages_and_cuts_them_out_of_the_pushed_stream() {
+        let spec: faultline_spec::WorkloadSpec = serde_yaml_ng::from_str(
+            "ops: {publish: 1}\nkeys: {prefix: 'k:'}\nfanout: {channels: 2, subscribers: 2, message_size: 40B}",
+        )
+        .unwrap();
+        let workload = Arc::new(Workload::new(&spec, 1, 0xabc));
+        let mut r = Resp { workload: Arc::clone(&workload), scratch: Vec::new(), follow_primary: false };
+        let mut ops = workload.stream(3, 4, 1, 0, None);
+        let mut out = Vec::new();
+        let op = ops.next_op().unwrap();
+        r.encode(&op, &mut out);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        assert!(
+            text.starts_with("*3\r\n$7\r\nPUBLISH\r\n$19\r\nk:fanout:00000abc:1\r\n$40\r\nF000300000000"),
+            "{text}"
+        );
+        // The server pushes it to a subscriber as `message`, channel, payload.
+        let payload = &out[out.len() - 42..out.len() - 2];
+        let mut pushed = b"*3\r\n$7\r\nmessage\r\n$19\r\nk:fanout:00000abc:1\r\n$40\r\n".to_vec();
+        pushed.extend_from_slice(payload);
+        pushed.extend_from_slice(b"\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n");
+        let first = decode_push(&pushed).unwrap().unwrap();
+        let (channel, body) = first.message.clone().unwrap();
+        assert_eq!(&pushed[channel], b"k:fanout:00000abc:1");
+        let (id, _) = faultline_kind::fanout::parse_payload(&pushed[body]).unwrap();
+        assert_eq!((id.lane, id.seq), (3, 0));
+        let rest = &pushed[first.len..];
+        assert_eq!(decode_push(rest).unwrap(), Some(Pushed { len: rest.len(), message: None }), "a confirmation");
+        assert_eq!(decode_push(&pushed[..first.len - 1]).unwrap(), None, "incomplete");
+        assert_eq!(r.decode(b":3\r\n").unwrap().unwrap().value, ReplyValue::Count(3), "PUBLISH's receivers");
     }
 
     #[test]

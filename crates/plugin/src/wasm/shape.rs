@@ -134,7 +134,7 @@ fn unpack(setup: &Setup, batch: wit::Batch, n: u32, out: &mut VecDeque<Op>) -> R
             Some((_, args)) => value_of(setup, kind, args).map_err(|why| malformed(i, why))?,
         };
         let value_len = value.as_ref().map_or(batch.value_sizes[i], |v: &Arc<str>| v.len() as u32);
-        out.push_back(Op { kind, key: batch.keys[i], value_len, write_id: None, value });
+        out.push_back(Op { kind, key: batch.keys[i], value_len, write_id: None, value, message: None });
     }
     match args.next() {
         Some((at, _)) => Err(format!("returned args for op #{at}, which is out of order or not in the batch of {len}")),

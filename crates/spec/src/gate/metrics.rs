@@ -11,7 +11,7 @@ use std::time::Duration;
 use faultline_model::checks::{CheckResult, CheckStatus, CheckerName, IndexLag};
 use faultline_model::format::format_decimal;
 use faultline_model::results::CellResult;
-use faultline_model::stats::{status_class, CellStats, FaultImpact, LatencyStats, OpStats, StageStats};
+use faultline_model::stats::{status_class, CellStats, FanoutStats, FaultImpact, LatencyStats, OpStats, StageStats};
 use faultline_model::units::format_duration;
 
 use super::MetricRef;
@@ -265,7 +265,7 @@ pub static METRICS: &[GateMetric] = &[
     GateMetric {
         name: "capacity",
         aliases: &[],
-        description: "A scenario with `capacity:`: the highest open-loop rate, ops per second, at which its SLO held in its step and in every confirmation (0 when it held at no rate tried). Where the load generator or the top of the search's range bounded the search, it is only a lower bound, and a gate it fails is INCOMPLETE rather than failed.",
+        description: "A scenario with `capacity:`: the highest open-loop rate, ops per second, at which its SLO held in its step and in every confirmation (0 when it held at no rate tried). Where the search only bounds it (out of steps, client-bound, the range's top or bottom), a gate on it is judged at both ends of that interval and INCOMPLETE where they disagree.",
         unit: Unit::PerSecond,
         args: Args::None,
         reads: Reads::Capacity,
@@ -446,6 +446,96 @@ pub static METRICS: &[GateMetric] = &[
         reads: Reads::Measurements,
         value: |_, cell, _| non_primary_reads(cell),
     },
+    GateMetric {
+        name: "published",
+        aliases: &[],
+        description: "Fan-out: messages published in the window (their PUBLISH acknowledged).",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Measurements,
+        value: |_, _, stats| fanout(stats).map(|f| Some(f.published as f64)),
+    },
+    GateMetric {
+        name: "delivered",
+        aliases: &[],
+        description: "Fan-out: deliveries made, the distinct messages of the window each subscriber received, summed over the subscribers.",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Measurements,
+        value: |_, _, stats| fanout(stats).map(|f| Some(f.delivered as f64)),
+    },
+    GateMetric {
+        name: "delivered_rate",
+        aliases: &[],
+        description: "Fan-out: `delivered` per second of the measured window.",
+        unit: Unit::PerSecond,
+        args: Args::None,
+        reads: Reads::Measurements,
+        value: |_, _, stats| fanout(stats).map(|f| Some(f.delivered_per_s)),
+    },
+    GateMetric {
+        name: "drops",
+        aliases: &[],
+        description: "Fan-out: deliveries owed and not received by the end of the drain: per subscriber, the messages published on its channels in the window minus the distinct ones it received, summed.",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Measurements,
+        value: |_, _, stats| fanout(stats).map(|f| Some(f.drops as f64)),
+    },
+    GateMetric {
+        name: "duplicates",
+        aliases: &[],
+        description: "Fan-out: messages a subscriber received again.",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Measurements,
+        value: |_, _, stats| fanout(stats).map(|f| Some(f.duplicates as f64)),
+    },
+    GateMetric {
+        name: "reordered",
+        aliases: &[],
+        description: "Fan-out: messages a subscriber received after a later one from the same publisher on the same channel.",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Measurements,
+        value: |_, _, stats| fanout(stats).map(|f| Some(f.reordered as f64)),
+    },
+    GateMetric {
+        name: "delivery_p50",
+        aliases: &[],
+        description: "Fan-out: 50th percentile of delivery latency, from PUBLISH to receipt.",
+        unit: Unit::Ms,
+        args: Args::None,
+        reads: Reads::Measurements,
+        value: |_, _, stats| delivery(stats, |l| l.p50),
+    },
+    GateMetric {
+        name: "delivery_p99",
+        aliases: &[],
+        description: "Fan-out: 99th percentile of delivery latency, from PUBLISH to receipt.",
+        unit: Unit::Ms,
+        args: Args::None,
+        reads: Reads::Measurements,
+        value: |_, _, stats| delivery(stats, |l| l.p99),
+    },
+    GateMetric {
+        name: "delivery_p999",
+        aliases: &[],
+        description: "Fan-out: 99.9th percentile of delivery latency, from PUBLISH to receipt.",
+        unit: Unit::Ms,
+        args: Args::None,
+        reads: Reads::Measurements,
+        value: |_, _, stats| delivery(stats, |l| l.p999),
+    },
+    GateMetric {
+        name: "delivery_max",
+        aliases: &[],
+        description: "Fan-out: the slowest delivery.",
+        unit: Unit::Ms,
+        args: Args::None,
+        reads: Reads::Measurements,
+        value: |_, _, stats| delivery(stats, |l| l.max),
+    },
 ];
 
 const PERCENTILE: &str = "Latency percentile of successful ops.";
@@ -486,7 +576,7 @@ impl fmt::Debug for GateMetric {
 pub fn known() -> String {
     let forms: Vec<String> = METRICS.iter().map(GateMetric::form).collect();
     format!(
-        "ratio(throughput|p50|p99, TARGET/BASELINE), ratio_low(…), ratio_high(…), {}; \
+        "ratio(throughput|p50|p99|delivered_rate, TARGET/BASELINE), ratio_low(…), ratio_high(…), {}; \
          latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT); \
          over a stage: p99(get, stage: NAME), unsent(stage: NAME)",
         forms.join(", ")
@@ -679,6 +769,19 @@ fn calls(m: &MetricRef, stats: &CellStats, inside: bool) -> Option<f64> {
     let calls: Vec<(u64, bool)> = std::iter::once(ok).chain(failures).collect();
     let total: u64 = calls.iter().map(|(n, _)| n).sum();
     (total > 0).then(|| calls.iter().filter(|(_, hit)| *hit == inside).map(|(n, _)| *n).sum::<u64>() as f64)
+}
+
+/// A fan-out cell's subscribers' books.
+fn fanout(stats: &CellStats) -> Result<&FanoutStats, String> {
+    stats
+        .fanout
+        .as_ref()
+        .ok_or_else(|| "the cell's workload has no fan-out (a `fanout` section with `publish` ops)".into())
+}
+
+/// A delivery latency; unmeasured when nothing of the window was received.
+fn delivery(stats: &CellStats, pick: fn(&LatencyStats) -> f64) -> Value {
+    Ok(fanout(stats)?.latency_ms.as_ref().map(pick))
 }
 
 /// The cell's result of checker `name`.

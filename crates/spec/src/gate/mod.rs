@@ -597,11 +597,12 @@ impl Parser {
             return Err(format!("`{name}` needs its arguments: {form}"));
         }
         let measure = match self.next() {
-            Some(Token::Ident(m)) => Measure::from_name(&m)
-                .ok_or_else(|| format!("`{m}` has no ratio: ratios are of throughput, p50, p99 or capacity"))?,
+            Some(Token::Ident(m)) => Measure::from_name(&m).ok_or_else(|| {
+                format!("`{m}` has no ratio: ratios are of throughput, p50, p99, capacity or delivered_rate")
+            })?,
             other => {
                 return Err(format!(
-                    "expected throughput, p50, p99 or capacity, found {}",
+                    "expected throughput, p50, p99, capacity or delivered_rate, found {}",
                     describe_token(other.as_ref())
                 ))
             }

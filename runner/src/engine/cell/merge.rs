@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::window::Ran;
 use super::{CellRun, Kept, Stopped};
+use crate::engine::fanout::FanoutBooks;
 use crate::engine::role_watch;
 use crate::metrics::CellMetrics;
 use crate::results::CellStatus;
@@ -36,10 +37,13 @@ pub struct Merged {
     pub read_rule: Option<ReadRule>,
     pub client_cpu: Option<ClientCpu>,
     pub kept: Kept,
+    /// Fan-out: the publishers' and the subscribers' books.
+    pub fanout: Option<FanoutBooks>,
 }
 
 pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
-    let Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, client_cpu, kept } = ran;
+    let Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, client_cpu, kept, subscribers } =
+        ran;
     let cancel = &run.engine.cancel;
     let (workload, t) = (&run.workload, run.cell.timing);
     let mut metrics = CellMetrics::new();
@@ -47,9 +51,11 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
     let mut incomplete = None;
     let mut ran_out = None;
     let mut every_lane_ran_out = true;
+    let mut ledgers = Vec::new();
     for end in ends {
         match end {
             Ok(end) => {
+                ledgers.extend(end.published);
                 metrics.merge(end.recorder);
                 if let Some(Err(e)) = end.history.map(HistoryWriter::finish) {
                     incomplete = Some(e);
@@ -60,6 +66,19 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
             Err(e) => panicked = Some(format!("a load client crashed: {e}")),
         }
     }
+    let fanout = match subscribers {
+        Some((books, drain)) => {
+            let mut subscribers = Vec::with_capacity(books.len());
+            for b in books {
+                match b {
+                    Ok(b) => subscribers.push(b),
+                    Err(e) => panicked = Some(format!("a fan-out subscriber crashed: {e}")),
+                }
+            }
+            Some(FanoutBooks { ledgers, subscribers, drain })
+        }
+        None => None,
+    };
     metrics.absorb_timelines(&timelines);
     watcher.abort();
     let ended = Instant::now();
@@ -111,5 +130,5 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
             ),
         ));
     }
-    Ok(Merged { driver, metrics, window, status, incomplete, role_changes, read_rule, client_cpu, kept })
+    Ok(Merged { driver, metrics, window, status, incomplete, role_changes, read_rule, client_cpu, kept, fanout })
 }

@@ -31,7 +31,8 @@ pub struct Measured {
 }
 
 pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
-    let Merged { driver, metrics, window, status, incomplete, role_changes, read_rule, client_cpu, kept } = merged;
+    let Merged { driver, metrics, window, status, incomplete, role_changes, read_rule, client_cpu, kept, fanout } =
+        merged;
     let schedule = run.schedule();
     let open = schedule.as_ref().map(|(spec, arrivals)| OpenLoad {
         spec,
@@ -46,6 +47,10 @@ pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
     let requested: Vec<(String, f64)> =
         kept.faults.iter().filter(|f| f.confirmed_s.is_some()).map(|f| (f.name.clone(), f.requested_s)).collect();
     stats.fault_impact = metrics.fault_impacts(&requested, window);
+    if let (Some(books), Some(spec)) = (&fanout, &run.workload.fanout) {
+        stats.fanout =
+            Some(crate::engine::fanout::summarize(spec, &books.ledgers, &books.subscribers, window, books.drain));
+    }
     let spans: Vec<FaultSpan> = kept
         .faults
         .iter()

@@ -6,9 +6,11 @@
 //! role watch, the window probes and the client's CPU sampling start and end together, and the
 //! schedule heals what is in force as soon as the load has ended.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::oneshot;
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 
@@ -16,7 +18,7 @@ use super::bring_up::Armed;
 use super::{CellRun, Kept, Stopped};
 use crate::engine::books::{self, LaneEnd};
 use crate::engine::role_watch::{self, Watched};
-use crate::engine::{pipeline, progress, requests, rounds, schedule};
+use crate::engine::{fanout, pipeline, progress, requests, rounds, schedule};
 use crate::fault;
 use crate::kinds;
 use crate::metrics::{client_cpu, LiveCounters, Recorder, SharedTimelines};
@@ -24,7 +26,7 @@ use crate::plugin::shape::{Feed, Shape};
 use crate::spec::probe::ProbeWhen;
 use crate::spec::StageSpan;
 use faultline_check::history::{HistoryWriter, Scope};
-use faultline_kind::workload::OpStream;
+use faultline_kind::workload::{Fanout, OpStream};
 use faultline_kind::{Connection, PipelinedConnection, ReadRule, Stream, TargetDriver};
 use faultline_model::stats::ClientCpu;
 
@@ -98,6 +100,91 @@ pub struct Ran {
     pub client_cpu: Option<ClientCpu>,
     /// The before- and window probes' outputs, and the fault records.
     pub kept: Kept,
+    /// Fan-out: each subscriber's books (or how its task crashed), and how
+    /// long the drain took.
+    pub subscribers: Option<(Vec<Result<fanout::SubscriberBooks, JoinError>>, Duration)>,
+}
+
+/// A fan-out cell's subscribers, each subscribed on its own load thread
+/// before the clock starts (subscriber `i` on thread `i`, where it then
+/// reads): a subscription made after the clock started would miss the
+/// window's first messages.
+async fn subscribe_on_load_threads(
+    run: &CellRun<'_>,
+    driver: &Arc<dyn TargetDriver>,
+    fan: &Fanout,
+) -> Result<Vec<fanout::Subscriber>, String> {
+    if driver.pubsub().is_none() {
+        return Err(format!("target kind `{}` has no publish/subscribe", run.target_spec().kind));
+    }
+    let mut subscribing = Vec::with_capacity(fan.subscribers as usize);
+    for i in 0..fan.subscribers {
+        let driver = Arc::clone(driver);
+        let uri = run.running.uri.clone();
+        let names: Vec<Vec<u8>> = fan.channels_of(i).iter().map(|c| fan.channels[*c as usize].clone()).collect();
+        subscribing.push(run.engine.load_threads.spawn(i as usize, async move {
+            let pubsub = driver.pubsub().expect("checked above");
+            pubsub.subscribe(&uri, &names).await
+        }));
+    }
+    let limit = run.target_spec().ready_timeout.0;
+    let all = futures::future::join_all(subscribing);
+    let done = tokio::select! {
+        done = tokio::time::timeout(limit, all) => done,
+        _ = run.engine.cancel.cancelled() => return Err("interrupted while subscribing".into()),
+    };
+    let Ok(done) = done else {
+        return Err(format!(
+            "subscribing {} fan-out subscribers took longer than {}",
+            fan.subscribers,
+            run.target_spec().ready_timeout
+        ));
+    };
+    let mut subscribers = Vec::with_capacity(done.len());
+    for (i, d) in done.into_iter().enumerate() {
+        match d {
+            Ok(Ok((stream, leftover))) => subscribers.push(fanout::Subscriber { index: i as u32, stream, leftover }),
+            Ok(Err(e)) => return Err(format!("fan-out subscriber {i} could not subscribe: {e:#}")),
+            Err(e) => return Err(format!("fan-out subscriber {i}'s load thread failed: {e}")),
+        }
+    }
+    Ok(subscribers)
+}
+
+/// Running subscriber tasks, each with the sender that starts its drain;
+/// dropped before the drain (a cell that failed), they are aborted.
+struct Subscribing {
+    tasks: Vec<(JoinHandle<fanout::SubscriberBooks>, Option<oneshot::Sender<fanout::Drain>>)>,
+}
+
+impl Subscribing {
+    /// Starts the drain: each subscriber reads until it has every
+    /// publisher's last message or the drain's limit passes; their books
+    /// and how long the drain took.
+    async fn drain(
+        mut self,
+        last: HashMap<(u16, u32), u32>,
+    ) -> (Vec<Result<fanout::SubscriberBooks, JoinError>>, Duration) {
+        let started = Instant::now();
+        let last = Arc::new(last);
+        let mut tasks = Vec::new();
+        for (task, drain) in self.tasks.drain(..) {
+            if let Some(d) = drain {
+                let _ = d.send(fanout::Drain { until: started + fanout::DRAIN_LIMIT, last: Arc::clone(&last) });
+            }
+            tasks.push(task);
+        }
+        let books = futures::future::join_all(tasks).await;
+        (books, started.elapsed())
+    }
+}
+
+impl Drop for Subscribing {
+    fn drop(&mut self) {
+        for (task, _) in &self.tasks {
+            task.abort();
+        }
+    }
 }
 
 pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped> {
@@ -107,6 +194,15 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         Err(why) => return Err(Stopped::failed(kept, why)),
     };
     let (engine, cell, workload) = (run.engine, run.cell, &run.workload);
+    let fan = workload.fanout.clone().map(Arc::new);
+    let subscribers = match &fan {
+        Some(f) => match subscribe_on_load_threads(run, &driver, f).await {
+            Ok(s) => s,
+            Err(_) if engine.cancel.is_cancelled() => return Err(Stopped::interrupted(kept)),
+            Err(why) => return Err(Stopped::failed(kept, why)),
+        },
+        None => Vec::new(),
+    };
     let (connections, in_flight) = run.lanes();
     let target_spec = run.target_spec();
     let uri = run.running.uri.as_str();
@@ -135,6 +231,26 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     let stages = run.stages();
     let at = |s: f64| measure_from + Duration::from_secs_f64(s);
     let stage_bounds: Vec<(Instant, Instant)> = stages.iter().map(|s| (at(s.from_s), at(s.to_s))).collect();
+    // The subscribers read from now on, each on the load thread it
+    // subscribed on, until their drain after the load.
+    let subscribing = Subscribing {
+        tasks: subscribers
+            .into_iter()
+            .map(|sub| {
+                let (drain_tx, drain) = oneshot::channel();
+                let sub_run = fanout::SubscriberRun {
+                    driver: Arc::clone(&driver),
+                    uri: uri.to_string(),
+                    fanout: Arc::clone(fan.as_ref().expect("subscribers only with fanout")),
+                    measure_from,
+                    drain,
+                    cancel: engine.cancel.clone(),
+                };
+                let task = engine.load_threads.spawn(sub.index as usize, fanout::run_subscriber(sub, sub_run));
+                (task, Some(drain_tx))
+            })
+            .collect(),
+    };
     for (i, connection) in clients.into_iter().enumerate() {
         let counters = Arc::new(LiveCounters::default());
         live.push(Arc::clone(&counters));
@@ -172,6 +288,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             pacing,
             active: lane_steps(&stages, &stage_bounds, i, t0),
             rounds: round_seats.get_mut(i).and_then(Option::take),
+            published: fan.as_ref().map(|f| fanout::PublishLedger::new(i as u16, f.channels.len(), measure_from)),
         };
         let cancel = engine.cancel.clone();
         let dialer =
@@ -258,7 +375,15 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     let load_tasks = async {
         let ends = futures::future::join_all(tasks).await;
         load_ended.cancel();
-        ends
+        // Fan-out: what is still in flight gets its drain.
+        let subscribers = match fan.is_some() {
+            true => {
+                let ledgers = ends.iter().filter_map(|e| e.as_ref().ok()?.published.as_ref());
+                Some(subscribing.drain(fanout::last_messages(ledgers)).await)
+            }
+            false => None,
+        };
+        (ends, subscribers)
     };
     // Window probes (`strace -c -p {pid}`) cover the measured window only.
     let window_probes = async {
@@ -301,11 +426,11 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         }
         from.until(&client_cpu::Sample::now())
     };
-    let (ends, fault_records, role_changes, window_outputs, client_cpu) =
+    let ((ends, subscribers), fault_records, role_changes, window_outputs, client_cpu) =
         tokio::join!(load_tasks, schedule, roles, window_probes, client_cpu);
     kept.probes.extend(window_outputs);
     kept.faults = fault_records;
-    Ok(Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, client_cpu, kept })
+    Ok(Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, client_cpu, kept, subscribers })
 }
 
 /// A closed loop in steps: when lane `i` runs, in the steps with more than
