@@ -7,6 +7,7 @@
 //! unused, so dead code is looked for in the full build only.
 #![cfg_attr(not(all(feature = "plugins", feature = "mongodb", feature = "dynamodb")), allow(dead_code))]
 
+mod agent;
 mod check;
 mod comparison;
 mod docker;
@@ -77,6 +78,26 @@ enum Command {
         /// its own as memtier's threads (default: half the cores).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
         load_threads: Option<u16>,
+        /// Run the load on agents: `local:N` starts N agent processes here,
+        /// `wait:N` waits for N agents started elsewhere (`faultline agent
+        /// --connect`). Faults, checkers and gates stay here.
+        #[arg(long, value_name = "LAUNCHER:N", value_parser = agent::launch::parse)]
+        agents: Option<agent::launch::Launcher>,
+        /// Where agents dial in (default 127.0.0.1 on a free port for
+        /// `local`; `wait` needs an address they can reach, e.g. 0.0.0.0:7600).
+        #[arg(long, value_name = "ADDR:PORT", requires = "agents")]
+        agent_listen: Option<std::net::SocketAddr>,
+    },
+    /// Run one agent of a run on agents: dial the coordinator (`faultline
+    /// run --agents`), run its share of every cell's load, and send back
+    /// what it measured. Exit 0 when the coordinator says goodbye.
+    Agent {
+        /// The coordinator's address (its --agent-listen).
+        #[arg(long, value_name = "HOST:PORT")]
+        connect: String,
+        /// This agent's name in results (default: host-pid).
+        #[arg(long)]
+        name: Option<String>,
     },
     /// Check a spec without running it.
     Validate {
@@ -256,10 +277,12 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run { spec, set, quick, only, out, dry_run, junit, load_threads } => {
+        Command::Run { spec, set, quick, only, out, dry_run, junit, load_threads, agents, agent_listen } => {
             let load_threads = load_threads.map(usize::from);
-            run::run(run::RunArgs { spec, set, quick, only, out, dry_run, junit, load_threads })
+            let agents = agents.map(|launcher| run::AgentsArgs { launcher, listen: agent_listen });
+            run::run(run::RunArgs { spec, set, quick, only, out, dry_run, junit, load_threads, agents })
         }
+        Command::Agent { connect, name } => agent::serve::run(agent::serve::AgentArgs { connect, name }),
         Command::Compare { run_a, run_b, threshold, json } => {
             comparison::runs::command(&run_a, &run_b, threshold, json)
         }

@@ -25,6 +25,14 @@ pub struct RunArgs {
     pub junit: Option<PathBuf>,
     /// Threads the pipelined lanes run on (default: half the cores).
     pub load_threads: Option<usize>,
+    /// Run the load on agents.
+    pub agents: Option<AgentsArgs>,
+}
+
+/// `--agents` and where they dial in.
+pub struct AgentsArgs {
+    pub launcher: crate::agent::launch::Launcher,
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 pub fn run(args: RunArgs) -> u8 {
@@ -62,6 +70,12 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    if let Some(agents) = &args.agents {
+        if let Err(e) = crate::agent::unsupported(&loaded.spec, &plan, agents.launcher.count()) {
+            crate::stdout::say_err!("error: {}: {e}", args.spec.display());
+            return EXIT_USAGE;
+        }
+    }
     if args.dry_run {
         crate::stdout::print(&plan.describe(&loaded.spec, &crate::kinds::CATALOG));
         return 0;
@@ -129,6 +143,45 @@ fn images_present(spec: &spec::Spec, plan: &plan::Plan) -> Result<(), String> {
     })
 }
 
+/// Starts (or waits for) the run's agents and hands them the run.
+async fn gather_agents(
+    args: &RunArgs,
+    agents: &AgentsArgs,
+    log_dir: &Path,
+    run_tag: u32,
+    progress: &Progress,
+) -> anyhow::Result<crate::agent::Agents> {
+    use crate::agent::launch::{Launched, Launcher};
+    let listen = agents.listen.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let listener =
+        tokio::net::TcpListener::bind(listen).await.with_context(|| format!("--agent-listen {listen}: cannot listen"))?;
+    let address = listener.local_addr()?;
+    let launched = match agents.launcher {
+        Launcher::Local(n) => Launched::local(n, address, log_dir)?,
+        Launcher::Wait(n) => {
+            progress.println(&format!("waiting for {n} agents: faultline agent --connect HOST:{}", address.port()));
+            Launched::none(agents.launcher)
+        }
+    };
+    let share = crate::agent::RunShare {
+        spec_path: args.spec.display().to_string(),
+        spec_text: std::fs::read_to_string(&args.spec).with_context(|| format!("reading {}", args.spec.display()))?,
+        set: args.set.clone(),
+        quick: args.quick,
+        only: args.only.clone(),
+        run_tag,
+        load_threads: args.load_threads,
+    };
+    let gathered = crate::agent::Agents::gather(listener, launched, share).await?;
+    for a in gathered.infos() {
+        progress.println(&format!(
+            "agent {} on {} (pid {}): clock offset {:.0} µs ± {:.0} µs",
+            a.name, a.host, a.pid, a.clock_offset_us, a.clock_uncertainty_us
+        ));
+    }
+    Ok(gathered)
+}
+
 fn verdict_code(v: results::Verdict) -> u8 {
     v.exit_code() as u8
 }
@@ -170,27 +223,54 @@ fn execute(
         args.load_threads.unwrap_or_else(crate::engine::load_threads::LoadThreads::default_count),
     )?;
     let cancel = CancellationToken::new();
-    let outcome = runtime.block_on(async {
+    let run_tag = run_tag();
+    let (outcome, agent_infos) = runtime.block_on(async {
         let signals = tokio::spawn(cancel_on_signal(signals, cancel.clone(), progress.clone()));
         for warning in crate::leftovers::warnings().await {
             crate::stdout::say_err!("{warning}");
         }
+        let agents = match &args.agents {
+            Some(a) => {
+                let gathering = gather_agents(args, a, &log_dir, run_tag, &progress);
+                let gathered = tokio::select! {
+                    g = gathering => g,
+                    _ = cancel.cancelled() => Err(anyhow::anyhow!("interrupted while the agents joined")),
+                };
+                match gathered {
+                    Ok(agents) => Some(agents),
+                    Err(e) => {
+                        signals.abort();
+                        return Err(e);
+                    }
+                }
+            }
+            None => None,
+        };
+        let place = match &agents {
+            Some(a) => crate::engine::place::Place::Coordinator(a),
+            None => crate::engine::place::Place::Alone,
+        };
         let engine = Engine {
             spec,
             plan,
             run_dir: &run_dir,
             log_dir: &log_dir,
             history_dir: &history_dir,
-            run_tag: run_tag(),
+            run_tag,
             cancel: cancel.clone(),
             progress: progress.clone(),
             plugins,
             load_threads: &load_threads,
+            place,
         };
         let outcome = engine.run().await;
+        let infos = agents.as_ref().map(|a| a.infos()).unwrap_or_default();
+        if let Some(agents) = agents {
+            agents.shut_down().await;
+        }
         signals.abort();
-        outcome
-    });
+        Ok((outcome, infos))
+    })?;
     // Every target is down: what the run created is removed, or kept on purpose.
     faultline_kind::ledger::close();
 
@@ -223,6 +303,7 @@ fn execute(
             faultline_version: env!("CARGO_PKG_VERSION").to_string(),
             faultline_commit: crate::provenance::COMMIT.to_string(),
             host: results::host_info(),
+            agents: agent_infos,
         },
         verdict,
         verdict_reasons,

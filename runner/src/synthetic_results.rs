@@ -153,6 +153,7 @@ pub fn results(spec: &Spec, plan: &Plan) -> Results {
             faultline_version: "0".into(),
             faultline_commit: "0123abc".into(),
             host: host(),
+            agents: vec![],
         },
         verdict: Verdict::Fail,
         verdict_reasons: vec!["gate `g` failed".into()],
@@ -317,6 +318,7 @@ fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
                 per_subscriber,
             }
         }),
+        agents: vec![],
     };
     let roles = match faults.is_empty() {
         true => vec![],

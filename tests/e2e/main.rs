@@ -4,6 +4,7 @@
 
 mod support;
 
+mod agents;
 mod bad_input;
 mod bad_specs;
 mod campaign;

@@ -78,6 +78,31 @@ pub struct RunInfo {
     #[serde(default)]
     pub faultline_commit: String,
     pub host: HostInfo,
+    /// The agents that ran the load, when the run had any (`--agents`).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub agents: Vec<AgentInfo>,
+}
+
+/// An agent of the run: who it was, and how its clock stood against the
+/// coordinator's when the run started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub name: String,
+    pub host: String,
+    pub pid: u32,
+    pub cores: usize,
+    pub faultline_version: String,
+    pub binary_sha256: String,
+    /// How the agent was started: `local`, `swarm`, or `external` (it dialed in).
+    pub launcher: String,
+    /// The agent's clock minus the coordinator's, and the uncertainty of
+    /// that (half the shortest round trip): op times in its histories are
+    /// widened by it, so no checker orders two ops closer than it allows.
+    pub clock_offset_us: f64,
+    pub clock_uncertainty_us: f64,
+    pub round_trip_us: f64,
+    /// Its lanes: lane `i` of a cell runs on agent `i % agents`.
+    pub share: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -119,6 +119,27 @@ pub struct CellStats {
     /// subscribers received of what was published.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub fanout: Option<FanoutStats>,
+    /// A run on agents: each agent's share of the cell, beside the merged
+    /// figures above (which are their sums), so a slow agent shows.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub agents: Vec<AgentShare>,
+}
+
+/// One agent's share of a cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentShare {
+    pub agent: String,
+    /// The lanes (connections) it ran.
+    pub lanes: u32,
+    pub ok: u64,
+    pub failed: u64,
+    /// Its successes per second of the cell's window.
+    pub throughput: f64,
+    /// Open loop: ops of its share of the schedule it never sent.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub unsent: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_cpu: Option<ClientCpu>,
 }
 
 /// The load generator's own CPU over a cell's measured window, read from

@@ -206,6 +206,22 @@ pub fn provenance(results: &Results) -> String {
         false => format!(", commit {}", run.faultline_commit),
     };
     out.push_str(&format!("| faultline | {}{commit} |\n", run.faultline_version));
+    for a in &run.agents {
+        out.push_str(&format!(
+            "| Agent `{}` | {} on {} (pid {}, {} cores), faultline {} sha256 {}; clock {:+.0} µs ± {:.0} µs (round trip {:.0} µs); {} |\n",
+            a.name,
+            a.launcher,
+            a.host,
+            a.pid,
+            a.cores,
+            a.faultline_version,
+            a.binary_sha256.get(..16).unwrap_or(&a.binary_sha256),
+            a.clock_offset_us,
+            a.clock_uncertainty_us,
+            a.round_trip_us,
+            a.share
+        ));
+    }
     out
 }
 

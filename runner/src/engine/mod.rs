@@ -5,10 +5,11 @@
 
 mod books;
 mod capacity;
-mod cell;
+pub mod cell;
 mod fanout;
 mod instances;
 pub mod load_threads;
+pub mod place;
 mod pipeline;
 pub mod progress;
 mod requests;
@@ -60,6 +61,8 @@ pub struct Engine<'a> {
     /// Where the pipelined lanes run (the request/response lanes stay on
     /// the main runtime with their drivers' own tasks).
     pub load_threads: &'a load_threads::LoadThreads,
+    /// Where the cells' lanes run: here, on agents, or (in an agent) its share.
+    pub place: place::Place<'a>,
 }
 
 impl Engine<'_> {
@@ -221,7 +224,7 @@ impl Engine<'_> {
             .collect()
     }
 
-    fn skipped(&self, cell: &Cell) -> CellResult {
+    pub fn skipped(&self, cell: &Cell) -> CellResult {
         CellResult {
             scenario: cell.scenario.clone(),
             profile: cell.profile.clone(),
@@ -273,7 +276,7 @@ impl Engine<'_> {
     }
 
     /// The cell's scenario, as its matrix point filled it in.
-    fn scenario<'s>(&'s self, cell: &'s Cell) -> &'s crate::spec::ScenarioSpec {
+    pub fn scenario<'s>(&'s self, cell: &'s Cell) -> &'s crate::spec::ScenarioSpec {
         let spec = cell.spec(self.spec);
         spec.scenarios.iter().find(|s| s.name == cell.scenario).expect("the plan's scenarios come from the spec")
     }

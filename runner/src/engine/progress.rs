@@ -7,9 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::agent::wire::Frame;
 use crate::metrics::LiveCounters;
 use crate::spec::units::format_duration;
 
@@ -146,6 +148,24 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
+}
+
+/// In an agent: sends its lanes' counts to the coordinator every 50 ms until
+/// aborted; the coordinator's progress line adds up every agent's.
+pub fn relay(live: Vec<Arc<LiveCounters>>, out: UnboundedSender<Frame>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_millis(50));
+        loop {
+            ticker.tick().await;
+            let (ok, failed, warmup) = live.iter().fold((0, 0, 0), |(o, f, w), c| {
+                let (a, b, d) = c.snapshot();
+                (o + a, f + b, w + d)
+            });
+            if out.send(Frame::Progress { ok, failed, warmup }).is_err() {
+                return;
+            }
+        }
+    })
 }
 
 /// A contention-rounds cell's size: every writer sends one op per round.

@@ -467,6 +467,7 @@ mod tests {
                 stages: vec![],
                 client_cpu: None,
                 fanout: None,
+                agents: Vec::new(),
             }),
             checks: vec![],
             faults: vec![],

@@ -14,6 +14,8 @@
 //! a step-down that refuses writes while reads go on is a denied window for
 //! `set` and none for `get`, never one column's failures under another's name.
 
+use serde::{Deserialize, Serialize};
+
 use super::recent::Absorb;
 use crate::spec::OpKind;
 
@@ -26,7 +28,7 @@ pub fn bucket_of(end_us: u64) -> usize {
 }
 
 /// The ops that ended in one 10 ms stretch.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Bucket {
     ok: u64,
     failed: u64,
@@ -67,13 +69,13 @@ impl Absorb for Bucket {
 }
 
 /// A cell's 10 ms timeline.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct FineTimeline {
     pub buckets: Vec<Bucket>,
 }
 
 /// A cell's 10 ms timelines, one per op kind (`kinds[k.index()]`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct FineTimelines {
     pub kinds: Vec<Option<FineTimeline>>,
 }

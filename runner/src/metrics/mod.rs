@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::spec::{OpKind, StageSpan};
@@ -17,6 +18,7 @@ pub mod client_cpu;
 pub mod fault_impact;
 mod recent;
 pub mod windows;
+mod wire;
 use fault_impact::{bucket_of, Bucket, FaultImpact, FineTimelines};
 use faultline_model::roles;
 use recent::{absorb_at, entry_at, Absorb, Recent};
@@ -199,7 +201,7 @@ fn merge_labels(mine: &mut Vec<ErrorLabel>, theirs: Vec<ErrorLabel>) {
     }
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Second {
     ok: u64,
     failed: u64,
@@ -291,6 +293,25 @@ const SECOND_BUCKETS: usize = 26 * SUB_BUCKETS as usize;
 #[derive(Debug, Clone, Default)]
 struct SecondLatency(Option<Box<[u32; SECOND_BUCKETS]>>);
 
+/// As a list of counts (serde's arrays stop at 32 entries).
+impl Serialize for SecondLatency {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.as_ref().map(|counts| &counts[..]).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SecondLatency {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let counts = Option::<Vec<u32>>::deserialize(d)?;
+        let boxed = counts.map(|c| {
+            let n = c.len();
+            <Box<[u32; SECOND_BUCKETS]>>::try_from(c.into_boxed_slice())
+                .map_err(|_| serde::de::Error::invalid_length(n, &"one count per latency bucket"))
+        });
+        Ok(SecondLatency(boxed.transpose()?))
+    }
+}
+
 impl SecondLatency {
     /// The bucket of `us`: its power of two, and the next two bits.
     fn bucket(us: u64) -> usize {
@@ -337,7 +358,9 @@ impl SecondLatency {
     }
 }
 
+#[derive(Serialize, Deserialize)]
 struct KindRecorder {
+    #[serde(with = "wire::histogram")]
     latency: Histogram<u64>,
     ok: u64,
     errors: ErrorCounts,
@@ -405,8 +428,9 @@ impl StageBooks {
 
 /// One stage's ops: sent and owed, and per op kind the latency of its
 /// successes (a histogram made on the kind's first success in the stage).
-#[derive(Default)]
+#[derive(Default, Serialize, Deserialize)]
 struct StageTally {
+    #[serde(with = "wire::histograms")]
     latency: Vec<Option<Histogram<u64>>>,
     ok: u64,
     failed: u64,
@@ -583,11 +607,14 @@ impl Recorder {
     }
 }
 
-/// All clients of a cell merged.
+/// All clients of a cell merged: in one process, or an agent's share of
+/// the cell on its way to the coordinator (serde, see `wire`).
+#[derive(Serialize, Deserialize)]
 pub struct CellMetrics {
     kinds: Vec<Option<KindRecorder>>,
     timeline: Vec<Second>,
     step_us: u64,
+    #[serde(with = "wire::optional_histogram")]
     schedule_lag: Option<Histogram<u64>>,
     fine: Option<FineTimelines>,
     windows: Option<WindowSamples>,
@@ -635,15 +662,7 @@ impl CellMetrics {
     }
 
     pub fn merge(&mut self, r: Recorder) {
-        for (slot, theirs) in self.kinds.iter_mut().zip(r.kinds) {
-            let Some(theirs) = theirs else { continue };
-            let mine = slot.get_or_insert_with(KindRecorder::new);
-            mine.latency.add(&theirs.latency).expect("same histogram bounds");
-            mine.ok += theirs.ok;
-            mine.errors.merge(&theirs.errors);
-            mine.over_deadline += theirs.over_deadline;
-            mine.max_any_us = mine.max_any_us.max(theirs.max_any_us);
-        }
+        self.merge_kinds(r.kinds);
         r.timeline.absorb_into(&mut self.timeline);
         self.step_us = r.step_us;
         if let Some(fine) = &r.fine {
@@ -669,6 +688,60 @@ impl CellMetrics {
             }
             self.stages[i].merge(tally);
         }
+    }
+
+    fn merge_kinds(&mut self, kinds: Vec<Option<KindRecorder>>) {
+        for (slot, theirs) in self.kinds.iter_mut().zip(kinds) {
+            let Some(theirs) = theirs else { continue };
+            let mine = slot.get_or_insert_with(KindRecorder::new);
+            mine.latency.add(&theirs.latency).expect("same histogram bounds");
+            mine.ok += theirs.ok;
+            mine.errors.merge(&theirs.errors);
+            mine.over_deadline += theirs.over_deadline;
+            mine.max_any_us = mine.max_any_us.max(theirs.max_any_us);
+        }
+    }
+
+    /// Takes in another process's metrics of the same cell (an agent's
+    /// share, already merged there with its timelines): the sums, maxima
+    /// and histograms are what one process recording every lane would hold.
+    pub fn absorb(&mut self, o: CellMetrics) {
+        self.merge_kinds(o.kinds);
+        absorb_at(&mut self.timeline, 0, &o.timeline);
+        self.step_us = o.step_us;
+        if let Some(fine) = o.fine {
+            let mine = self.fine.get_or_insert_with(FineTimelines::default);
+            for (kind, timeline) in OpKind::ALL.into_iter().zip(fine.kinds) {
+                if let Some(t) = timeline {
+                    absorb_at(mine.of(kind), 0, &t.buckets);
+                }
+            }
+        }
+        if let Some(w) = o.windows {
+            self.windows.get_or_insert_with(WindowSamples::default).merge(w);
+        }
+        if let Some(lag) = o.schedule_lag {
+            self.schedule_lag.get_or_insert_with(new_histogram).add(&lag).expect("same histogram bounds");
+        }
+        merge_labels(&mut self.labels, o.labels);
+        self.unsent += o.unsent;
+        self.unsent_late += o.unsent_late;
+        for (i, tally) in o.stages.into_iter().enumerate() {
+            if self.stages.len() <= i {
+                self.stages.push(StageTally::default());
+            }
+            self.stages[i].merge(tally);
+        }
+    }
+
+    /// Open loop: ops of the window's schedule never sent.
+    pub fn unsent(&self) -> u64 {
+        self.unsent
+    }
+
+    /// Successes and failures of the measured window, over every op kind.
+    pub fn counts(&self) -> (u64, u64) {
+        self.kinds.iter().flatten().fold((0, 0), |(ok, failed), k| (ok + k.ok, failed + k.errors.total()))
     }
 
     /// Takes in what the cell's recorders handed over of their timelines.
@@ -812,6 +885,7 @@ impl CellMetrics {
             },
             fault_impact: Vec::new(),
             fanout: None,
+            agents: Vec::new(),
             window_latency: Vec::new(),
             stages: self.stage_stats(open, stages, window),
             client_cpu: None,

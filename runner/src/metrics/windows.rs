@@ -7,12 +7,14 @@
 //! into the samples' own address table, in a byte the sample's alignment
 //! leaves free, so attribution costs no memory per op.
 
+use serde::{Deserialize, Serialize};
+
 use super::{new_histogram, HIST_MAX_US};
 use crate::spec::OpKind;
 
 pub use faultline_model::stats::{Side, WindowLatency};
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Sample {
     end_ms: u32,
     latency_us: u32,
@@ -21,7 +23,7 @@ struct Sample {
     answered_by: u8,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct WindowSamples {
     samples: Vec<Sample>,
     /// The members' addresses (`host:port`) the samples name.

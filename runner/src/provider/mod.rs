@@ -49,6 +49,21 @@ impl RunningTarget {
         }
     }
 
+    /// A target someone else brought up, as an agent reaches it: the
+    /// coordinator's uri, with the target's own driver.
+    pub fn reached(name: &str, uri: &str, driver: Arc<dyn TargetDriver>) -> RunningTarget {
+        RunningTarget {
+            name: name.to_string(),
+            uri: uri.to_string(),
+            server: ServerInfo { version: String::new() },
+            provider: ProviderKind::External,
+            port: None,
+            process: None,
+            docker: None,
+            driver,
+        }
+    }
+
     /// The process group of a `process` target (its id is the pid of the
     /// process faultline started); None for other providers.
     pub fn process_group(&self) -> Option<i32> {

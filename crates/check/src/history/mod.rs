@@ -43,6 +43,23 @@ pub struct OpRecord {
 
 pub const RECORD_BYTES: usize = 48;
 
+/// Widens every record in `records` (whole records, as a file holds them)
+/// by `by_ns` on both sides: its start earlier, its end later. A history
+/// recorded on another machine (an agent) is widened by the uncertainty of
+/// that machine's clock against the coordinator's, so a checker never
+/// orders two ops closer than the clocks allow; every end moves by the
+/// same amount, so the file stays sorted by `end`.
+pub fn widen_times(records: &mut [u8], by_ns: u64) -> anyhow::Result<()> {
+    anyhow::ensure!(records.len() % RECORD_BYTES == 0, "{} bytes are not whole {RECORD_BYTES}-byte records", records.len());
+    for r in records.chunks_exact_mut(RECORD_BYTES) {
+        let start = u64::from_le_bytes(r[0..8].try_into().expect("8 bytes")).saturating_sub(by_ns);
+        let end = u64::from_le_bytes(r[8..16].try_into().expect("8 bytes")).saturating_add(by_ns);
+        r[0..8].copy_from_slice(&start.to_le_bytes());
+        r[8..16].copy_from_slice(&end.to_le_bytes());
+    }
+    Ok(())
+}
+
 impl OpRecord {
     fn encode(&self, out: &mut [u8; RECORD_BYTES]) {
         out[0..8].copy_from_slice(&self.start.to_le_bytes());
@@ -217,6 +234,29 @@ impl Merged {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn widening_moves_starts_earlier_and_ends_later() {
+        let rec = OpRecord {
+            start: 5,
+            end: 100,
+            key: 1,
+            kind: OpKind::Get,
+            outcome: Outcome::Ok,
+            written: None,
+            written_len: 0,
+            observed: Observed::Nil,
+        };
+        let mut bytes = [0u8; 2 * RECORD_BYTES];
+        rec.encode((&mut bytes[..RECORD_BYTES]).try_into().unwrap());
+        OpRecord { start: 50, end: 200, ..rec }.encode((&mut bytes[RECORD_BYTES..]).try_into().unwrap());
+        widen_times(&mut bytes, 10).unwrap();
+        let first = OpRecord::decode(bytes[..RECORD_BYTES].try_into().unwrap()).unwrap();
+        let second = OpRecord::decode(bytes[RECORD_BYTES..].try_into().unwrap()).unwrap();
+        assert_eq!((first.start, first.end, first.key), (0, 110, 1));
+        assert_eq!((second.start, second.end), (40, 210));
+        assert!(widen_times(&mut bytes[..47], 1).is_err());
+    }
 
     #[test]
     fn records_round_trip_and_merge_in_end_order() {

@@ -8,6 +8,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::{CellRun, Kept, Stopped};
+use crate::engine::place::Place;
 use crate::kinds;
 use crate::plugin::shape::{Setup, Shape};
 use crate::plugin::Limits;
@@ -17,8 +18,10 @@ use faultline_kind::{Connection, TargetDriver};
 /// A cell ready to run: everything its lanes need before the clock starts.
 pub struct Armed {
     pub driver: Arc<dyn TargetDriver>,
-    /// One per connection the load opens, connected.
-    pub clients: Vec<Connection>,
+    /// One per lane that runs here (its cell-wide index), connected.
+    pub clients: Vec<(usize, Connection)>,
+    /// In an agent: when the cell's clock starts, as the coordinator said.
+    pub start_at: Option<tokio::time::Instant>,
     /// The cell's instance of its workload's shape plugin, if it has one.
     pub shape: Option<Arc<Mutex<Shape>>>,
     /// The before-probes' outputs.
@@ -32,28 +35,45 @@ pub async fn bring_up(run: &CellRun<'_>) -> Result<Armed, Stopped> {
         Ok(d) => d,
         Err((field, e)) => return Err(Stopped::failed(Kept::default(), format!("options.{field}: {e}"))),
     };
-    let kept = Kept { probes: run.probes(ProbeWhen::Before).await, faults: Vec::new() };
+    // The probes are the coordinator's: an agent only runs load.
+    let probes = match run.engine.place.is_agent() {
+        true => Vec::new(),
+        false => run.probes(ProbeWhen::Before).await,
+    };
+    let kept = Kept { probes, faults: Vec::new() };
     let (connections, _) = run.lanes();
+    let lanes = run.engine.place.lanes(connections);
 
     // Connect every client before the clock starts: connection set-up is
     // not part of what a cell measures.
-    let connecting = futures::future::try_join_all(
-        (0..connections).map(|_| driver.connect(&run.running.uri, Arc::clone(&run.workload))),
-    );
+    let connecting =
+        futures::future::try_join_all(lanes.iter().map(|_| driver.connect(&run.running.uri, Arc::clone(&run.workload))));
+    let n = lanes.len();
     let clients: Vec<Connection> = tokio::select! {
         r = tokio::time::timeout(target_spec.ready_timeout.0, connecting) => match r {
             Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(Stopped::failed(kept, format!("cannot open {connections} connections: {e:#}"))),
-            Err(_) => return Err(Stopped::failed(kept, format!("opening {connections} connections took longer than {}", target_spec.ready_timeout))),
+            Ok(Err(e)) => return Err(Stopped::failed(kept, format!("cannot open {n} connections: {e:#}"))),
+            Err(_) => return Err(Stopped::failed(kept, format!("opening {n} connections took longer than {}", target_spec.ready_timeout))),
         },
         _ = run.engine.cancel.cancelled() => return Err(Stopped::interrupted(kept)),
     };
+    let clients = lanes.into_iter().zip(clients).collect();
+    // On agents, each arms its own share.
+    if let Place::Coordinator(agents) = &run.engine.place {
+        let armed = tokio::select! {
+            armed = agents.arm(run) => armed,
+            _ = run.engine.cancel.cancelled() => return Err(Stopped::interrupted(kept)),
+        };
+        if let Err(why) = armed {
+            return Err(Stopped::failed(kept, why));
+        }
+    }
 
     let shape = match start_shape(run, connections) {
         Ok(s) => s,
         Err(e) => return Err(Stopped::failed(kept, e)),
     };
-    Ok(Armed { driver, clients, shape, kept })
+    Ok(Armed { driver, clients, start_at: None, shape, kept })
 }
 
 /// A cell's own instance of its workload's shape plugin, if it has one,

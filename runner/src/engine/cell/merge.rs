@@ -19,7 +19,8 @@ use crate::results::CellStatus;
 use crate::spec::units::format_duration;
 use faultline_check::history::HistoryWriter;
 use faultline_kind::{ReadRule, TargetDriver};
-use faultline_model::stats::ClientCpu;
+use crate::agent::AgentEnd;
+use faultline_model::stats::{AgentShare, ClientCpu};
 
 /// The lanes' books as one, over the window they measured.
 pub struct Merged {
@@ -39,11 +40,25 @@ pub struct Merged {
     pub kept: Kept,
     /// Fan-out: the publishers' and the subscribers' books.
     pub fanout: Option<FanoutBooks>,
+    /// On agents: each agent's share.
+    pub agents: Vec<AgentShare>,
 }
 
 pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
-    let Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, client_cpu, kept, subscribers } =
-        ran;
+    let Ran {
+        driver,
+        shape,
+        clock,
+        ends,
+        timelines,
+        watcher,
+        role_changes,
+        read_rule,
+        mut client_cpu,
+        kept,
+        subscribers,
+        remote,
+    } = ran;
     let cancel = &run.engine.cancel;
     let (workload, t) = (&run.workload, run.cell.timing);
     let mut metrics = CellMetrics::new();
@@ -65,6 +80,40 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
             }
             Err(e) => panicked = Some(format!("a load client crashed: {e}")),
         }
+    }
+    // An agent's share: its lanes' books, merged there.
+    let mut lost = None;
+    let mut shares = Vec::new();
+    for end in remote {
+        match end {
+            Ok(AgentEnd { agent, done }) => {
+                if let Some(e) = done.crashed {
+                    panicked = Some(format!("agent `{agent}`: {e}"));
+                }
+                if let Some(e) = done.history_incomplete {
+                    incomplete = Some(anyhow::anyhow!("agent `{agent}`: {e}"));
+                }
+                for lane in &done.lanes {
+                    let at = lane.ran_out_ns.map(|ns| match ns >= 0 {
+                        true => clock.measure_from + Duration::from_nanos(ns as u64),
+                        false => clock.measure_from - Duration::from_nanos(ns.unsigned_abs()),
+                    });
+                    ran_out = ran_out.max(at.filter(|at| *at < clock.stop_at));
+                    every_lane_ran_out &= at.is_some_and(|at| at < clock.stop_at);
+                }
+                let (ok, failed) = done.metrics.counts();
+                shares.push((agent, done.lanes.len() as u32, ok, failed, done.metrics.unsent(), done.client_cpu));
+                metrics.absorb(done.metrics);
+            }
+            Err(why) => lost = Some(why),
+        }
+    }
+    // The load generator is the agents: the busiest of them says whether it was the limit.
+    if !shares.is_empty() {
+        client_cpu = shares
+            .iter()
+            .filter_map(|s| s.5.clone())
+            .max_by(|a, b| a.busiest_share.total_cmp(&b.busiest_share));
     }
     let fanout = match subscribers {
         Some((books, drain)) => {
@@ -94,6 +143,11 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
         };
         (CellStatus::Completed, window)
     };
+    // A lost agent's share was never measured: the cell is not passed
+    // on the others' share.
+    if let Some(why) = lost {
+        return Err(Stopped::failed(kept, why));
+    }
     if let Some(e) = panicked {
         return Err(Stopped::failed(kept, e));
     }
@@ -130,5 +184,30 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
             ),
         ));
     }
-    Ok(Merged { driver, metrics, window, status, incomplete, role_changes, read_rule, client_cpu, kept, fanout })
+    let open_loop = run.schedule().is_some();
+    let agents = shares
+        .into_iter()
+        .map(|(agent, lanes, ok, failed, unsent, client_cpu)| AgentShare {
+            agent,
+            lanes,
+            ok,
+            failed,
+            throughput: ok as f64 / window.as_secs_f64().max(1e-9),
+            unsent: open_loop.then_some(unsent),
+            client_cpu,
+        })
+        .collect();
+    Ok(Merged {
+        driver,
+        metrics,
+        window,
+        status,
+        incomplete,
+        role_changes,
+        read_rule,
+        client_cpu,
+        kept,
+        fanout,
+        agents,
+    })
 }

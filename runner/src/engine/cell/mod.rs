@@ -21,7 +21,7 @@ pub use finish::finish;
 pub use judge::judge;
 pub use merge::merge;
 pub use summarize::summarize;
-pub use window::run_window;
+pub use window::{run_window, Ran};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -56,20 +56,20 @@ pub struct CellRun<'a> {
 
 impl CellRun<'_> {
     /// The spec as the cell's matrix point filled it in.
-    fn spec(&self) -> &Spec {
+    pub(crate) fn spec(&self) -> &Spec {
         self.cell.spec(self.engine.spec)
     }
 
-    fn target_spec(&self) -> &TargetSpec {
+    pub(crate) fn target_spec(&self) -> &TargetSpec {
         &self.spec().targets[&self.cell.target]
     }
 
-    fn load(&self) -> Load<'_> {
+    pub(crate) fn load(&self) -> Load<'_> {
         self.spec().profiles[&self.cell.profile].load()
     }
 
     /// How many connections the load opens, and how many ops each keeps in flight.
-    fn lanes(&self) -> (u32, u32) {
+    pub(crate) fn lanes(&self) -> (u32, u32) {
         match self.load() {
             Load::Closed(s) => (s.clients, s.in_flight),
             Load::Open(o) => (o.connections, o.in_flight),
@@ -78,20 +78,20 @@ impl CellRun<'_> {
 
     /// An open loop's schedule from the cell's start (the warm-up's); None
     /// in a closed loop.
-    fn schedule(&self) -> Option<(&OpenSpec, Arrivals)> {
+    pub(crate) fn schedule(&self) -> Option<(&OpenSpec, Arrivals)> {
         let Load::Open(open) = self.load() else { return None };
         let t = &self.cell.timing;
         Some((open, open.arrivals(t.warmup, t.stage_scale)))
     }
 
     /// Where the profile's stages lie in the measured window (none without).
-    fn stages(&self) -> Vec<StageSpan> {
+    pub(crate) fn stages(&self) -> Vec<StageSpan> {
         self.spec().profiles[&self.cell.profile].stage_spans(self.cell.timing.stage_scale)
     }
 
     /// The checkers of the cell's scenario: its own, or the campaign's;
     /// none in a capacity search (recording a history costs throughput).
-    fn checkers(&self) -> &[CheckerName] {
+    pub(crate) fn checkers(&self) -> &[CheckerName] {
         let scenario = self.engine.scenario(self.cell);
         match scenario.capacity {
             Some(_) => &[],
@@ -100,7 +100,7 @@ impl CellRun<'_> {
     }
 
     /// Where the cell's lanes write their histories and the checkers read them.
-    fn history_dir(&self) -> PathBuf {
+    pub(crate) fn history_dir(&self) -> PathBuf {
         self.engine.history_dir.join(format!("{:03}", self.position.0))
     }
 
@@ -110,7 +110,7 @@ impl CellRun<'_> {
 
     /// The probes that name this cell's target (`when: before` or `after`),
     /// run one after another.
-    async fn probes(&self, when: ProbeWhen) -> Vec<ProbeOutput> {
+    pub(crate) async fn probes(&self, when: ProbeWhen) -> Vec<ProbeOutput> {
         let at = self.probe_at();
         let mut outputs = Vec::new();
         for p in self.engine.probes_for(self.cell, &self.cell.target, when) {
@@ -140,6 +140,15 @@ pub struct Stopped {
 impl Stopped {
     fn failed(kept: Kept, error: String) -> Stopped {
         Stopped { status: CellStatus::Failed, error: Some(error), kept }
+    }
+
+    /// Why the cell stopped, in a line.
+    pub fn why(&self) -> String {
+        match (&self.status, &self.error) {
+            (_, Some(e)) => e.clone(),
+            (CellStatus::Interrupted, None) => "interrupted".into(),
+            (status, None) => format!("{status:?}"),
+        }
     }
 
     fn interrupted(kept: Kept) -> Stopped {

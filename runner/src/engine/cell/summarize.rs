@@ -31,8 +31,19 @@ pub struct Measured {
 }
 
 pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
-    let Merged { driver, metrics, window, status, incomplete, role_changes, read_rule, client_cpu, kept, fanout } =
-        merged;
+    let Merged {
+        driver,
+        metrics,
+        window,
+        status,
+        incomplete,
+        role_changes,
+        read_rule,
+        client_cpu,
+        kept,
+        fanout,
+        agents,
+    } = merged;
     let schedule = run.schedule();
     let open = schedule.as_ref().map(|(spec, arrivals)| OpenLoad {
         spec,
@@ -41,6 +52,7 @@ pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
     });
     let mut stats = metrics.summarize(window, open.as_ref(), &run.stages());
     stats.client_cpu = client_cpu;
+    stats.agents = agents;
     // Only what a fault really did is measured around it: one that was
     // never confirmed has no cost to show (a gate on it is unmeasured, not
     // a pass with no denial), and one whose heal failed has no "after".

@@ -18,6 +18,8 @@ use super::bring_up::Armed;
 use super::{CellRun, Kept, Stopped};
 use crate::engine::books::{self, LaneEnd};
 use crate::engine::role_watch::{self, Watched};
+use crate::agent::AgentEnd;
+use crate::engine::place::Place;
 use crate::engine::{fanout, pipeline, progress, requests, rounds, schedule};
 use crate::fault;
 use crate::kinds;
@@ -43,11 +45,11 @@ const LOAD_THREAD_DIAL_LIMIT: Duration = Duration::from_secs(10);
 async fn dial_on_load_threads(
     run: &CellRun<'_>,
     driver: &Arc<dyn TargetDriver>,
-    clients: Vec<Connection>,
-) -> Result<Vec<Connection>, String> {
+    clients: Vec<(usize, Connection)>,
+) -> Result<Vec<(usize, Connection)>, String> {
     let mut dialing = Vec::with_capacity(clients.len());
-    for (i, connection) in clients.into_iter().enumerate() {
-        dialing.push(match connection {
+    for (i, connection) in clients {
+        dialing.push((i, match connection {
             Connection::Pipelined(PipelinedConnection { stream: Stream::Wrapped(_), .. }) => {
                 let dialer = pipeline::Dialer {
                     driver: Arc::clone(driver),
@@ -57,18 +59,18 @@ async fn dial_on_load_threads(
                 Err(run.engine.load_threads.spawn(i, async move { dialer.dial(LOAD_THREAD_DIAL_LIMIT).await }))
             }
             other => Ok(other),
-        });
+        }));
     }
     let mut clients = Vec::with_capacity(dialing.len());
-    for (i, dial) in dialing.into_iter().enumerate() {
-        clients.push(match dial {
+    for (i, dial) in dialing {
+        clients.push((i, match dial {
             Ok(connection) => connection,
             Err(on_thread) => match on_thread.await {
                 Ok(Ok(c)) => Connection::Pipelined(c),
                 Ok(Err(e)) => return Err(format!("client {i} could not connect on its load thread: {e:#}")),
                 Err(e) => return Err(format!("client {i}'s load thread failed: {e}")),
             },
-        });
+        }));
     }
     Ok(clients)
 }
@@ -103,6 +105,8 @@ pub struct Ran {
     /// Fan-out: each subscriber's books (or how its task crashed), and how
     /// long the drain took.
     pub subscribers: Option<(Vec<Result<fanout::SubscriberBooks, JoinError>>, Duration)>,
+    /// On agents: each agent's share of the cell, or why it has none.
+    pub remote: Vec<Result<AgentEnd, String>>,
 }
 
 /// A fan-out cell's subscribers, each subscribed on its own load thread
@@ -188,7 +192,7 @@ impl Drop for Subscribing {
 }
 
 pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped> {
-    let Armed { driver, clients, shape, mut kept } = armed;
+    let Armed { driver, clients, start_at, shape, mut kept } = armed;
     let clients = match dial_on_load_threads(run, &driver, clients).await {
         Ok(clients) => clients,
         Err(why) => return Err(Stopped::failed(kept, why)),
@@ -207,7 +211,15 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     let target_spec = run.target_spec();
     let uri = run.running.uri.as_str();
     let t = cell.timing;
-    let t0 = Instant::now() + Duration::from_millis(5);
+    let place = &engine.place;
+    let t0 = match (place, start_at) {
+        (_, Some(t0)) => t0,
+        (Place::Coordinator(agents), None) => match agents.start().await {
+            Ok(t0) => t0,
+            Err(why) => return Err(Stopped::failed(kept, why)),
+        },
+        (_, None) => Instant::now() + Duration::from_millis(5),
+    };
     let measure_from = t0 + t.warmup;
     let stop_at = measure_from + t.duration;
     let clock = Clock { measure_from, stop_at };
@@ -251,7 +263,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             })
             .collect(),
     };
-    for (i, connection) in clients.into_iter().enumerate() {
+    for (i, connection) in clients {
         let counters = Arc::new(LiveCounters::default());
         live.push(Arc::clone(&counters));
         let recorder = Recorder::new(
@@ -325,22 +337,38 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         asked: workload.key_count(),
         writers: u64::from(connections) * u64::from(in_flight),
     });
-    let watcher = engine.progress.watch_cell(
-        run.position,
-        cell.label(),
-        live,
-        t0,
-        t.warmup,
-        t.duration,
-        run.remaining_after,
-        rounds,
-    );
+    let watcher = match place {
+        Place::Agent(seat) => progress::relay(live, seat.out.clone()),
+        Place::Coordinator(agents) => engine.progress.watch_cell(
+            run.position,
+            cell.label(),
+            agents.live(),
+            t0,
+            t.warmup,
+            t.duration,
+            run.remaining_after,
+            rounds,
+        ),
+        Place::Alone => engine.progress.watch_cell(
+            run.position,
+            cell.label(),
+            live,
+            t0,
+            t.warmup,
+            t.duration,
+            run.remaining_after,
+            rounds,
+        ),
+    };
     // Faults run beside the load, on the measured window's clock; the
     // schedule heals what is still in force when the window ends, or as
     // soon as the load has ended early (a failed shape plugin): a cell
     // whose load is gone does not sit out its window.
     let load_ended = engine.cancel.child_token();
-    let faults = &t.scaled_faults(&engine.scenario(cell).faults);
+    let faults = &match place.is_agent() {
+        true => Vec::new(),
+        false => t.scaled_faults(&engine.scenario(cell).faults),
+    };
     let schedule = async {
         match faults.is_empty() {
             true => Vec::new(),
@@ -354,6 +382,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     // with faults, and in cells whose reads only the primary may answer.
     let watched = match (faults.is_empty() && !reads_need_primary, run.running.topology()) {
         (true, _) => None,
+        _ if place.is_agent() => None,
         (false, Some(t)) if t.members.len() > 1 => Some(Watched::Members(Arc::clone(t))),
         (false, _) if driver.has_roles() => {
             let kind = kinds::members(&target_spec.kind);
@@ -373,7 +402,13 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         }
     };
     let load_tasks = async {
-        let ends = futures::future::join_all(tasks).await;
+        let remote = async {
+            match place {
+                Place::Coordinator(agents) => agents.collect(stop_at, &t, &engine.cancel).await,
+                _ => Vec::new(),
+            }
+        };
+        let (ends, remote) = tokio::join!(futures::future::join_all(tasks), remote);
         load_ended.cancel();
         // Fan-out: what is still in flight gets its drain.
         let subscribers = match fan.is_some() {
@@ -383,12 +418,12 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             }
             false => None,
         };
-        (ends, subscribers)
+        (ends, subscribers, remote)
     };
     // Window probes (`strace -c -p {pid}`) cover the measured window only.
     let window_probes = async {
         let probes = engine.probes_for(cell, &cell.target, ProbeWhen::Window);
-        if probes.is_empty() {
+        if probes.is_empty() || place.is_agent() {
             return Vec::new();
         }
         tokio::select! {
@@ -426,11 +461,24 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         }
         from.until(&client_cpu::Sample::now())
     };
-    let ((ends, subscribers), fault_records, role_changes, window_outputs, client_cpu) =
+    let ((ends, subscribers, remote), fault_records, role_changes, window_outputs, client_cpu) =
         tokio::join!(load_tasks, schedule, roles, window_probes, client_cpu);
     kept.probes.extend(window_outputs);
     kept.faults = fault_records;
-    Ok(Ran { driver, shape, clock, ends, timelines, watcher, role_changes, read_rule, client_cpu, kept, subscribers })
+    Ok(Ran {
+        driver,
+        shape,
+        clock,
+        ends,
+        timelines,
+        watcher,
+        role_changes,
+        read_rule,
+        client_cpu,
+        kept,
+        subscribers,
+        remote,
+    })
 }
 
 /// A closed loop in steps: when lane `i` runs, in the steps with more than

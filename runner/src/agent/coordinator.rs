@@ -1,0 +1,521 @@
+//! The coordinator's side of a run on agents: it takes the agents in
+//! (refusing any other build), measures their clocks, hands each the run,
+//! and for every cell arms them, starts them on one instant, relays their
+//! progress and collects their shares. An agent that goes away, or says
+//! nothing for longer than its cell can take, is lost: the cell it was in
+//! fails naming it, never passing on the others' share.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::clock::Reading;
+use super::launch::Launched;
+use super::wire::{self, ArmOrder, CellDone, Frame, Hello, RunOrder};
+use super::AgentEnd;
+use crate::engine::cell::CellRun;
+use crate::metrics::LiveCounters;
+use crate::plan::CellTiming;
+use faultline_model::results::AgentInfo;
+
+/// How long an agent may take to dial in, say who it is, or plan the run.
+const JOIN_LIMIT: Duration = Duration::from_secs(60);
+/// Pings per clock reading: at the run's start, and before each cell.
+const PINGS_AT_START: u32 = 16;
+const PINGS_PER_CELL: u32 = 5;
+/// How far ahead of now a cell's start is set: time for the start to reach
+/// every agent.
+const START_AHEAD: Duration = Duration::from_millis(100);
+/// How long past a cell's last possible op an agent may take to send its
+/// share (its histories included).
+const RESULT_GRACE: Duration = Duration::from_secs(60);
+
+/// What an agent's connection brings the coordinator.
+enum Reply {
+    Pong { n: u32, agent_ns: u64, at: Instant },
+    Ready,
+    Armed,
+    Done(Box<CellDone>),
+    Failed(String),
+    Lost(String),
+}
+
+/// Where an agent's history frames go during a cell.
+#[derive(Default)]
+struct HistorySink {
+    dir: Option<PathBuf>,
+    widen_ns: u64,
+    files: HashMap<u32, std::io::BufWriter<std::fs::File>>,
+    error: Option<String>,
+}
+
+impl HistorySink {
+    fn write(&mut self, lane: u32, mut bytes: Vec<u8>) {
+        if self.error.is_some() {
+            return;
+        }
+        let Some(dir) = &self.dir else {
+            self.error = Some("sent a history nobody asked for".into());
+            return;
+        };
+        if let Err(e) = faultline_check::history::widen_times(&mut bytes, self.widen_ns) {
+            self.error = Some(format!("lane {lane}'s history: {e:#}"));
+            return;
+        }
+        let path = dir.join(format!("{lane:04}.ops"));
+        let file = match self.files.entry(lane) {
+            std::collections::hash_map::Entry::Occupied(f) => f.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => match std::fs::File::create(&path) {
+                Ok(f) => v.insert(std::io::BufWriter::new(f)),
+                Err(e) => {
+                    self.error = Some(format!("cannot create {}: {e}", path.display()));
+                    return;
+                }
+            },
+        };
+        if let Err(e) = file.write_all(&bytes) {
+            self.error = Some(format!("writing {}: {e}", path.display()));
+        }
+    }
+
+    /// Flushes what the cell brought; why its history is not whole, if not.
+    fn finish(&mut self) -> Option<String> {
+        for (_, mut f) in self.files.drain() {
+            if let Err(e) = f.flush() {
+                self.error.get_or_insert(format!("flushing a history file: {e}"));
+            }
+        }
+        self.dir = None;
+        self.error.take()
+    }
+}
+
+struct Link {
+    info: AgentInfo,
+    out: UnboundedSender<Frame>,
+    replies: tokio::sync::Mutex<UnboundedReceiver<Reply>>,
+    live: Arc<LiveCounters>,
+    sink: Arc<Mutex<HistorySink>>,
+    clock: Mutex<Reading>,
+}
+
+impl Link {
+    async fn next(&self, limit: Duration) -> Reply {
+        match tokio::time::timeout(limit, self.replies.lock().await.recv()).await {
+            Ok(Some(r)) => r,
+            Ok(None) => Reply::Lost("its connection is gone".into()),
+            Err(_) => Reply::Lost(format!("it said nothing for {}", crate::spec::units::format_duration(limit))),
+        }
+    }
+
+    /// Reads the agent's clock `pings` times and keeps the best reading.
+    async fn read_clock(&self, pings: u32) -> Result<Reading, String> {
+        let mut best: Option<Reading> = None;
+        for n in 0..pings {
+            let sent = Instant::now();
+            let _ = self.out.send(Frame::Ping { n });
+            loop {
+                match self.next(Duration::from_secs(10)).await {
+                    Reply::Pong { n: m, agent_ns, at } if m == n => {
+                        let r = Reading::of_ping(sent, at, agent_ns);
+                        best = Some(best.map_or(r, |b| b.better(r)));
+                        break;
+                    }
+                    // An answer to an earlier ping that timed out.
+                    Reply::Pong { .. } => continue,
+                    Reply::Lost(why) => return Err(why),
+                    _ => return Err("answered a clock reading with something else".into()),
+                }
+            }
+        }
+        let best = best.expect("at least one ping");
+        *self.clock.lock().expect("clock lock") = best;
+        Ok(best)
+    }
+
+    fn lost(&self, why: &str) -> String {
+        format!("agent `{}` ({}, pid {}) was lost: {why}", self.info.name, self.info.host, self.info.pid)
+    }
+}
+
+/// The run's agents, connected and ready.
+pub struct Agents {
+    links: Vec<Link>,
+    launched: Launched,
+}
+
+/// What the coordinator tells every agent about the run (each gets its index).
+pub struct RunShare {
+    pub spec_path: String,
+    pub spec_text: String,
+    pub set: Vec<(String, String)>,
+    pub quick: bool,
+    pub only: Vec<String>,
+    pub run_tag: u32,
+    pub load_threads: Option<usize>,
+}
+
+impl Agents {
+    /// Takes in the `launched.count` agents dialing `listener`, checks each
+    /// is this very build, reads its clock and gives it the run.
+    pub async fn gather(listener: TcpListener, launched: Launched, run: RunShare) -> anyhow::Result<Agents> {
+        let expected = launched.count;
+        let mut pending = Vec::new();
+        let deadline = Instant::now() + JOIN_LIMIT;
+        let own = own_hello("coordinator");
+        while pending.len() < expected as usize {
+            let accepted = tokio::select! {
+                a = tokio::time::timeout_at(deadline, listener.accept()) => a,
+                why = launched.first_exit() => anyhow::bail!("{why}"),
+            };
+            let (stream, peer) = match accepted {
+                Ok(Ok(a)) => a,
+                Ok(Err(e)) => anyhow::bail!("accepting agents: {e}"),
+                Err(_) => anyhow::bail!(
+                    "{} of {expected} agents dialed in within {}s ({}): {}",
+                    pending.len(),
+                    JOIN_LIMIT.as_secs(),
+                    launched.describe(),
+                    launched.where_to_look()
+                ),
+            };
+            let _ = stream.set_nodelay(true);
+            let (mut rd, mut wr) = stream.into_split();
+            let hello = match tokio::time::timeout(Duration::from_secs(10), wire::read(&mut rd)).await {
+                Ok(Ok(Some(Frame::Hello(h)))) => h,
+                _ => anyhow::bail!("{peer} dialed in but did not say it is a faultline agent"),
+            };
+            if let Err(why) = same_build(&own, &hello) {
+                let _ = wire::write(&mut wr, &Frame::Refused(why.clone())).await;
+                anyhow::bail!("agent `{}` on {} refused: {why}", hello.name, hello.host);
+            }
+            pending.push((hello, rd, wr));
+        }
+        // Dealt in name order, so a rerun gives each name the same lanes.
+        pending.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        let agents = pending.len() as u32;
+        let mut links = Vec::new();
+        for (index, (hello, rd, wr)) in pending.into_iter().enumerate() {
+            let link = connect(hello, rd, wr, &launched, index as u32, agents);
+            links.push(link);
+        }
+        let this = Agents { links, launched };
+        for (index, link) in this.links.iter().enumerate() {
+            link.read_clock(PINGS_AT_START).await.map_err(|why| anyhow::anyhow!(link.lost(&why)))?;
+            let _ = link.out.send(Frame::Welcome(Box::new(RunOrder {
+                index: index as u32,
+                agents,
+                spec_path: run.spec_path.clone(),
+                spec_text: run.spec_text.clone(),
+                set: run.set.clone(),
+                quick: run.quick,
+                only: run.only.clone(),
+                run_tag: run.run_tag,
+                load_threads: run.load_threads,
+            })));
+        }
+        for link in &this.links {
+            match link.next(JOIN_LIMIT).await {
+                Reply::Ready => {}
+                Reply::Failed(why) => anyhow::bail!("agent `{}` cannot run this spec: {why}", link.info.name),
+                Reply::Lost(why) => anyhow::bail!(link.lost(&why)),
+                _ => anyhow::bail!("agent `{}` answered the run with something else", link.info.name),
+            }
+        }
+        Ok(this)
+    }
+
+    /// Who the agents are, and how their clocks stood at the run's start.
+    pub fn infos(&self) -> Vec<AgentInfo> {
+        self.links
+            .iter()
+            .map(|l| {
+                let r = *l.clock.lock().expect("clock lock");
+                AgentInfo {
+                    clock_offset_us: r.offset_ns as f64 / 1e3,
+                    clock_uncertainty_us: r.uncertainty_ns as f64 / 1e3,
+                    round_trip_us: r.round_trip_ns as f64 / 1e3,
+                    ..l.info.clone()
+                }
+            })
+            .collect()
+    }
+
+    /// Each agent's live counts, for the progress line.
+    pub fn live(&self) -> Vec<Arc<LiveCounters>> {
+        self.links.iter().map(|l| Arc::clone(&l.live)).collect()
+    }
+
+    /// Has every agent connect its lanes for the cell; on any failure the
+    /// others are disarmed and the cell fails naming the agent.
+    pub async fn arm(&self, run: &CellRun<'_>) -> Result<(), String> {
+        let history = (!run.checkers().is_empty()).then(|| run.history_dir());
+        if let Some(dir) = &history {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let spec = run.spec();
+        let capacity = run.engine.scenario(run.cell).capacity.is_some();
+        let order = ArmOrder {
+            cell: run.position.0 - 1,
+            label: run.cell.label(),
+            position: run.position,
+            target_name: run.cell.target.clone(),
+            uri: run.running.uri.clone(),
+            // A capacity search's step runs its cell at the step's rate.
+            rate: capacity.then(|| spec.profiles[&run.cell.profile].open.as_ref().and_then(|o| o.rate)).flatten(),
+        };
+        for link in &self.links {
+            for counter in [&link.live.ok, &link.live.failed, &link.live.warmup] {
+                counter.store(0, Ordering::Relaxed);
+            }
+            let widen_ns = link.clock.lock().expect("clock lock").uncertainty_ns;
+            *link.sink.lock().expect("sink lock") = HistorySink { dir: history.clone(), widen_ns, ..Default::default() };
+            let _ = link.out.send(Frame::Arm(order.clone()));
+        }
+        let limit = run.target_spec().ready_timeout.0 + Duration::from_secs(30);
+        let answers = futures::future::join_all(self.links.iter().map(|l| l.next(limit))).await;
+        let mut failed = None;
+        for (link, answer) in self.links.iter().zip(answers) {
+            match answer {
+                Reply::Armed => {}
+                Reply::Failed(why) => {
+                    failed.get_or_insert(format!("agent `{}` could not arm the cell: {why}", link.info.name));
+                }
+                Reply::Lost(why) => {
+                    failed.get_or_insert(link.lost(&why));
+                }
+                _ => {
+                    failed.get_or_insert(format!("agent `{}` answered the cell with something else", link.info.name));
+                }
+            }
+        }
+        match failed {
+            None => Ok(()),
+            Some(why) => {
+                for link in &self.links {
+                    let _ = link.out.send(Frame::Disarm);
+                }
+                Err(why)
+            }
+        }
+    }
+
+    /// Reads every agent's clock again and starts the armed cell on all of
+    /// them at one instant, which it returns (on this process's clock).
+    pub async fn start(&self) -> Result<Instant, String> {
+        let readings = futures::future::join_all(self.links.iter().map(|l| l.read_clock(PINGS_PER_CELL))).await;
+        let mut ahead = START_AHEAD;
+        for (link, r) in self.links.iter().zip(&readings) {
+            match r {
+                Ok(r) => ahead = ahead.max(Duration::from_nanos(r.round_trip_ns * 4)),
+                Err(why) => {
+                    for l in &self.links {
+                        let _ = l.out.send(Frame::Disarm);
+                    }
+                    return Err(link.lost(why));
+                }
+            }
+        }
+        let t0 = Instant::now() + ahead;
+        for (link, r) in self.links.iter().zip(readings) {
+            let r = r.expect("checked above");
+            let _ = link.out.send(Frame::Start { t0_ns: r.on_agent(t0) });
+        }
+        Ok(t0)
+    }
+
+    /// Each agent's share of the cell whose window ends at `stop_at`, as it
+    /// arrives; on `cancel` or a lost agent, every agent is told to stop and
+    /// still sends what it has.
+    pub async fn collect<'a>(
+        &'a self,
+        stop_at: Instant,
+        timing: &CellTiming,
+        cancel: &CancellationToken,
+    ) -> Vec<Result<AgentEnd, String>> {
+        let last_op = stop_at + timing.deadline + timing.hang_after + timing.over_deadline_after;
+        let told = std::sync::atomic::AtomicBool::new(false);
+        let tell_cancel = || {
+            if !told.swap(true, Ordering::Relaxed) {
+                for l in &self.links {
+                    let _ = l.out.send(Frame::Cancel);
+                }
+            }
+        };
+        let tell_cancel = &tell_cancel;
+        let one = |link: &'a Link| async move {
+            let limit = last_op.saturating_duration_since(Instant::now()) + RESULT_GRACE;
+            let reply = tokio::select! {
+                r = link.next(limit) => r,
+                _ = cancel.cancelled() => {
+                    tell_cancel();
+                    link.next(RESULT_GRACE).await
+                }
+            };
+            let history_error = link.sink.lock().expect("sink lock").finish();
+            // Without this agent's share the cell cannot be measured: the
+            // others stop now rather than at the window's end.
+            if matches!(reply, Reply::Lost(_)) {
+                tell_cancel();
+            }
+            match reply {
+                Reply::Done(mut done) => {
+                    if let Some(e) = history_error {
+                        done.history_incomplete.get_or_insert(e);
+                    }
+                    Ok(AgentEnd { agent: link.info.name.clone(), done: *done })
+                }
+                Reply::Lost(why) => Err(link.lost(&why)),
+                Reply::Failed(why) => Err(format!("agent `{}`: {why}", link.info.name)),
+                _ => Err(format!("agent `{}` answered the cell with something else", link.info.name)),
+            }
+        };
+        futures::future::join_all(self.links.iter().map(one)).await
+    }
+
+    /// Says goodbye to every agent and stops what the launcher started.
+    pub async fn shut_down(self) {
+        for link in &self.links {
+            let _ = link.out.send(Frame::Bye);
+        }
+        // Let the writers send it before the connections drop.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let Agents { links, launched } = self;
+        drop(links);
+        launched.stop().await;
+    }
+}
+
+/// The reader and writer tasks of one agent's connection.
+fn connect(
+    hello: Hello,
+    mut rd: tokio::net::tcp::OwnedReadHalf,
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    launched: &Launched,
+    index: u32,
+    agents: u32,
+) -> Link {
+    let (out, mut outbox) = mpsc::unbounded_channel::<Frame>();
+    tokio::spawn(async move {
+        while let Some(frame) = outbox.recv().await {
+            if wire::write(&mut wr, &frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    let (tx, replies) = mpsc::unbounded_channel();
+    let live = Arc::new(LiveCounters::default());
+    let sink = Arc::new(Mutex::new(HistorySink::default()));
+    let (live_in, sink_in) = (Arc::clone(&live), Arc::clone(&sink));
+    tokio::spawn(async move {
+        loop {
+            let reply = match wire::read(&mut rd).await {
+                Ok(Some(Frame::Pong { n, agent_ns })) => Reply::Pong { n, agent_ns, at: Instant::now() },
+                Ok(Some(Frame::Progress { ok, failed, warmup })) => {
+                    live_in.ok.store(ok, Ordering::Relaxed);
+                    live_in.failed.store(failed, Ordering::Relaxed);
+                    live_in.warmup.store(warmup, Ordering::Relaxed);
+                    continue;
+                }
+                Ok(Some(Frame::History { lane, bytes })) => {
+                    sink_in.lock().expect("sink lock").write(lane, bytes);
+                    continue;
+                }
+                Ok(Some(Frame::Ready)) => Reply::Ready,
+                Ok(Some(Frame::Armed)) => Reply::Armed,
+                Ok(Some(Frame::Done(done))) => Reply::Done(done),
+                Ok(Some(Frame::Failed(why))) => Reply::Failed(why),
+                Ok(Some(_)) => Reply::Lost("it sent a frame only a coordinator sends".into()),
+                Ok(None) => Reply::Lost("it closed its connection (it exited or was killed)".into()),
+                Err(e) => Reply::Lost(format!("its connection failed: {e:#}")),
+            };
+            let lost = matches!(reply, Reply::Lost(_));
+            if tx.send(reply).is_err() || lost {
+                return;
+            }
+        }
+    });
+    let info = AgentInfo {
+        name: hello.name,
+        host: hello.host,
+        pid: hello.pid,
+        cores: hello.cores,
+        faultline_version: hello.version,
+        binary_sha256: hello.binary_sha256,
+        launcher: launched.kind.to_string(),
+        clock_offset_us: 0.0,
+        clock_uncertainty_us: 0.0,
+        round_trip_us: 0.0,
+        share: format!("lanes i with i % {agents} == {index}"),
+    };
+    Link {
+        info,
+        out,
+        replies: tokio::sync::Mutex::new(replies),
+        live,
+        sink,
+        clock: Mutex::new(Reading { offset_ns: 0, uncertainty_ns: 0, round_trip_ns: u64::MAX }),
+    }
+}
+
+/// What this process says of itself: an agent's hello, or what the
+/// coordinator holds an agent's against.
+pub fn own_hello(name: &str) -> Hello {
+    let binary = std::env::current_exe().map(|p| crate::provenance::sha256_of(&p));
+    Hello {
+        protocol: wire::PROTOCOL,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        commit: crate::provenance::COMMIT.to_string(),
+        binary_sha256: binary.unwrap_or_else(|e| format!("unavailable: {e}")),
+        name: name.to_string(),
+        host: crate::results::host_info().hostname,
+        pid: std::process::id(),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+/// Whether an agent is this very build: the same protocol, version,
+/// commit and binary, so both ends run the same engine.
+fn same_build(own: &Hello, agent: &Hello) -> Result<(), String> {
+    if agent.protocol != own.protocol {
+        return Err(format!("it speaks agent protocol {}, this coordinator {}", agent.protocol, own.protocol));
+    }
+    if (&agent.version, &agent.commit) != (&own.version, &own.commit) {
+        return Err(format!(
+            "it is faultline {} ({}), this coordinator {} ({}): run the same build on both",
+            agent.version, agent.commit, own.version, own.commit
+        ));
+    }
+    if agent.binary_sha256 != own.binary_sha256 {
+        return Err(format!(
+            "its binary's SHA-256 is {}, this coordinator's {}: run the same build on both",
+            agent.binary_sha256, own.binary_sha256
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_same_build_is_taken() {
+        let own = own_hello("coordinator");
+        assert!(same_build(&own, &own_hello("a")).is_ok());
+        let older = Hello { version: "0.0.1".into(), ..own_hello("a") };
+        assert!(same_build(&own, &older).unwrap_err().contains("run the same build"));
+        let rebuilt = Hello { binary_sha256: "00".into(), ..own_hello("a") };
+        assert!(same_build(&own, &rebuilt).unwrap_err().contains("SHA-256"));
+        let other = Hello { protocol: wire::PROTOCOL + 1, ..own_hello("a") };
+        assert!(same_build(&own, &other).unwrap_err().contains("protocol"));
+    }
+}

@@ -1,0 +1,201 @@
+//! Who starts the agents. faultline does not place or restart them itself:
+//! `local` starts N agent processes on this machine (each dies with the
+//! coordinator, whatever ends it); `wait` starts none and waits for N agents
+//! an orchestrator started (a Kubernetes Job from `faultline agents render`,
+//! or anything that runs `faultline agent --connect`).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, Notify};
+use tokio::task::JoinHandle;
+
+/// How the agents come to be, as `--agents` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launcher {
+    /// N agent processes on this machine.
+    Local(u32),
+    /// N agents started by someone else, dialing `--agent-listen`.
+    Wait(u32),
+}
+
+impl Launcher {
+    pub fn count(&self) -> u32 {
+        match self {
+            Launcher::Local(n) | Launcher::Wait(n) => *n,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Launcher::Local(_) => "local",
+            Launcher::Wait(_) => "external",
+        }
+    }
+}
+
+/// `local:4`, `wait:4`.
+pub fn parse(text: &str) -> Result<Launcher, String> {
+    let usage = "give LAUNCHER:N, e.g. local:4 (agent processes on this machine) or wait:4 (agents you start)";
+    let (kind, n) = text.split_once(':').ok_or_else(|| format!("`{text}`: {usage}"))?;
+    let n: u32 = n.parse().map_err(|_| format!("`{text}`: `{n}` is not a number of agents; {usage}"))?;
+    if !(1..=256).contains(&n) {
+        return Err(format!("`{text}`: between 1 and 256 agents"));
+    }
+    match kind {
+        "local" => Ok(Launcher::Local(n)),
+        "wait" => Ok(Launcher::Wait(n)),
+        other => Err(format!("`{text}`: no launcher `{other}`; {usage}")),
+    }
+}
+
+/// One agent process this run started.
+struct Started {
+    log: PathBuf,
+    kill: Option<oneshot::Sender<()>>,
+    waiter: JoinHandle<()>,
+}
+
+/// What a launcher started, stopped by [`Launched::stop`] (and by the
+/// processes' own death signal should the coordinator die first).
+pub struct Launched {
+    pub kind: &'static str,
+    pub count: u32,
+    processes: Vec<Started>,
+    /// Agent processes that exited, with how.
+    exits: Arc<Mutex<Vec<String>>>,
+    exited: Arc<Notify>,
+}
+
+impl Launched {
+    pub fn none(launcher: Launcher) -> Launched {
+        Launched {
+            kind: launcher.name(),
+            count: launcher.count(),
+            processes: Vec::new(),
+            exits: Arc::default(),
+            exited: Arc::default(),
+        }
+    }
+
+    /// Starts `count` agent processes of this very binary, dialing `coordinator`.
+    pub fn local(count: u32, coordinator: SocketAddr, log_dir: &Path) -> anyhow::Result<Launched> {
+        use anyhow::Context;
+        let exe = std::env::current_exe().context("cannot find faultline's own binary to start agents")?;
+        let mut launched = Launched::none(Launcher::Local(count));
+        for i in 0..count {
+            let name = format!("local-{i}");
+            let log = log_dir.join(format!("agent-{name}.log"));
+            let file = std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+            let mut command = tokio::process::Command::new(&exe);
+            command
+                .args(["agent", "--connect", &coordinator.to_string(), "--name", &name])
+                .stdin(std::process::Stdio::null())
+                .stdout(file.try_clone()?)
+                .stderr(file)
+                // Its own process group: a Ctrl-C at the terminal reaches the
+                // coordinator, which stops the agents in order.
+                .process_group(0)
+                .kill_on_drop(true);
+            // SAFETY: prctl is async-signal-safe; it only sets this child's
+            // death signal, so an agent dies with a coordinator killed outright.
+            unsafe {
+                command.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            let mut child = command.spawn().with_context(|| format!("cannot start agent {name}"))?;
+            let (kill, killed) = oneshot::channel::<()>();
+            let (exits, exited, who) = (Arc::clone(&launched.exits), Arc::clone(&launched.exited), name.clone());
+            let waiter = tokio::spawn(async move {
+                let status = tokio::select! {
+                    s = child.wait() => s,
+                    _ = killed => {
+                        let _ = child.start_kill();
+                        child.wait().await
+                    }
+                };
+                let how = match status {
+                    Ok(s) => s.to_string(),
+                    Err(e) => format!("unknown ({e})"),
+                };
+                exits.lock().expect("exits lock").push(format!("agent {who} exited: {how}"));
+                exited.notify_waiters();
+            });
+            launched.processes.push(Started { log, kill: Some(kill), waiter });
+        }
+        Ok(launched)
+    }
+
+    /// Resolves when a started agent exits (never, for agents started by
+    /// someone else), with how and where its log is.
+    pub async fn first_exit(&self) -> String {
+        loop {
+            let notified = self.exited.notified();
+            if let Some(e) = self.exits.lock().expect("exits lock").first() {
+                return format!("{e} before joining the run: {}", self.where_to_look());
+            }
+            if self.processes.is_empty() {
+                std::future::pending::<()>().await;
+            }
+            notified.await;
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self.processes.is_empty() {
+            true => format!("waiting for {} agents started elsewhere", self.count),
+            false => format!("{} {} agent processes started", self.count, self.kind),
+        }
+    }
+
+    /// Where an agent that did not join says why.
+    pub fn where_to_look(&self) -> String {
+        match self.processes.first() {
+            Some(p) => format!("see {} (and the other agents' logs beside it)", p.log.display()),
+            None => "start them with `faultline agent --connect HOST:PORT` where HOST:PORT reaches --agent-listen".into(),
+        }
+    }
+
+    /// Waits a moment for the agents to leave on their own (they were told
+    /// goodbye), then kills what is left, and waits for every process.
+    pub async fn stop(mut self) {
+        let all_gone = async {
+            for p in &mut self.processes {
+                let _ = (&mut p.waiter).await;
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(5), all_gone).await.is_err() {
+            for p in &mut self.processes {
+                if let Some(kill) = p.kill.take() {
+                    let _ = kill.send(());
+                }
+            }
+            for p in &mut self.processes {
+                if !p.waiter.is_finished() {
+                    let _ = (&mut p.waiter).await;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launchers_parse_with_their_count() {
+        assert_eq!(parse("local:4"), Ok(Launcher::Local(4)));
+        assert_eq!(parse("wait:2"), Ok(Launcher::Wait(2)));
+        assert!(parse("local").unwrap_err().contains("LAUNCHER:N"));
+        assert!(parse("local:x").unwrap_err().contains("not a number"));
+        assert!(parse("local:0").unwrap_err().contains("between 1 and 256"));
+        assert!(parse("k8s:2").unwrap_err().contains("no launcher `k8s`"));
+    }
+}

@@ -1,0 +1,50 @@
+//! Load beyond one machine: a run's lanes on agents. The coordinator
+//! (`faultline run --agents …`) keeps everything but the load (targets,
+//! faults, the role watch, probes, checkers, gates, the report); agents
+//! (`faultline agent`) each run a share of every cell's lanes and send back
+//! what they measured, which the coordinator merges exactly (histograms by
+//! bucket, counts by sum) into one cell, as if one process had run it.
+//! Which lanes are whose: engine/place.rs. The clock: clock.rs. What goes
+//! over the wire: wire.rs.
+
+pub mod clock;
+mod coordinator;
+pub mod launch;
+pub mod serve;
+pub mod wire;
+
+pub use coordinator::{Agents, RunShare};
+
+/// One agent's share of a cell, as it arrived.
+pub struct AgentEnd {
+    pub agent: String,
+    pub done: wire::CellDone,
+}
+
+/// What a run on agents cannot do yet, said before anything starts.
+pub fn unsupported(spec: &crate::spec::Spec, plan: &crate::plan::Plan, agents: u32) -> Result<(), String> {
+    for cell in &plan.cells {
+        let cell_spec = cell.spec(spec);
+        let workload = &cell_spec.workloads[&cell.workload];
+        let at = format!("workload `{}`", cell.workload);
+        if workload.shape.is_some() {
+            return Err(format!(
+                "{at} takes its ops from a shape plugin, which runs in one process: run it without --agents"
+            ));
+        }
+        if workload.fanout.is_some() {
+            return Err(format!("{at} has a publish/subscribe fan-out, which runs in one process: run it without --agents"));
+        }
+        let clients = match cell_spec.profiles[&cell.profile].load() {
+            crate::spec::Load::Closed(c) => c.clients,
+            crate::spec::Load::Open(o) => o.connections,
+        };
+        if workload.keys.distribution == crate::spec::KeyDistribution::Rounds && agents > 1 && clients > 1 {
+            return Err(format!(
+                "{at} runs contention rounds, whose writers wait for each other every round: \
+                 across agents that barrier is not built yet; run it on one agent or without --agents"
+            ));
+        }
+    }
+    Ok(())
+}

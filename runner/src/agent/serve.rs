@@ -1,0 +1,330 @@
+//! `faultline agent`: a process that dials its coordinator, plans the run
+//! from the spec text the coordinator loaded, and for each cell connects
+//! its share of the lanes, starts them on the instant it is given and sends
+//! back what they measured: the merged metrics (HDR histograms exactly),
+//! each lane's end, its own CPU, and the lanes' histories. It runs the
+//! very engine code a single process runs (`engine::cell::bring_up` and
+//! `run_window`, in its `Place::Agent`), so a share is measured the same
+//! way; faults, probes, checkers and gates stay with the coordinator.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::clock;
+use super::coordinator::own_hello;
+use super::wire::{self, ArmOrder, CellDone, Frame, LaneOutcome, RunOrder, HISTORY_CHUNK};
+use crate::engine::cell::{self, CellRun, Ran};
+use crate::engine::load_threads::LoadThreads;
+use crate::engine::place::{AgentSeat, Place};
+use crate::engine::progress::Progress;
+use crate::engine::Engine;
+use crate::metrics::CellMetrics;
+use crate::plan::{self, Plan, PlanOptions};
+use crate::plugin::SpecPlugins;
+use crate::provider::RunningTarget;
+use crate::spec::{self, LoadedSpec};
+use faultline_kind::workload::Workload;
+
+/// How long an agent keeps dialing a coordinator that is not listening yet.
+const DIAL_LIMIT: Duration = Duration::from_secs(30);
+
+pub struct AgentArgs {
+    pub connect: String,
+    pub name: Option<String>,
+}
+
+/// Exit 0 when the coordinator said goodbye, 2 when the run could not be
+/// served (the coordinator refused this agent, or went away mid-run).
+pub fn run(args: AgentArgs) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start a runtime: {e}");
+            return 2;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => 0,
+        Err(e) => {
+            crate::stdout::say_err!("error: {e:#}");
+            2
+        }
+    }
+}
+
+async fn dial(address: &str) -> anyhow::Result<TcpStream> {
+    let deadline = Instant::now() + DIAL_LIMIT;
+    loop {
+        match TcpStream::connect(address).await {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() >= deadline => {
+                anyhow::bail!("cannot reach the coordinator at {address} within {}s: {e}", DIAL_LIMIT.as_secs())
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+async fn serve(args: AgentArgs) -> anyhow::Result<()> {
+    clock::since_epoch(Instant::now());
+    let stream = dial(&args.connect).await?;
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let hello = own_hello(&args.name.unwrap_or_else(|| {
+        format!("{}-{}", crate::results::host_info().hostname, std::process::id())
+    }));
+    eprintln!("agent {} (pid {}) joined {}", hello.name, hello.pid, args.connect);
+    wire::write(&mut wr, &Frame::Hello(hello)).await?;
+    let (out, mut outbox) = mpsc::unbounded_channel::<Frame>();
+    let writer = tokio::spawn(async move {
+        while let Some(frame) = outbox.recv().await {
+            let bye = matches!(frame, Frame::Bye);
+            if wire::write(&mut wr, &frame).await.is_err() || bye {
+                return;
+            }
+        }
+    });
+    // Pings are answered here, as they arrive: a clock reading must not
+    // wait behind a cell's work.
+    let (inbox_tx, mut inbox) = mpsc::unbounded_channel::<Frame>();
+    let pong = out.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(frame)) = wire::read(&mut rd).await {
+            match frame {
+                Frame::Ping { n } => {
+                    let _ = pong.send(Frame::Pong { n, agent_ns: clock::since_epoch(Instant::now()) });
+                }
+                other => {
+                    if inbox_tx.send(other).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    let order = match inbox.recv().await {
+        Some(Frame::Welcome(order)) => *order,
+        Some(Frame::Refused(why)) => anyhow::bail!("the coordinator refused this agent: {why}"),
+        None => anyhow::bail!("the coordinator closed the connection before giving the run"),
+        Some(_) => anyhow::bail!("the coordinator sent something other than the run"),
+    };
+    let session = match Session::open(order) {
+        Ok(s) => {
+            let _ = out.send(Frame::Ready);
+            s
+        }
+        Err(e) => {
+            let _ = out.send(Frame::Failed(format!("{e:#}")));
+            drop(out);
+            let _ = writer.await;
+            return Err(e);
+        }
+    };
+    loop {
+        match inbox.recv().await {
+            Some(Frame::Arm(order)) => {
+                if session.cell(order, &mut inbox, &out).await == Next::Leave {
+                    break;
+                }
+            }
+            Some(Frame::Bye) => break,
+            None => anyhow::bail!("the coordinator went away without a goodbye"),
+            // Nothing is armed: nothing to disarm or cancel.
+            Some(_) => {}
+        }
+    }
+    eprintln!("the coordinator said goodbye");
+    Ok(())
+}
+
+#[derive(PartialEq)]
+enum Next {
+    Stay,
+    Leave,
+}
+
+/// The run as this agent holds it: the spec and plan, its place, and
+/// scratch directories for its lanes' histories.
+struct Session {
+    loaded: LoadedSpec,
+    plan: Plan,
+    order: RunOrder,
+    scratch: tempfile::TempDir,
+    load_threads: LoadThreads,
+    plugins: SpecPlugins,
+    progress: Progress,
+}
+
+impl Session {
+    fn open(order: RunOrder) -> anyhow::Result<Session> {
+        // The coordinator checked the servers it starts; an agent starts none.
+        crate::spec::host::skip_program_checks();
+        let path = PathBuf::from(&order.spec_path);
+        let loaded = spec::parse(&path, &order.spec_text, &order.set, &crate::kinds::CATALOG)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let options = PlanOptions { quick: order.quick, only: order.only.clone() };
+        let plan = plan::build(&loaded, &options).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let scratch = tempfile::Builder::new().prefix("faultline-agent-").tempdir().context("a scratch directory")?;
+        let threads = order.load_threads.unwrap_or_else(LoadThreads::default_count);
+        Ok(Session {
+            loaded,
+            plan,
+            order,
+            scratch,
+            load_threads: LoadThreads::start(threads).context("starting the load threads")?,
+            plugins: SpecPlugins::none(),
+            progress: Progress::new(None)?,
+        })
+    }
+
+    /// One cell: arm, wait for the start, run, send the share.
+    async fn cell(&self, order: ArmOrder, inbox: &mut UnboundedReceiver<Frame>, out: &UnboundedSender<Frame>) -> Next {
+        let spec = &self.loaded.spec;
+        let Some(planned) = self.plan.cells.get(order.cell) else {
+            let _ = out.send(Frame::Failed(format!("this agent's plan has no cell {}", order.cell + 1)));
+            return Next::Stay;
+        };
+        if planned.label() != order.label {
+            let why = format!("this agent planned `{}` where the coordinator has `{}`", planned.label(), order.label);
+            let _ = out.send(Frame::Failed(why));
+            return Next::Stay;
+        }
+        let cell = match order.rate {
+            Some(rate) => planned.at_rate(spec, rate),
+            None => planned.clone(),
+        };
+        let cell_spec = cell.spec(spec);
+        let workload = Arc::new(Workload::new(&cell_spec.workloads[&cell.workload], cell_spec.seed, self.order.run_tag));
+        let target = &cell_spec.targets[&order.target_name];
+        let driver = match crate::kinds::driver(&target.kind, target.options.as_ref()) {
+            Ok(d) => d,
+            Err((field, e)) => {
+                let _ = out.send(Frame::Failed(format!("options.{field}: {e}")));
+                return Next::Stay;
+            }
+        };
+        let running = RunningTarget::reached(&order.target_name, &order.uri, driver);
+        let cancel = CancellationToken::new();
+        let dirs = self.scratch.path();
+        let history_dir = dirs.join("history");
+        let engine = Engine {
+            spec,
+            plan: &self.plan,
+            run_dir: dirs,
+            log_dir: dirs,
+            history_dir: &history_dir,
+            run_tag: self.order.run_tag,
+            cancel: cancel.clone(),
+            progress: self.progress.clone(),
+            plugins: &self.plugins,
+            load_threads: &self.load_threads,
+            place: Place::Agent(AgentSeat { index: self.order.index, agents: self.order.agents, out: out.clone() }),
+        };
+        let run = CellRun {
+            engine: &engine,
+            cell: &cell,
+            position: order.position,
+            running: &running,
+            workload,
+            remaining_after: Duration::ZERO,
+        };
+        let mut armed = match cell::bring_up(&run).await {
+            Ok(a) => a,
+            Err(stopped) => {
+                let _ = out.send(Frame::Failed(stopped.why()));
+                return Next::Stay;
+            }
+        };
+        let _ = out.send(Frame::Armed);
+        let t0 = loop {
+            match inbox.recv().await {
+                Some(Frame::Start { t0_ns }) => break clock::at_epoch_ns(t0_ns),
+                Some(Frame::Disarm) | Some(Frame::Cancel) => return Next::Stay,
+                Some(Frame::Bye) | None => return Next::Leave,
+                Some(_) => {}
+            }
+        };
+        armed.start_at = Some(t0);
+        let window = cell::run_window(&run, armed);
+        tokio::pin!(window);
+        let mut next = Next::Stay;
+        let ran = loop {
+            tokio::select! {
+                ran = &mut window => break ran,
+                frame = inbox.recv(), if next == Next::Stay => match frame {
+                    Some(Frame::Cancel) => cancel.cancel(),
+                    Some(Frame::Bye) | None => {
+                        cancel.cancel();
+                        next = Next::Leave;
+                    }
+                    Some(_) => {}
+                },
+            }
+        };
+        match ran {
+            Ok(ran) => {
+                let lanes = engine.place.lanes(run.lanes().0);
+                let done = share(ran, &lanes);
+                send_histories(&run.history_dir(), &lanes, out);
+                let _ = out.send(Frame::Done(Box::new(done)));
+            }
+            Err(stopped) => {
+                let _ = out.send(Frame::Failed(stopped.why()));
+            }
+        }
+        let _ = std::fs::remove_dir_all(run.history_dir());
+        next
+    }
+}
+
+/// The agent's lanes' books as one share, ready to send.
+fn share(ran: Ran, lanes: &[usize]) -> CellDone {
+    let Ran { ends, timelines, watcher, client_cpu, clock, .. } = ran;
+    watcher.abort();
+    let mut metrics = CellMetrics::new();
+    let mut outcomes = Vec::new();
+    let (mut crashed, mut history_incomplete) = (None, None);
+    for (lane, end) in lanes.iter().zip(ends) {
+        match end {
+            Ok(end) => {
+                metrics.merge(end.recorder);
+                if let Some(Err(e)) = end.history.map(faultline_check::history::HistoryWriter::finish) {
+                    history_incomplete = Some(format!("{e:#}"));
+                }
+                let ran_out_ns = end.ran_out.map(|at| match at >= clock.measure_from {
+                    true => (at - clock.measure_from).as_nanos() as i64,
+                    false => -((clock.measure_from - at).as_nanos() as i64),
+                });
+                outcomes.push(LaneOutcome { lane: *lane as u32, ran_out_ns });
+            }
+            Err(e) => crashed = Some(format!("a load client crashed: {e}")),
+        }
+    }
+    metrics.absorb_timelines(&timelines);
+    CellDone { metrics, lanes: outcomes, client_cpu, crashed, history_incomplete }
+}
+
+/// Each lane's history file, in whole-record pieces.
+fn send_histories(dir: &std::path::Path, lanes: &[usize], out: &UnboundedSender<Frame>) {
+    use std::io::Read;
+    for lane in lanes {
+        let Ok(mut file) = std::fs::File::open(dir.join(format!("{lane:04}.ops"))) else { continue };
+        loop {
+            let mut bytes = Vec::with_capacity(HISTORY_CHUNK);
+            match (&mut file).take(HISTORY_CHUNK as u64).read_to_end(&mut bytes) {
+                Ok(0) => break,
+                Ok(_) => {
+                    let _ = out.send(Frame::History { lane: *lane as u32, bytes });
+                }
+                Err(_) => break,
+            }
+        }
+    }
+}

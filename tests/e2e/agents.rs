@@ -1,0 +1,188 @@
+//! Load on agents (`--agents local:N`, `--agents wait:N` with `faultline
+//! agent`): the agents' shares add up to exactly what one process's cell
+//! holds (the same schedule, the same op counts in the stats, the shares and
+//! the histories), the checkers judge the merged history, and an agent killed
+//! mid-cell fails that cell naming it, with nothing left running.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::support::*;
+
+/// Gets and sets on a redis-server at a fixed rate, every op recorded and
+/// checked; four connections, so two agents run two lanes each.
+fn paced_spec(duration: &str) -> String {
+    format!(
+        r#"name: agents
+targets:
+  t: {{kind: redis, provider: process}}
+workloads:
+  w: {{ops: {{get: 60, set: 40}}, keys: {{count: 200}}, value_size: 32B}}
+profiles:
+  paced: {{open: {{rate: 1000, connections: 4, in_flight: 8}}}}
+timing: {{warmup: 0s, duration: {duration}, deadline: 2s}}
+scenarios:
+  - {{name: s, target: t, workload: w, profiles: [paced]}}
+checkers: [stale-read-after-ack, lost-acknowledged-write, linearizability]
+gates:
+  no-lost-writes: lost_acked_writes == 0
+  linearizable: linearizability_violations == 0
+"#
+    )
+}
+
+fn agent_processes() -> Vec<String> {
+    processes_matching(" agent --connect ")
+}
+
+/// The records (48 bytes each) of a cell's history, per lane file.
+fn history_records(run_dir: &Path) -> Vec<(String, u64)> {
+    let dir = run_dir.join("history").join("001");
+    let mut files: Vec<(String, u64)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len() / 48))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn two_local_agents_split_the_schedule_and_merge_into_the_cell_one_process_measures() {
+    let _guard = exclusive();
+    let (_dir, spec) = spec_file(&paced_spec("2s"));
+    let alone = run(&spec, &[]);
+    let on_agents = run(&spec, &["--agents", "local:2"]);
+    assert!(agent_processes().is_empty(), "agents left running: {:?}", agent_processes());
+    let (a, b) = (alone.results(), on_agents.results());
+    assert!(
+        [0, 1].contains(&on_agents.code()),
+        "the run on agents was not decided: {}\n{}",
+        on_agents.stderr(),
+        b["verdict_reasons"]
+    );
+
+    // Who ran the load: two agents of this very build, clocks read.
+    let agents = b["run"]["agents"].as_array().expect("run.agents");
+    let names: Vec<&str> = agents.iter().map(|a| a["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["local-0", "local-1"]);
+    for agent in agents {
+        assert_eq!(agent["launcher"], "local");
+        assert!(agent["binary_sha256"].as_str().unwrap().len() == 64, "{agent}");
+        assert!(agent["clock_uncertainty_us"].as_f64().unwrap() >= 0.0);
+        assert!(agent["round_trip_us"].as_f64().unwrap() > 0.0, "{agent}");
+    }
+    assert!(a["run"].get("agents").is_none(), "a run without agents lists none");
+
+    let (cell_a, cell_b) = (&a["cells"][0], &b["cells"][0]);
+    assert_eq!(cell_b["status"], "completed", "{}", cell_b["error"]);
+    let (sa, sb) = (&cell_a["stats"], &cell_b["stats"]);
+    // The schedule is the single process's: the same ops due, each accounted for.
+    let due = sa["open_loop"]["due"].as_u64().unwrap();
+    assert!(due > 0);
+    assert_eq!(sb["open_loop"]["due"].as_u64().unwrap(), due);
+    let open = &sb["open_loop"];
+    assert_eq!(open["sent"].as_u64().unwrap() + open["unsent"].as_u64().unwrap(), due, "{open}");
+    let (ok, failed) = (sb["ok"].as_u64().unwrap(), sb["failed"].as_u64().unwrap());
+    assert_eq!(ok + failed, open["sent"].as_u64().unwrap(), "every op sent ended as a success or a failure");
+
+    // Each agent's share: two lanes each, adding up to the cell's counts.
+    let shares = sb["agents"].as_array().expect("stats.agents");
+    assert_eq!(shares.len(), 2);
+    let sum = |field: &str| shares.iter().map(|s| s[field].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(shares.iter().map(|s| s["lanes"].as_u64().unwrap()).collect::<Vec<_>>(), [2, 2]);
+    assert_eq!((sum("ok"), sum("failed"), sum("unsent")), (ok, failed, open["unsent"].as_u64().unwrap()));
+    for share in shares {
+        assert!(share["ok"].as_u64().unwrap() > 0, "every agent ran its share: {share}");
+    }
+    // The latency histogram is the merge of the agents': its count is every success.
+    let per_op_ok: u64 = sb["per_op"].as_object().unwrap().values().map(|o| o["ok"].as_u64().unwrap()).sum();
+    assert_eq!(per_op_ok, ok);
+
+    // The merged history: one file per lane, every op in it, judged by the checkers.
+    let files = history_records(on_agents.dir.as_ref().unwrap());
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["0000.ops", "0001.ops", "0002.ops", "0003.ops"]);
+    let recorded: u64 = files.iter().map(|(_, n)| n).sum();
+    assert_eq!(recorded, ok + failed, "every op that ended is in the history");
+    for check in cell_b["checks"].as_array().unwrap() {
+        assert_eq!(check["status"], "ok", "{check}");
+        assert!(check["checked"].as_u64().unwrap() > 0, "{check}");
+    }
+    // The report shows each agent's share beside the merged figures.
+    let report = on_agents.report();
+    assert!(report.contains("local-0") && report.contains("local-1"), "{report}");
+}
+
+#[test]
+fn an_agent_started_elsewhere_dials_in_and_runs_the_load() {
+    let _guard = exclusive();
+    let (_dir, spec) = spec_file(&paced_spec("1s"));
+    let port = free_port();
+    let out = tempfile::tempdir().unwrap();
+    let listen = format!("127.0.0.1:{port}");
+    let coordinator = faultline()
+        .arg("run")
+        .arg(&spec)
+        .args(["--agents", "wait:1", "--agent-listen", &listen, "--out"])
+        .arg(out.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let agent = faultline().args(["agent", "--connect", &listen, "--name", "elsewhere"]).output().unwrap();
+    let coordinator = coordinator.wait_with_output().unwrap();
+    assert_eq!(agent.status.code(), Some(0), "the agent leaves on the coordinator's goodbye: {}", String::from_utf8_lossy(&agent.stderr));
+    let dir = run_dir(out.path()).expect("a run directory");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert!(
+        [0, 1].contains(&coordinator.status.code().unwrap()),
+        "{}",
+        String::from_utf8_lossy(&coordinator.stderr)
+    );
+    assert_eq!(results["run"]["agents"][0]["name"], "elsewhere");
+    assert_eq!(results["run"]["agents"][0]["launcher"], "external");
+    let stats = &results["cells"][0]["stats"];
+    assert_eq!(stats["agents"][0]["lanes"], 4, "one agent runs every lane");
+    assert_eq!(stats["agents"][0]["ok"], stats["ok"]);
+}
+
+#[test]
+fn a_killed_agent_fails_its_cell_naming_it_and_leaves_nothing_running() {
+    let _guard = exclusive();
+    let (_dir, spec) = spec_file(&paced_spec("60s"));
+    let out = tempfile::tempdir().unwrap();
+    let mut coordinator = faultline()
+        .arg("run")
+        .arg(&spec)
+        .args(["--agents", "local:2", "--out"])
+        .arg(out.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = wait_for_log(out.path(), "measuring, first op answered", Duration::from_secs(90));
+    let victim = agent_processes()
+        .into_iter()
+        .find(|p| p.contains("--name local-1"))
+        .expect("agent local-1 is running");
+    let pid: i32 = victim.split_whitespace().next().unwrap().parse().unwrap();
+    // SAFETY: signalling a process this test's run started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    // The cell stops at once: the others' share alone is no measurement.
+    let ended = wait_until(Duration::from_secs(45), || coordinator.try_wait().unwrap().is_some());
+    assert!(ended, "the run went on after its agent was killed");
+    assert_eq!(coordinator.wait().unwrap().code(), Some(2), "INCOMPLETE");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let cell = &results["cells"][0];
+    assert_eq!(cell["status"], "failed");
+    let error = cell["error"].as_str().unwrap();
+    assert!(error.contains("agent `local-1`") && error.contains("was lost"), "{error}");
+    assert_eq!(results["verdict"], "INCOMPLETE");
+    assert!(agent_processes().is_empty(), "agents left running: {:?}", agent_processes());
+    let port = results["targets"][0]["uri"].as_str().unwrap().rsplit(':').next().unwrap().to_string();
+    assert!(processes_matching(&format!("--port {port}")).is_empty(), "the target was left running");
+}
