@@ -68,3 +68,20 @@ if ! command -v moto_server >/dev/null; then
   ln -sf "$venv/bin/moto_server" "$bin_dir/moto_server"
 fi
 echo "moto_server: $(command -v moto_server)"
+
+# kubernetes-validate: the Kubernetes API schema, offline, that the agents'
+# rendered manifests (faultline agents render --kubernetes) are checked
+# against; no Kubernetes control plane can run on these machines.
+KUBERNETES_VALIDATE_VERSION=1.37.0
+venv="$cache/tools/kubernetes-validate-$KUBERNETES_VALIDATE_VERSION"
+if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+  echo "installing kubernetes-validate $KUBERNETES_VALIDATE_VERSION into $venv (pip)"
+  rm -rf "$venv.partial"
+  python3 -m venv "$venv.partial"
+  "$venv.partial/bin/pip" install --quiet "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+  rm -rf "$venv"
+  mv "$venv.partial" "$venv"
+  sed -i "1s|$venv.partial|$venv|" "$venv"/bin/*
+fi
+ln -sf "$venv/bin/kubernetes-validate" "$bin_dir/kubernetes-validate"
+echo "kubernetes-validate: $KUBERNETES_VALIDATE_VERSION ($bin_dir/kubernetes-validate)"

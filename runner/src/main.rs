@@ -52,6 +52,35 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+enum AgentsCommand {
+    /// Print the manifests that start N agents dialing the coordinator
+    /// (which waits for them: `faultline run SPEC --agents wait:N
+    /// --agent-listen 0.0.0.0:PORT`).
+    Render {
+        /// Kubernetes: an Indexed Job of N pods (the only orchestrator so far).
+        #[arg(long, required = true)]
+        kubernetes: bool,
+        #[arg(long, value_name = "N")]
+        count: u32,
+        /// The coordinator's HOST:PORT as the agents reach it.
+        #[arg(long, value_name = "HOST:PORT")]
+        connect: String,
+        /// An image with this very faultline build on its PATH (the
+        /// coordinator takes no other build).
+        #[arg(long)]
+        image: String,
+        #[arg(long, default_value = "default")]
+        namespace: String,
+        /// The Job's name.
+        #[arg(long, default_value = "faultline-agents")]
+        job: String,
+        /// CPU each agent requests and is limited to, in cores.
+        #[arg(long)]
+        cpu: Option<f64>,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Run a campaign: exit 0 PASS, 1 FAIL, 2 INCOMPLETE, 3 spec or usage error.
     Run {
@@ -98,6 +127,11 @@ enum Command {
         /// This agent's name in results (default: host-pid).
         #[arg(long)]
         name: Option<String>,
+    },
+    /// What runs agents elsewhere: manifests for an orchestrator.
+    Agents {
+        #[command(subcommand)]
+        command: AgentsCommand,
     },
     /// Check a spec without running it.
     Validate {
@@ -281,6 +315,19 @@ fn main() -> ExitCode {
             let load_threads = load_threads.map(usize::from);
             let agents = agents.map(|launcher| run::AgentsArgs { launcher, listen: agent_listen });
             run::run(run::RunArgs { spec, set, quick, only, out, dry_run, junit, load_threads, agents })
+        }
+        Command::Agents { command: AgentsCommand::Render { kubernetes: _, count, connect, image, namespace, job, cpu } } => {
+            let args = agent::kubernetes::RenderArgs { count, connect, image, namespace, job, cpu };
+            match agent::kubernetes::render(&args) {
+                Ok(yaml) => {
+                    crate::stdout::print(&yaml);
+                    0
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    EXIT_USAGE
+                }
+            }
         }
         Command::Agent { connect, name } => agent::serve::run(agent::serve::AgentArgs { connect, name }),
         Command::Compare { run_a, run_b, threshold, json } => {

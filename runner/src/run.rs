@@ -70,8 +70,8 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    if let Some(agents) = &args.agents {
-        if let Err(e) = crate::agent::unsupported(&loaded.spec, &plan, agents.launcher.count()) {
+    if args.agents.is_some() {
+        if let Err(e) = crate::agent::unsupported(&loaded.spec, &plan) {
             crate::stdout::say_err!("error: {}: {e}", args.spec.display());
             return EXIT_USAGE;
         }

@@ -186,3 +186,96 @@ fn a_killed_agent_fails_its_cell_naming_it_and_leaves_nothing_running() {
     let port = results["targets"][0]["uri"].as_str().unwrap().rsplit(':').next().unwrap().to_string();
     assert!(processes_matching(&format!("--port {port}")).is_empty(), "the target was left running");
 }
+
+/// `(start, end, key)` of every record in a cell's history.
+fn history_ops(run_dir: &Path) -> Vec<(u64, u64, u64)> {
+    let mut ops = Vec::new();
+    for entry in std::fs::read_dir(run_dir.join("history").join("001")).unwrap().flatten() {
+        let bytes = std::fs::read(entry.path()).unwrap();
+        for r in bytes.chunks_exact(48) {
+            let at = |i: usize| u64::from_le_bytes(r[i..i + 8].try_into().unwrap());
+            ops.push((at(0), at(8), at(16)));
+        }
+    }
+    ops
+}
+
+#[test]
+fn contention_rounds_keep_their_barrier_across_agents() {
+    let _guard = exclusive();
+    let rounds = 200;
+    let (_dir, spec) = spec_file(&format!(
+        r#"name: rounds
+targets:
+  t: {{kind: redis, provider: process}}
+workloads:
+  w: {{ops: {{set: 1}}, keys: {{count: {rounds}, distribution: rounds}}, value_size: 32B}}
+profiles:
+  p: {{closed: 4x4}}
+timing: {{warmup: 0s, duration: 120s, deadline: 5s}}
+scenarios:
+  - {{name: s, target: t, workload: w, profiles: [p]}}
+checkers: [lost-acknowledged-write]
+gates:
+  no-lost-writes: lost_acked_writes == 0
+"#
+    ));
+    let run = run(&spec, &["--agents", "local:2"]);
+    let results = run.results();
+    let cell = &results["cells"][0];
+    assert_eq!(cell["status"], "completed", "{}", cell["error"]);
+    // Every writer (4 clients x 4 in flight) wrote every round's key once.
+    assert_eq!(cell["stats"]["ok"], 16 * rounds);
+    let shares = cell["stats"]["agents"].as_array().unwrap();
+    let tolerance_ns: f64 = shares.iter().map(|s| s["clock_uncertainty_us"].as_f64().unwrap()).sum::<f64>() * 2e3;
+    let ops = history_ops(run.dir.as_ref().unwrap());
+    let mut keys: Vec<u64> = ops.iter().map(|o| o.2).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), rounds as usize);
+    for key in &keys {
+        assert_eq!(ops.iter().filter(|o| o.2 == *key).count(), 16, "round key {key}");
+    }
+    // The barrier: no write of a round began before every write of the
+    // round before it had ended, on either agent (within the clocks' uncertainty).
+    for pair in keys.windows(2) {
+        let ended = ops.iter().filter(|o| o.2 == pair[0]).map(|o| o.1).max().unwrap() as f64;
+        let began = ops.iter().filter(|o| o.2 == pair[1]).map(|o| o.0).min().unwrap() as f64;
+        assert!(
+            began + tolerance_ns >= ended,
+            "round of key {} began {:.0} µs before the round of key {} ended (clock tolerance {:.0} µs)",
+            pair[1],
+            (ended - began) / 1e3,
+            pair[0],
+            tolerance_ns / 1e3
+        );
+    }
+}
+
+/// The Kubernetes manifests validate offline against the Kubernetes API
+/// schema (PyPI `kubernetes-validate`, installed by scripts/install-deps.sh
+/// all): no control plane can run here, so the schema is what is checked.
+#[test]
+fn the_kubernetes_manifests_validate_against_the_api_schema() {
+    let out = faultline()
+        .args(["agents", "render", "--kubernetes", "--count", "4", "--connect", "10.0.0.5:7600"])
+        .args(["--image", "registry.example/faultline:0.1.0", "--namespace", "load", "--cpu", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("agents.yaml");
+    std::fs::write(&manifest, &out.stdout).unwrap();
+    let check = std::process::Command::new("kubernetes-validate")
+        .args(["--strict", "-k", "1.30.0"])
+        .arg(&manifest)
+        .output()
+        .expect("kubernetes-validate is installed (scripts/install-deps.sh all)");
+    let said = String::from_utf8_lossy(&check.stdout).into_owned() + &String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success() && said.contains("INFO"), "{said}");
+    // A field Kubernetes does not know fails the same check: it is no rubber stamp.
+    let wrong = String::from_utf8_lossy(&out.stdout).replace("backoffLimit", "backofLimit");
+    std::fs::write(&manifest, wrong).unwrap();
+    let check = std::process::Command::new("kubernetes-validate").args(["--strict", "-k", "1.30.0"]).arg(&manifest).output().unwrap();
+    assert!(!check.status.success(), "a misspelt field passed");
+}

@@ -140,6 +140,11 @@ pub struct AgentShare {
     pub unsent: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub client_cpu: Option<ClientCpu>,
+    /// How far its clock may be from the coordinator's for this cell (half
+    /// the round trip of the reading its start was placed with): its ops'
+    /// times in the history are widened by this much on both sides.
+    #[serde(default)]
+    pub clock_uncertainty_us: f64,
 }
 
 /// The load generator's own CPU over a cell's measured window, read from

@@ -202,9 +202,11 @@ impl Agents {
         // Dealt in name order, so a rerun gives each name the same lanes.
         pending.sort_by(|a, b| a.0.name.cmp(&b.0.name));
         let agents = pending.len() as u32;
+        let peers = Arc::new(Mutex::new(Vec::new()));
         let mut links = Vec::new();
         for (index, (hello, rd, wr)) in pending.into_iter().enumerate() {
-            let link = connect(hello, rd, wr, &launched, index as u32, agents);
+            let link = connect(hello, rd, wr, &launched, (index as u32, agents), Arc::clone(&peers));
+            peers.lock().expect("peers lock").push(link.out.clone());
             links.push(link);
         }
         let this = Agents { links, launched };
@@ -276,8 +278,7 @@ impl Agents {
             for counter in [&link.live.ok, &link.live.failed, &link.live.warmup] {
                 counter.store(0, Ordering::Relaxed);
             }
-            let widen_ns = link.clock.lock().expect("clock lock").uncertainty_ns;
-            *link.sink.lock().expect("sink lock") = HistorySink { dir: history.clone(), widen_ns, ..Default::default() };
+            *link.sink.lock().expect("sink lock") = HistorySink { dir: history.clone(), ..Default::default() };
             let _ = link.out.send(Frame::Arm(order.clone()));
         }
         let limit = run.target_spec().ready_timeout.0 + Duration::from_secs(30);
@@ -327,6 +328,8 @@ impl Agents {
         let t0 = Instant::now() + ahead;
         for (link, r) in self.links.iter().zip(readings) {
             let r = r.expect("checked above");
+            // The start is placed with this reading: its uncertainty is the histories'.
+            link.sink.lock().expect("sink lock").widen_ns = r.uncertainty_ns;
             let _ = link.out.send(Frame::Start { t0_ns: r.on_agent(t0) });
         }
         Ok(t0)
@@ -360,7 +363,10 @@ impl Agents {
                     link.next(RESULT_GRACE).await
                 }
             };
-            let history_error = link.sink.lock().expect("sink lock").finish();
+            let (history_error, widened_ns) = {
+                let mut sink = link.sink.lock().expect("sink lock");
+                (sink.finish(), sink.widen_ns)
+            };
             // Without this agent's share the cell cannot be measured: the
             // others stop now rather than at the window's end.
             if matches!(reply, Reply::Lost(_)) {
@@ -371,7 +377,7 @@ impl Agents {
                     if let Some(e) = history_error {
                         done.history_incomplete.get_or_insert(e);
                     }
-                    Ok(AgentEnd { agent: link.info.name.clone(), done: *done })
+                    Ok(AgentEnd { agent: link.info.name.clone(), done: *done, widened_ns })
                 }
                 Reply::Lost(why) => Err(link.lost(&why)),
                 Reply::Failed(why) => Err(format!("agent `{}`: {why}", link.info.name)),
@@ -400,8 +406,8 @@ fn connect(
     mut rd: tokio::net::tcp::OwnedReadHalf,
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     launched: &Launched,
-    index: u32,
-    agents: u32,
+    (index, agents): (u32, u32),
+    peers: Arc<Mutex<Vec<UnboundedSender<Frame>>>>,
 ) -> Link {
     let (out, mut outbox) = mpsc::unbounded_channel::<Frame>();
     tokio::spawn(async move {
@@ -427,6 +433,15 @@ fn connect(
                 }
                 Ok(Some(Frame::History { lane, bytes })) => {
                     sink_in.lock().expect("sink lock").write(lane, bytes);
+                    continue;
+                }
+                // Contention rounds: the other agents hear of it at once.
+                Ok(Some(Frame::RoundsDone { lane, rounds })) => {
+                    for (i, peer) in peers.lock().expect("peers lock").iter().enumerate() {
+                        if i != index as usize {
+                            let _ = peer.send(Frame::RoundsDone { lane, rounds });
+                        }
+                    }
                     continue;
                 }
                 Ok(Some(Frame::Ready)) => Reply::Ready,

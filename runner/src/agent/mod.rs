@@ -9,6 +9,7 @@
 
 pub mod clock;
 mod coordinator;
+pub mod kubernetes;
 pub mod launch;
 pub mod serve;
 pub mod wire;
@@ -19,10 +20,12 @@ pub use coordinator::{Agents, RunShare};
 pub struct AgentEnd {
     pub agent: String,
     pub done: wire::CellDone,
+    /// How much its history's times were widened (its clock's uncertainty).
+    pub widened_ns: u64,
 }
 
 /// What a run on agents cannot do yet, said before anything starts.
-pub fn unsupported(spec: &crate::spec::Spec, plan: &crate::plan::Plan, agents: u32) -> Result<(), String> {
+pub fn unsupported(spec: &crate::spec::Spec, plan: &crate::plan::Plan) -> Result<(), String> {
     for cell in &plan.cells {
         let cell_spec = cell.spec(spec);
         let workload = &cell_spec.workloads[&cell.workload];
@@ -34,16 +37,6 @@ pub fn unsupported(spec: &crate::spec::Spec, plan: &crate::plan::Plan, agents: u
         }
         if workload.fanout.is_some() {
             return Err(format!("{at} has a publish/subscribe fan-out, which runs in one process: run it without --agents"));
-        }
-        let clients = match cell_spec.profiles[&cell.profile].load() {
-            crate::spec::Load::Closed(c) => c.clients,
-            crate::spec::Load::Open(o) => o.connections,
-        };
-        if workload.keys.distribution == crate::spec::KeyDistribution::Rounds && agents > 1 && clients > 1 {
-            return Err(format!(
-                "{at} runs contention rounds, whose writers wait for each other every round: \
-                 across agents that barrier is not built yet; run it on one agent or without --agents"
-            ));
         }
     }
     Ok(())

@@ -24,6 +24,7 @@ use crate::engine::cell::{self, CellRun, Ran};
 use crate::engine::load_threads::LoadThreads;
 use crate::engine::place::{AgentSeat, Place};
 use crate::engine::progress::Progress;
+use crate::engine::rounds::RemoteRounds;
 use crate::engine::Engine;
 use crate::metrics::CellMetrics;
 use crate::plan::{self, Plan, PlanOptions};
@@ -77,9 +78,12 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
     let stream = dial(&args.connect).await?;
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
-    let hello = own_hello(&args.name.unwrap_or_else(|| {
-        format!("{}-{}", crate::results::host_info().hostname, std::process::id())
-    }));
+    // An orchestrator names its agents through the environment (the
+    // Kubernetes manifests give each the pod's name).
+    let name = args.name.or_else(|| std::env::var("FAULTLINE_AGENT_NAME").ok().filter(|n| !n.is_empty()));
+    let hello = own_hello(
+        &name.unwrap_or_else(|| format!("{}-{}", crate::results::host_info().hostname, std::process::id())),
+    );
     eprintln!("agent {} (pid {}) joined {}", hello.name, hello.pid, args.connect);
     wire::write(&mut wr, &Frame::Hello(hello)).await?;
     let (out, mut outbox) = mpsc::unbounded_channel::<Frame>();
@@ -212,6 +216,7 @@ impl Session {
         };
         let running = RunningTarget::reached(&order.target_name, &order.uri, driver);
         let cancel = CancellationToken::new();
+        let remote_rounds = Arc::new(RemoteRounds::default());
         let dirs = self.scratch.path();
         let history_dir = dirs.join("history");
         let engine = Engine {
@@ -225,7 +230,12 @@ impl Session {
             progress: self.progress.clone(),
             plugins: &self.plugins,
             load_threads: &self.load_threads,
-            place: Place::Agent(AgentSeat { index: self.order.index, agents: self.order.agents, out: out.clone() }),
+            place: Place::Agent(AgentSeat {
+                index: self.order.index,
+                agents: self.order.agents,
+                out: out.clone(),
+                rounds: Arc::clone(&remote_rounds),
+            }),
         };
         let run = CellRun {
             engine: &engine,
@@ -246,6 +256,7 @@ impl Session {
         let t0 = loop {
             match inbox.recv().await {
                 Some(Frame::Start { t0_ns }) => break clock::at_epoch_ns(t0_ns),
+                Some(Frame::RoundsDone { lane, rounds }) => remote_rounds.update(lane as usize, rounds),
                 Some(Frame::Disarm) | Some(Frame::Cancel) => return Next::Stay,
                 Some(Frame::Bye) | None => return Next::Leave,
                 Some(_) => {}
@@ -260,6 +271,7 @@ impl Session {
                 ran = &mut window => break ran,
                 frame = inbox.recv(), if next == Next::Stay => match frame {
                     Some(Frame::Cancel) => cancel.cancel(),
+                    Some(Frame::RoundsDone { lane, rounds }) => remote_rounds.update(lane as usize, rounds),
                     Some(Frame::Bye) | None => {
                         cancel.cancel();
                         next = Next::Leave;
@@ -280,6 +292,7 @@ impl Session {
             }
         }
         let _ = std::fs::remove_dir_all(run.history_dir());
+        remote_rounds.detach();
         next
     }
 }

@@ -102,6 +102,10 @@ pub enum Frame {
     Done(Box<CellDone>),
     /// What the agent could not do (plan the spec, arm a cell).
     Failed(String),
+    /// Contention rounds: lane `lane` has had `rounds` rounds answered
+    /// (`u64::MAX`: it left). From an agent, relayed by the coordinator to
+    /// the other agents.
+    RoundsDone { lane: u32, rounds: u64 },
     // Coordinator to agent.
     Welcome(Box<RunOrder>),
     Refused(String),

@@ -14,7 +14,7 @@ mod pipeline;
 pub mod progress;
 mod requests;
 mod role_watch;
-mod rounds;
+pub mod rounds;
 mod schedule;
 
 use std::collections::HashMap;

@@ -6,8 +6,11 @@
 //! goes to lane `k % connections`), so the agents' ops together are
 //! exactly the ops one process would send, each at its own due time.
 
+use std::sync::Arc;
+
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::rounds::RemoteRounds;
 use crate::agent::{wire::Frame, Agents};
 
 pub enum Place<'a> {
@@ -21,6 +24,8 @@ pub struct AgentSeat {
     pub index: u32,
     pub agents: u32,
     pub out: UnboundedSender<Frame>,
+    /// Contention rounds: the other agents' clients' progress.
+    pub rounds: Arc<RemoteRounds>,
 }
 
 impl Place<'_> {
@@ -47,13 +52,13 @@ mod tests {
         let (out, _rx) = tokio::sync::mpsc::unbounded_channel();
         let mut all = Vec::new();
         for index in 0..3 {
-            let place = Place::Agent(AgentSeat { index, agents: 3, out: out.clone() });
+            let place = Place::Agent(AgentSeat { index, agents: 3, out: out.clone(), rounds: Arc::default() });
             let lanes = place.lanes(8);
             assert!(lanes.iter().all(|l| l % 3 == index as usize), "{lanes:?}");
             all.extend(lanes);
         }
         all.sort();
         assert_eq!(all, Place::Alone.lanes(8));
-        assert!(Place::Agent(AgentSeat { index: 2, agents: 3, out }).lanes(2).is_empty());
+        assert!(Place::Agent(AgentSeat { index: 2, agents: 3, out, rounds: Arc::default() }).lanes(2).is_empty());
     }
 }

@@ -86,7 +86,7 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
     let mut shares = Vec::new();
     for end in remote {
         match end {
-            Ok(AgentEnd { agent, done }) => {
+            Ok(AgentEnd { agent, done, widened_ns }) => {
                 if let Some(e) = done.crashed {
                     panicked = Some(format!("agent `{agent}`: {e}"));
                 }
@@ -102,7 +102,9 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
                     every_lane_ran_out &= at.is_some_and(|at| at < clock.stop_at);
                 }
                 let (ok, failed) = done.metrics.counts();
-                shares.push((agent, done.lanes.len() as u32, ok, failed, done.metrics.unsent(), done.client_cpu));
+                let clock_uncertainty_us = widened_ns as f64 / 1e3;
+                let counts = (done.lanes.len() as u32, ok, failed, done.metrics.unsent());
+                shares.push((agent, counts, done.client_cpu, clock_uncertainty_us));
                 metrics.absorb(done.metrics);
             }
             Err(why) => lost = Some(why),
@@ -112,7 +114,7 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
     if !shares.is_empty() {
         client_cpu = shares
             .iter()
-            .filter_map(|s| s.5.clone())
+            .filter_map(|s| s.2.clone())
             .max_by(|a, b| a.busiest_share.total_cmp(&b.busiest_share));
     }
     let fanout = match subscribers {
@@ -187,7 +189,7 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
     let open_loop = run.schedule().is_some();
     let agents = shares
         .into_iter()
-        .map(|(agent, lanes, ok, failed, unsent, client_cpu)| AgentShare {
+        .map(|(agent, (lanes, ok, failed, unsent), client_cpu, clock_uncertainty_us)| AgentShare {
             agent,
             lanes,
             ok,
@@ -195,6 +197,7 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
             throughput: ok as f64 / window.as_secs_f64().max(1e-9),
             unsent: open_loop.then_some(unsent),
             client_cpu,
+            clock_uncertainty_us,
         })
         .collect();
     Ok(Merged {

@@ -235,8 +235,25 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     let keep_windows = (with_faults && gates_use_windows(run)) || reads_need_primary;
     let timelines = Arc::new(SharedTimelines::new(crate::metrics::timeline_step(t.duration)));
     // Several clients in contention rounds: one gate holds them together.
-    let mut round_seats = match workload.is_rounds() && connections > 1 {
-        true => rounds::RoundGate::seats(connections as usize).into_iter().map(Some).collect(),
+    // On agents, the gate spans them: its own clients' progress is relayed.
+    let mut round_seats: Vec<Option<rounds::RoundSeat>> = match workload.is_rounds() && connections > 1 {
+        true => {
+            let relay: Option<rounds::Relay> = match place {
+                Place::Agent(seat) => {
+                    let out = seat.out.clone();
+                    Some(Box::new(move |lane, rounds| {
+                        let _ = out.send(crate::agent::wire::Frame::RoundsDone { lane: lane as u32, rounds });
+                    }))
+                }
+                _ => None,
+            };
+            let gate = rounds::RoundGate::new(connections as usize, relay);
+            if let Place::Agent(seat) = place {
+                seat.rounds.attach(&gate);
+            }
+            let here = place.lanes(connections);
+            (0..connections as usize).map(|i| here.contains(&i).then(|| gate.seat(i))).collect()
+        }
         false => Vec::new(),
     };
     let arrivals = run.schedule().map(|(_, arrivals)| Arc::new(arrivals));
