@@ -9,7 +9,6 @@
 
 mod check;
 mod comparison;
-mod docker;
 mod engine;
 mod fault;
 mod gate;
