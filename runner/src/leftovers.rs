@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::docker::{Docker, Owned, ResourceKind};
+use faultline_docker::{Docker, Owned, ResourceKind};
 use faultline_kind::ledger::faultline_alive;
 
 /// How long the check may take; an engine that does not answer by then is

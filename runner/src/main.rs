@@ -10,7 +10,6 @@
 mod agent;
 mod check;
 mod comparison;
-mod docker;
 mod engine;
 mod fault;
 mod gate;

@@ -135,7 +135,7 @@ fn images_present(spec: &spec::Spec, plan: &plan::Plan) -> Result<(), String> {
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async {
-        let docker = crate::docker::Docker::connect().await.map_err(|e| format!("{e:#}"))?;
+        let docker = faultline_docker::Docker::connect().await.map_err(|e| format!("{e:#}"))?;
         for (target, image) in images {
             docker.require_image(image).await.map_err(|e| format!("target `{target}`: {e:#}"))?;
         }

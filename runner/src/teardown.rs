@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::docker::{Docker, Owned, ResourceKind};
 use crate::kinds;
 use crate::spec::TargetKind;
 use crate::EXIT_USAGE;
+use faultline_docker::{Docker, Owned, ResourceKind};
 use faultline_kind::ledger::{self, faultline_alive, run_id_matches, Resource};
 
 pub struct TeardownArgs {

@@ -158,7 +158,7 @@ pub fn labelled_with_run(run_id: &str) -> Vec<String> {
 }
 
 /// The `faultline.run` label of the run in `run_dir`, made as
-/// runner/src/provider/docker.rs's `run_id` makes it (the directory's name
+/// `faultline_kind::ledger::run_id` makes it (the directory's name
 /// and a hash of its path). `teardown_removes_what_a_killed_faultline_left`
 /// holds it to the label a live run's containers carry, so [`left_behind`]
 /// cannot look for the wrong label and find nothing.

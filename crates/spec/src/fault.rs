@@ -6,7 +6,7 @@
 //!
 //! Backends: the process and docker providers are spec-level kinds, so their
 //! [`FaultBackend`]s live here ([`ProcessFaults`], [`DockerFaults`]) and the
-//! runner's fault/process.rs and fault/docker.rs apply what they declare; a
+//! runner's fault/process.rs and faultline-docker's fault.rs apply what they declare; a
 //! target kind's own faults (MongoDB's stepdown) come from its catalog entry,
 //! [`crate::KindInfo::faults`], and its driver applies them.
 
@@ -308,7 +308,7 @@ impl FaultBackend for ProcessFaults {
 }
 
 /// Confirmed operations on containers and their network
-/// (runner/src/fault/docker.rs).
+/// (faultline-docker, crates/docker/src/fault.rs).
 pub struct DockerFaults;
 
 impl FaultBackend for DockerFaults {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::docker::members::Topology;
+use faultline_docker::members::Topology;
 use faultline_kind::topology::TopologyKind;
 use faultline_model::roles::{Role, RoleChange};
 

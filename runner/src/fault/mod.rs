@@ -4,10 +4,7 @@
 //! end of the cell, or on abort, by the ledger of what is still in force.
 
 mod admin;
-mod docker;
 mod process;
-
-use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -28,18 +25,21 @@ pub struct Applied {
 
 /// How to undo an applied fault, for the ledger.
 pub enum Heal {
-    Docker(docker::Undo),
+    Docker(faultline_docker::fault::Undo),
     Process(process::Undo),
     Admin(admin::Undo),
 }
 
 /// The backend that applies the fault: the kind's own (its driver), else the
-/// provider's; validation asked the same backends (faultline_spec::fault).
+/// provider's (containers: faultline_docker::fault; processes: process.rs);
+/// validation asked the same backends (faultline_spec::fault).
 async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
     if target.driver.faults().contains(&fault.action.kind()) {
         admin::apply(target, fault, spec).await
     } else if let Some(topology) = target.topology() {
-        docker::apply(topology, fault, spec).await
+        let applied = faultline_docker::fault::apply(topology, fault, spec).await?;
+        let faultline_docker::fault::Applied { hit, evidence, output, undo } = applied;
+        Ok(Applied { hit, evidence, output, heal: undo.map(Heal::Docker) })
     } else if target.process().is_some() {
         process::apply(target, fault).await
     } else {
@@ -49,7 +49,9 @@ async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyhow
 
 async fn heal(target: &RunningTarget, heal: &Heal) -> anyhow::Result<String> {
     match heal {
-        Heal::Docker(undo) => docker::heal(target.topology().expect("docker undo on a docker target"), undo).await,
+        Heal::Docker(undo) => {
+            faultline_docker::fault::heal(target.topology().expect("docker undo on a docker target"), undo).await
+        }
         Heal::Process(undo) => process::heal(target, undo).await,
         Heal::Admin(undo) => admin::heal(target, undo).await,
     }
@@ -142,8 +144,3 @@ fn settle(record: &mut FaultRecord, healed: anyhow::Result<String>, at: f64) {
         }
     }
 }
-
-/// Grace period for `stop` and `restart`.
-const STOP_GRACE: Duration = Duration::from_secs(5);
-/// Limit for an `exec` fault's command.
-const EXEC_TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,7 +1,8 @@
 //! Providers bring a target up and take it down: a local process, an
-//! external server someone else runs, or containers (docker).
+//! external server someone else runs, or containers (docker, whose provider
+//! is `faultline_docker::provider`: here it is handed its kind's members
+//! and wrapped in a [`RunningTarget`]).
 
-pub mod docker;
 mod external;
 pub mod process;
 pub mod process_group;
@@ -27,7 +28,7 @@ pub struct RunningTarget {
     process: Option<process::ProcessSlot>,
     /// Docker targets: the containers (removed when the target stops, also
     /// on drop).
-    docker: Option<docker::DockerTarget>,
+    docker: Option<faultline_docker::provider::DockerTarget>,
     /// Its kind's driver, with the target's own options (for its faults).
     pub driver: Arc<dyn TargetDriver>,
 }
@@ -77,7 +78,7 @@ impl RunningTarget {
 
     /// The members and companions of a docker target, with their roles on
     /// request; None for other providers.
-    pub fn topology(&self) -> Option<&std::sync::Arc<crate::docker::members::Topology>> {
+    pub fn topology(&self) -> Option<&std::sync::Arc<faultline_docker::members::Topology>> {
         self.docker.as_ref().map(|d| &d.topology)
     }
 }
@@ -105,7 +106,21 @@ pub async fn start(
             process::start(name, spec, driver, &own).await
         }
         ProviderKind::External => external::start(name, spec, driver).await,
-        ProviderKind::Docker => docker::start(name, spec, driver, dirs.log_dir).await,
+        ProviderKind::Docker => {
+            let members = crate::kinds::members(&spec.kind);
+            let started =
+                faultline_docker::provider::start(name, spec, Arc::clone(&driver), members, dirs.log_dir).await?;
+            Ok(RunningTarget {
+                name: name.to_string(),
+                uri: started.uri,
+                server: started.server,
+                provider: ProviderKind::Docker,
+                port: None,
+                process: None,
+                docker: Some(started.target),
+                driver,
+            })
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use bollard::query_parameters::{
     ListContainersOptionsBuilder, ListNetworksOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 
-use super::{message_of, status_of, Docker, Labels, OWNER, OWNER_LABEL, PID_LABEL, RUN_LABEL, TARGET_LABEL};
+use crate::client::{message_of, status_of, Docker, Labels, OWNER, OWNER_LABEL, PID_LABEL, RUN_LABEL, TARGET_LABEL};
 
 /// What a teardown removed (by name) and what it could not.
 #[derive(Debug, Clone, Default)]

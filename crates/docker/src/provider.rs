@@ -6,6 +6,10 @@
 //! drop guard) when faultline panics; `faultline teardown` removes what a
 //! killed faultline left. Clients reach member 0, or with `discovery` the
 //! primary the target's Sentinels name at each connect.
+//!
+//! The runner's provider dispatch calls [`start`] with the kind's
+//! [`TopologyKind`] (the build's list of kinds is the runner's) and wraps
+//! what comes back, a [`Started`], in its `RunningTarget`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,14 +20,14 @@ use anyhow::{anyhow, bail, Context};
 use indexmap::IndexMap;
 use tokio::time::Instant;
 
-use super::RunningTarget;
-use crate::docker::members::{companion_name, member_name, Member, Topology};
-use crate::docker::{ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard};
-use crate::spec::docker::{split_tmpfs, CompanionSpec, DiscoverySpec, ReadySpec};
-use crate::spec::{ProviderKind, TargetSpec};
+use crate::members::{companion_name, member_name, Member, Topology};
+use crate::{say_err, ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard, MEMBER_LABEL};
 use faultline_kind::topology::{FailoverMember, TopologyKind};
 use faultline_kind::{ServerInfo, TargetDriver};
 use faultline_model::roles::Role;
+use faultline_model::units::{format_duration, Size};
+use faultline_spec::docker::{split_tmpfs, CompanionSpec, DiscoverySpec, ReadySpec};
+use faultline_spec::TargetSpec;
 
 /// A started docker target: its containers, and the guard that removes
 /// them if the orderly [`DockerTarget::stop`] never runs.
@@ -41,19 +45,33 @@ impl DockerTarget {
         save_all_logs(&self.topology.docker, self.topology.all(), &self.logs).await;
         let removed = self.topology.docker.remove_labeled(&self.labels).await;
         for e in &removed.errors {
-            crate::stdout::say_err!("error: removing target `{}`: {e}", self.topology.target);
+            say_err(format_args!("error: removing target `{}`: {e}", self.topology.target));
         }
         // What is left (if anything) the guard cannot remove either.
         self.guard.disarm();
     }
 }
 
+/// A docker target that is up and answering, for the runner to wrap.
+pub struct Started {
+    /// Where clients connect (member 0, the group, or the primary through
+    /// the Sentinels).
+    pub uri: String,
+    /// What the probe of member 0 learned.
+    pub server: ServerInfo,
+    /// The containers, removed by [`DockerTarget::stop`] (or its guard).
+    pub target: DockerTarget,
+}
+
+/// Starts `name`'s containers, its members run as `kind` says, and waits
+/// until they answer; logs go under `log_dir`.
 pub async fn start(
     name: &str,
     spec: &TargetSpec,
     driver: Arc<dyn TargetDriver>,
+    kind: Arc<dyn TopologyKind>,
     log_dir: &Path,
-) -> anyhow::Result<RunningTarget> {
+) -> anyhow::Result<Started> {
     let label = format!("target `{name}` (docker)");
     let docker = Docker::connect().await.with_context(|| label.clone())?;
     let image = spec.image.clone().context("docker targets need `image`")?;
@@ -68,26 +86,12 @@ pub async fn start(
     // (Ctrl-C during start) or panics, the guard removes what it created.
     let mut guard = TeardownGuard::new(labels.clone());
     let logs = log_dir.join(name);
-    let mut build = Build {
-        docker: docker.clone(),
-        name,
-        spec,
-        driver: Arc::clone(&driver),
-        kind: crate::kinds::members(&spec.kind),
-        labels: labels.clone(),
-        created: Vec::new(),
-    };
+    let mut build =
+        Build { docker: docker.clone(), name, spec, driver, kind, labels: labels.clone(), created: Vec::new() };
     match build.run(&image).await {
-        Ok((topology, server, uri)) => Ok(RunningTarget {
-            name: name.to_string(),
-            uri,
-            server,
-            provider: ProviderKind::Docker,
-            port: None,
-            process: None,
-            docker: Some(DockerTarget { topology: Arc::new(topology), labels, logs, guard }),
-            driver,
-        }),
+        Ok((topology, server, uri)) => {
+            Ok(Started { uri, server, target: DockerTarget { topology: Arc::new(topology), labels, logs, guard } })
+        }
         Err((e, culprit)) => {
             save_all_logs(&docker, build.created.iter(), &logs).await;
             let tail = match culprit {
@@ -116,7 +120,7 @@ async fn save_all_logs<'a>(docker: &Docker, members: impl Iterator<Item = &'a Me
         let path = dir.join(format!("{}.log", m.name));
         async move {
             if let Err(e) = docker.save_logs(&m.container, &path).await {
-                crate::stdout::say_err!("warning: cannot save the logs of `{}`: {e:#}", m.name);
+                say_err(format_args!("warning: cannot save the logs of `{}`: {e:#}", m.name));
             }
         }
     });
@@ -283,7 +287,7 @@ impl Build<'_> {
                 let e = anyhow!(
                     "the primary was not reachable through `{}` ({uri}) within {}; last probe error: {last}",
                     d.sentinels,
-                    crate::spec::units::format_duration(timeout)
+                    format_duration(timeout)
                 );
                 return Err((e, group.first().cloned()));
             }
@@ -305,7 +309,7 @@ impl Build<'_> {
         port: Option<u16>,
     ) -> Result<(), Failure> {
         let mut labels = self.labels.to_map();
-        labels.insert(crate::docker::MEMBER_LABEL.into(), name.clone());
+        labels.insert(MEMBER_LABEL.into(), name.clone());
         let spec = ContainerSpec {
             name: format!("fl-{}-{name}", self.labels.run),
             hostname: name.clone(),
@@ -359,11 +363,7 @@ impl Build<'_> {
             };
             let now = Instant::now();
             if now >= deadline {
-                bail!(
-                    "`{}` did not answer within {}; last probe error: {last}",
-                    m.name,
-                    crate::spec::units::format_duration(timeout)
-                );
+                bail!("`{}` did not answer within {}; last probe error: {last}", m.name, format_duration(timeout));
             }
             tokio::time::sleep_until((now + delay).min(deadline)).await;
             delay = (delay * 2).min(Duration::from_millis(500));
@@ -411,7 +411,7 @@ impl Build<'_> {
                     .collect();
                 bail!(
                     "replication did not come up within {} (member 0 primary, the others linked replicas); roles: {}",
-                    crate::spec::units::format_duration(timeout),
+                    format_duration(timeout),
                     seen.join(", ")
                 );
             }
@@ -422,7 +422,7 @@ impl Build<'_> {
 
 struct Limits<'a> {
     env: &'a IndexMap<String, String>,
-    memory: Option<crate::spec::units::Size>,
+    memory: Option<Size>,
     cpus: Option<f64>,
     tmpfs: &'a [String],
 }

@@ -5,9 +5,6 @@
 //! `unpause`, `reconnect`, `rejoin`) succeed without doing anything when there
 //! is nothing to undo, so a healing ledger may call them blindly.
 
-// The fault scheduler's API: until it lands only the tests call most of it.
-#![allow(dead_code)]
-
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
@@ -19,7 +16,7 @@ use bollard::query_parameters::{
 };
 use futures::StreamExt;
 
-use super::{message_of, Container, Docker, Network, State, CONFIRM_TIMEOUT};
+use crate::client::{message_of, Container, Docker, Network, State, CONFIRM_TIMEOUT};
 
 /// What an operation observed, and how long from the request until it did.
 #[derive(Debug, Clone)]
@@ -199,7 +196,7 @@ impl Docker {
     /// A command still running after `timeout` is an error (it keeps
     /// running inside: Docker cannot kill an exec).
     pub async fn exec(&self, c: &Container, cmd: &[String], timeout: Duration) -> anyhow::Result<ExecOutput> {
-        let shown = crate::command_line::shown(cmd);
+        let shown = faultline_model::command_line::shown(cmd);
         let created = self
             .api
             .create_exec(
@@ -255,7 +252,7 @@ impl Docker {
         if out.exit_code != 0 {
             bail!(
                 "`{}` in `{}` exited with {}: {}",
-                crate::command_line::shown(cmd),
+                faultline_model::command_line::shown(cmd),
                 c.name,
                 out.exit_code,
                 out.combined().trim()

@@ -1,12 +1,39 @@
 //! Against the real engine and the real faultline/redis image (build it with
 //! `sudo fixtures/images/build.sh redis`): every container operation and its
 //! confirmation, readiness waits, limits, the drop guard, and role
-//! resolution through the docker provider.
+//! resolution through the docker provider. Specs are loaded against a
+//! catalog of the Redis kind alone (the build's list of kinds is the
+//! runner's).
 
-use std::sync::{Mutex, MutexGuard};
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::*;
+use faultline_spec::{Catalog, KindInfo, Spec, TargetKind};
+
+/// The Redis kind, the one these tests' targets are.
+struct RedisOnly;
+
+impl Catalog for RedisOnly {
+    fn names(&self) -> Vec<&'static str> {
+        vec![faultline_kind_redis::KIND.name]
+    }
+
+    fn kind(
+        &self,
+        kind: &TargetKind,
+        options: Option<&serde_json::Value>,
+    ) -> Result<Arc<dyn KindInfo>, faultline_spec::options::OptionsError> {
+        assert_eq!(kind.as_str(), faultline_kind_redis::KIND.name);
+        (faultline_kind_redis::KIND.driver)(options).map(|d| d as Arc<dyn KindInfo>)
+    }
+}
+
+/// A spec loaded against the Redis kind.
+pub(crate) fn parse(path: &str, yaml: &str) -> Spec {
+    faultline_spec::parse(std::path::Path::new(path), yaml, &[], &RedisOnly).unwrap().spec
+}
 
 pub(crate) const IMAGE: &str = "faultline/redis:bookworm";
 
@@ -220,7 +247,7 @@ fn a_missing_image_says_how_to_build_it() {
 
 mod roles {
     use super::*;
-    use crate::docker::members::Selector;
+    use crate::members::Selector;
     use faultline_model::roles::Role;
 
     const SPEC: &str = r#"name: roles
@@ -245,7 +272,7 @@ scenarios:
   - {name: s, target: kv, workload: w, profiles: [p]}
 "#;
 
-    fn names(members: &[crate::docker::members::Member]) -> Vec<&str> {
+    fn names(members: &[crate::members::Member]) -> Vec<&str> {
         members.iter().map(|m| m.name.as_str()).collect()
     }
 
@@ -253,23 +280,16 @@ scenarios:
     #[test]
     fn roles_are_resolved_at_the_moment_they_are_asked_for() {
         let _one = exclusive();
-        let spec =
-            crate::spec::parse(std::path::Path::new("roles.yaml"), SPEC, &[], &crate::kinds::CATALOG).unwrap().spec;
+        let spec = parse("roles.yaml", SPEC);
         let dir = tempfile::tempdir().unwrap();
         let log_dir = dir.path().join("roles-run").join("logs");
         std::fs::create_dir_all(&log_dir).unwrap();
         runtime().block_on(async {
             let t = &spec.targets["kv"];
-            let run_dir = log_dir.parent().unwrap();
-            let dirs = crate::provider::TargetDirs {
-                work_dir: &run_dir.join("targets/kv"),
-                run_dir,
-                log_dir: &log_dir,
-                log_name: "kv",
-            };
-            let target =
-                crate::provider::start("kv", t, crate::kinds::driver(&t.kind, None).unwrap(), &dirs).await.unwrap();
-            let topo = std::sync::Arc::clone(target.topology().unwrap());
+            let driver = (faultline_kind_redis::KIND.driver)(None).unwrap();
+            let members = (faultline_kind_redis::KIND.members)();
+            let target = crate::provider::start("kv", t, driver, members, &log_dir).await.unwrap();
+            let topo = Arc::clone(&target.target.topology);
             let result = async {
                 assert_eq!(topo.primary().await?.name, "kv-0");
                 assert_eq!(names(&topo.resolve(&Selector::Replicas).await?), ["kv-1", "kv-2"]);
@@ -299,7 +319,7 @@ scenarios:
                 anyhow::Ok(())
             }
             .await;
-            target.stop().await;
+            target.target.stop().await;
             result.unwrap();
             let d = Docker::connect().await.unwrap();
             let left = d.list_owned(Some(&faultline_kind::ledger::run_id(&log_dir))).await.unwrap();
@@ -310,7 +330,7 @@ scenarios:
         });
     }
 
-    async fn d_exec(topo: &crate::docker::members::Topology, name: &str, cmd: &str) -> anyhow::Result<String> {
+    async fn d_exec(topo: &crate::members::Topology, name: &str, cmd: &str) -> anyhow::Result<String> {
         let m = topo.all().find(|m| m.name == name).unwrap();
         Ok(topo.docker.exec_ok(&m.container, &argv(cmd), Duration::from_secs(10)).await?.stdout)
     }

@@ -1,21 +1,14 @@
 //! A thin, typed layer over the Docker engine API (bollard, local unix socket
-//! only): networks, containers with limits, readiness waits, and the
-//! container operations faults are made of. Every operation that changes a
-//! container's state returns only after `inspect` (or the kernel, for packet
-//! filters) shows the change took effect, so a fault that "happened" really
-//! did.
+//! only): networks, containers with limits, readiness waits. The container
+//! operations faults are made of are in ops.rs, removal by label in
+//! teardown.rs; every operation that changes a container's state returns
+//! only after `inspect` (or the kernel, for packet filters) shows the change
+//! took effect, so a fault that "happened" really did.
 //!
 //! Everything faultline creates carries [`Labels`]: the owner label
 //! `faultline.owner=faultline`, the run id, the target and the pid of the
 //! faultline process, so [`Docker::remove_labeled`] (and `faultline
 //! teardown`) can find it again after a crash.
-
-pub mod members;
-mod ops;
-mod teardown;
-
-#[cfg(test)]
-mod tests;
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -27,11 +20,6 @@ use bollard::errors::Error as ApiError;
 use bollard::models::{ContainerCreateBody, EndpointSettings, HostConfig, NetworkCreateRequest, NetworkingConfig};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, LogsOptionsBuilder};
 use futures::StreamExt;
-
-#[allow(unused_imports)] // the fault scheduler's vocabulary
-pub use ops::{Confirmed, ExecOutput};
-#[allow(unused_imports)]
-pub use teardown::{remove_labeled_blocking, Owned, Removed, ResourceKind, TeardownGuard};
 
 pub const OWNER_LABEL: &str = "faultline.owner";
 pub const OWNER: &str = "faultline";
@@ -53,7 +41,7 @@ pub struct Labels {
 }
 
 impl Labels {
-    #[allow(dead_code)] // a whole run's resources; used by the tests
+    /// A whole run's resources.
     pub fn run(run: &str) -> Labels {
         Labels { run: run.to_string(), target: None }
     }
@@ -79,7 +67,8 @@ impl Labels {
 /// A connection to the local Docker engine.
 #[derive(Clone)]
 pub struct Docker {
-    api: bollard::Docker,
+    /// The engine's client; ops.rs and teardown.rs use it directly.
+    pub(crate) api: bollard::Docker,
 }
 
 /// A container faultline created.
@@ -195,7 +184,6 @@ impl Docker {
     }
 
     /// The raw API, for what this layer does not wrap.
-    #[allow(dead_code)]
     pub fn api(&self) -> &bollard::Docker {
         &self.api
     }
@@ -238,7 +226,8 @@ impl Docker {
         Ok(Network { id: created.id, name: name.to_string(), subnet, gateway })
     }
 
-    #[allow(dead_code)] // teardown removes networks by label; for callers that made their own
+    /// Removes a network (teardown removes networks by label; this is for
+    /// callers that made their own).
     pub async fn remove_network(&self, id_or_name: &str) -> anyhow::Result<()> {
         match self.api.remove_network(id_or_name).await {
             Ok(()) => Ok(()),
@@ -433,7 +422,7 @@ pub enum ReadyCheck {
 impl std::fmt::Display for ReadyCheck {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReadyCheck::Command(c) => write!(f, "ready command `{}`", crate::command_line::shown(c)),
+            ReadyCheck::Command(c) => write!(f, "ready command `{}`", faultline_model::command_line::shown(c)),
             ReadyCheck::Port { port, .. } => write!(f, "ready when port {port} answers"),
             ReadyCheck::Log(l) => write!(f, "ready when the log shows {l:?}"),
         }

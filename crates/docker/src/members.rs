@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 use indexmap::IndexMap;
 
-use super::{Container, Docker, Network};
+use crate::client::{Container, Docker, Network};
 use faultline_kind::topology::{FailoverMember, FailoverPlan, TopologyKind};
 use faultline_kind::TargetDriver;
 use faultline_model::roles::Role;
@@ -233,13 +233,13 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::Spec;
     use faultline_spec::selector::parse_selector;
+    use faultline_spec::Spec;
 
     const SPEC: &str = "name: t\ntargets:\n  kv:\n    kind: redis\n    provider: docker\n    image: faultline/redis:bookworm\n    members: 3\n    companions:\n      sentinels: {count: 3, port: 26379}\n  local: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\nprofiles:\n  p: {closed: 1x1}\nscenarios:\n  - {name: s, target: kv, workload: w, profiles: [p]}\n";
 
     fn spec() -> Spec {
-        crate::spec::parse(std::path::Path::new("t.yaml"), SPEC, &[], &crate::kinds::CATALOG).unwrap().spec
+        crate::tests::parse("t.yaml", SPEC)
     }
 
     #[test]

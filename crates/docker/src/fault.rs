@@ -1,12 +1,30 @@
 //! Faults on containers, through the Docker layer's confirmed operations:
 //! the actions faultline_spec::fault::DockerFaults declares, the list
-//! validation holds a spec to.
+//! validation holds a spec to. The runner's fault scheduler calls [`apply`]
+//! and [`heal`] and keeps the [`Undo`] in its ledger of faults in force.
+
+use std::time::Duration;
 
 use anyhow::Context;
 
-use super::{Applied, Heal, EXEC_TIMEOUT, STOP_GRACE};
-use crate::docker::members::{Member, Topology};
-use crate::spec::{FaultAction, FaultKind, FaultSpec, Spec};
+use crate::members::{Member, Topology};
+use faultline_spec::{FaultAction, FaultKind, FaultSpec, Spec};
+
+/// Grace period for `stop` and `restart`.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Limit for an `exec` fault's command.
+const EXEC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A container fault that was applied and confirmed.
+pub struct Applied {
+    /// The containers it hit, by member name.
+    pub hit: Vec<String>,
+    pub evidence: String,
+    /// An `exec` fault's output.
+    pub output: String,
+    /// Undoes the fault; None when there is nothing to undo (exec, start, …).
+    pub undo: Option<Undo>,
+}
 
 /// What undoes a container fault.
 pub struct Undo {
@@ -54,7 +72,7 @@ pub async fn apply(topo: &Topology, fault: &FaultSpec, spec: &Spec) -> anyhow::R
         hit: members.iter().map(|m| m.name.clone()).collect(),
         evidence: evidence.join("; "),
         output,
-        heal: kind.heals().then_some(Heal::Docker(Undo { kind, members })),
+        undo: kind.heals().then_some(Undo { kind, members }),
     })
 }
 
@@ -66,7 +84,7 @@ async fn failover(topo: &Topology, coordinated: bool, spec: &Spec) -> anyhow::Re
         .and_then(|t| t.discovery.as_ref())
         .with_context(|| format!("`{}` has no `discovery`: a failover goes through the Sentinels", topo.target))?;
     let (old, evidence) = topo.failover(&discovery.sentinels, &discovery.master, coordinated).await?;
-    Ok(Applied { hit: vec![old.name], evidence, output: String::new(), heal: None })
+    Ok(Applied { hit: vec![old.name], evidence, output: String::new(), undo: None })
 }
 
 pub async fn heal(topo: &Topology, undo: &Undo) -> anyhow::Result<String> {

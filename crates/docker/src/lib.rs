@@ -1,0 +1,49 @@
+//! faultline's Docker layer. Its one job: run a target as containers and
+//! fault them, so that bollard (the engine's client) is this crate's alone.
+//! - [`client`]: networks and containers with limits, readiness waits, logs;
+//! - ops.rs: the container operations faults are made of, each confirmed
+//!   ([`Docker::pause`], [`Docker::isolate`], …);
+//! - teardown.rs: finding and removing what faultline created by its labels
+//!   ([`Docker::remove_labeled`], [`TeardownGuard`], [`Docker::list_owned`]);
+//! - [`members`]: who is who among a running target's containers, roles
+//!   asked of the servers now;
+//! - [`provider`]: the docker provider, which brings a target up and down;
+//! - [`fault`]: the container faults and what undoes them.
+//!
+//! It sits beside the kinds, above `faultline-kind` (a kind's
+//! [`TopologyKind`](faultline_kind::topology::TopologyKind) and
+//! [`TargetDriver`](faultline_kind::TargetDriver) say how its members start
+//! and tell their roles), and below the runner, which keeps what is the
+//! engine's and hands this crate plain data instead:
+//! - the build's list of kinds: [`provider::start`] is handed the kind's
+//!   `TopologyKind` rather than looking it up;
+//! - `RunningTarget`, the one type every provider returns: the provider
+//!   returns a [`provider::Started`], which the runner wraps;
+//! - the fault ledger (`Heal`, with the process and kind backends' undos):
+//!   [`fault::apply`] returns a [`fault::Applied`] with this crate's own
+//!   [`fault::Undo`], which the runner files under `Heal::Docker`.
+
+pub mod client;
+pub mod fault;
+pub mod members;
+mod ops;
+pub mod provider;
+mod teardown;
+
+#[cfg(test)]
+mod tests;
+
+pub use client::{
+    missing_image_message, Container, ContainerSpec, Docker, Labels, Network, ReadyCheck, State, CONFIRM_TIMEOUT,
+    MEMBER_LABEL, OWNER, OWNER_LABEL, PID_LABEL, RUN_LABEL, TARGET_LABEL,
+};
+pub use ops::{Confirmed, ExecOutput};
+pub use teardown::{remove_labeled_blocking, Owned, Removed, ResourceKind, TeardownGuard};
+
+/// `eprintln!` with credentials redacted (as the runner's `say_err!`): for
+/// warnings that may quote a URI or a server's answer.
+pub(crate) fn say_err(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let line = format!("{line}\n");
+    let _ = std::io::stderr().write_all(faultline_model::redact::text(&line).as_bytes());
+}
