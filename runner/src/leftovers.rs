@@ -43,7 +43,11 @@ fn describe(run: &str, items: &[Owned]) -> String {
         .collect();
     containers.sort();
     let networks = items.iter().filter(|i| i.kind == ResourceKind::Network).count();
+    let services = items.iter().filter(|i| i.kind == ResourceKind::Service).count();
     let mut left = Vec::new();
+    if services > 0 {
+        left.push(format!("{services} swarm service{} of agents", if services == 1 { "" } else { "s" }));
+    }
     if !containers.is_empty() {
         left.push(format!(
             "{} container{}: {}",

@@ -107,14 +107,23 @@ enum Command {
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
         load_threads: Option<u16>,
         /// Run the load on agents: `local:N` starts N agent processes here,
-        /// `wait:N` waits for N agents started elsewhere (`faultline agent
-        /// --connect`). Faults, checkers and gates stay here.
+        /// `swarm:N` a Docker Swarm service of N agents, `wait:N` waits for N
+        /// agents started elsewhere (`faultline agent --connect`). Faults,
+        /// checkers and gates stay here.
         #[arg(long, value_name = "LAUNCHER:N", value_parser = agent::launch::parse)]
         agents: Option<agent::launch::Launcher>,
         /// Where agents dial in (default 127.0.0.1 on a free port for
         /// `local`; `wait` needs an address they can reach, e.g. 0.0.0.0:7600).
         #[arg(long, value_name = "ADDR:PORT", requires = "agents")]
         agent_listen: Option<std::net::SocketAddr>,
+        /// `swarm`: the agents' image, with this very faultline build on
+        /// its PATH (default: `faultline/agent:<digest>`, made here from
+        /// --agent-base and this binary).
+        #[arg(long, value_name = "IMAGE", requires = "agents")]
+        agent_image: Option<String>,
+        /// `swarm`: the local image the agents' image is made from.
+        #[arg(long, value_name = "IMAGE", default_value = "faultline/redis:bookworm", requires = "agents")]
+        agent_base: String,
     },
     /// Run one agent of a run on agents: dial the coordinator (`faultline
     /// run --agents`), run its share of every cell's load, and send back
@@ -310,9 +319,27 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run { spec, set, quick, only, out, dry_run, junit, load_threads, agents, agent_listen } => {
+        Command::Run {
+            spec,
+            set,
+            quick,
+            only,
+            out,
+            dry_run,
+            junit,
+            load_threads,
+            agents,
+            agent_listen,
+            agent_image,
+            agent_base,
+        } => {
             let load_threads = load_threads.map(usize::from);
-            let agents = agents.map(|launcher| run::AgentsArgs { launcher, listen: agent_listen });
+            let agents = agents.map(|launcher| run::AgentsArgs {
+                launcher,
+                listen: agent_listen,
+                image: agent_image,
+                base: agent_base,
+            });
             run::run(run::RunArgs { spec, set, quick, only, out, dry_run, junit, load_threads, agents })
         }
         Command::Agents { command: AgentsCommand::Render { kubernetes: _, count, connect, image, namespace, job, cpu } } => {

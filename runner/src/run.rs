@@ -33,6 +33,9 @@ pub struct RunArgs {
 pub struct AgentsArgs {
     pub launcher: crate::agent::launch::Launcher,
     pub listen: Option<std::net::SocketAddr>,
+    /// Swarm: the image to run (default: made here from `base`).
+    pub image: Option<String>,
+    pub base: String,
 }
 
 pub fn run(args: RunArgs) -> u8 {
@@ -158,6 +161,33 @@ async fn gather_agents(
     let address = listener.local_addr()?;
     let launched = match agents.launcher {
         Launcher::Local(n) => Launched::local(n, address, log_dir)?,
+        Launcher::Swarm(n) => {
+            let docker = faultline_docker::Docker::connect().await?;
+            docker.require_swarm_manager().await?;
+            let image = match &agents.image {
+                Some(image) => {
+                    docker.require_image(image).await?;
+                    image.clone()
+                }
+                None => {
+                    let exe = std::env::current_exe().context("cannot find faultline's own binary")?;
+                    let sha = crate::provenance::sha256_of(&exe);
+                    docker.agent_image(&exe, &sha, &agents.base).await?
+                }
+            };
+            // On the host's network, an agent on this node reaches a listener
+            // on any address here through the loopback.
+            let connect = match address.ip().is_unspecified() {
+                true => std::net::SocketAddr::from(([127, 0, 0, 1], address.port())),
+                false => address,
+            };
+            let run_id = faultline_kind::ledger::run_id(log_dir);
+            let name: String = format!("faultline-agents-{run_id}").chars().take(63).collect();
+            let labels = faultline_docker::Labels::run(&run_id);
+            let service = docker.start_agent_service(&name, &image, n, &connect.to_string(), &labels).await?;
+            progress.println(&format!("swarm service `{name}`: {n} agents of image `{image}`"));
+            Launched::swarm(docker, service)
+        }
         Launcher::Wait(n) => {
             progress.println(&format!("waiting for {n} agents: faultline agent --connect HOST:{}", address.port()));
             Launched::none(agents.launcher)

@@ -106,6 +106,7 @@ async fn teardown(args: TeardownArgs) -> u8 {
         let removed = docker.remove_owned(&chosen).await;
         for o in &chosen {
             let gone = match o.kind {
+                ResourceKind::Service => removed.services.contains(&o.name),
                 ResourceKind::Container => removed.containers.contains(&o.name),
                 ResourceKind::Network => removed.networks.contains(&o.name),
             };
@@ -115,6 +116,9 @@ async fn teardown(args: TeardownArgs) -> u8 {
         }
         for e in &removed.errors {
             eprintln!("error: {e}");
+        }
+        if !removed.services.is_empty() {
+            crate::stdout::say!("removed {} swarm service(s) of agents", removed.services.len());
         }
         crate::stdout::say!(
             "removed {} container{} and {} network{}",
@@ -179,6 +183,7 @@ fn origin(o: &Owned) -> String {
 
 fn kind_word(k: ResourceKind) -> &'static str {
     match k {
+        ResourceKind::Service => "swarm service",
         ResourceKind::Container => "container",
         ResourceKind::Network => "network",
     }

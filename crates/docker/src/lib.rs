@@ -8,7 +8,8 @@
 //! - [`members`]: who is who among a running target's containers, roles
 //!   asked of the servers now;
 //! - [`provider`]: the docker provider, which brings a target up and down;
-//! - [`fault`]: the container faults and what undoes them.
+//! - [`fault`]: the container faults and what undoes them;
+//! - [`swarm`]: a run's agents as a Docker Swarm service.
 //!
 //! It sits beside the kinds, above `faultline-kind` (a kind's
 //! [`TopologyKind`](faultline_kind::topology::TopologyKind) and
@@ -28,6 +29,7 @@ pub mod fault;
 pub mod members;
 mod ops;
 pub mod provider;
+pub mod swarm;
 mod teardown;
 
 #[cfg(test)]

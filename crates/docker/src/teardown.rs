@@ -14,6 +14,8 @@ use crate::client::{message_of, status_of, Docker, Labels, OWNER, OWNER_LABEL, P
 /// What a teardown removed (by name) and what it could not.
 #[derive(Debug, Clone, Default)]
 pub struct Removed {
+    /// Swarm services (a run's agents).
+    pub services: Vec<String>,
     pub containers: Vec<String>,
     pub networks: Vec<String>,
     pub errors: Vec<String>,
@@ -21,6 +23,7 @@ pub struct Removed {
 
 impl Removed {
     fn absorb(&mut self, other: Removed) {
+        self.services.extend(other.services);
         self.containers.extend(other.containers);
         self.networks.extend(other.networks);
         self.errors.extend(other.errors);
@@ -43,6 +46,7 @@ pub struct Owned {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ResourceKind {
+    Service,
     Container,
     Network,
 }
@@ -63,6 +67,18 @@ impl Docker {
             labels.as_ref().and_then(|l| l.get(key)).cloned().unwrap_or_default()
         };
         let mut out = Vec::new();
+        for (name, labels) in self.owned_services(&f).await? {
+            let labels = Some(labels);
+            out.push(Owned {
+                kind: ResourceKind::Service,
+                id: name.clone(),
+                name,
+                run: label_of(&labels, RUN_LABEL),
+                target: label_of(&labels, TARGET_LABEL),
+                pid: label_of(&labels, PID_LABEL).parse().ok(),
+                state: String::new(),
+            });
+        }
         let containers = self
             .api
             .list_containers(Some(ListContainersOptionsBuilder::new().all(true).filters(&f).build()))
@@ -104,11 +120,17 @@ impl Docker {
         Ok(out)
     }
 
-    /// Removes containers first (forced, with their anonymous volumes), then
-    /// networks. A network whose removal races a container being removed is
-    /// tried again.
+    /// Removes swarm services first (so none starts a task again), then
+    /// containers (forced, with their anonymous volumes), then networks. A
+    /// network whose removal races a container being removed is tried again.
     pub async fn remove_owned(&self, items: &[Owned]) -> Removed {
         let mut removed = Removed::default();
+        for s in items.iter().filter(|i| i.kind == ResourceKind::Service) {
+            match self.remove_service(&s.name).await {
+                Ok(()) => removed.services.push(s.name.clone()),
+                Err(e) => removed.errors.push(format!("{e:#}")),
+            }
+        }
         let containers = items.iter().filter(|i| i.kind == ResourceKind::Container);
         let results = futures::future::join_all(containers.map(|c| async move {
             let options = RemoveContainerOptionsBuilder::new().force(true).v(true).build();

@@ -166,7 +166,18 @@ pub struct RunShare {
 impl Agents {
     /// Takes in the `launched.count` agents dialing `listener`, checks each
     /// is this very build, reads its clock and gives it the run.
+    /// What the launcher started is stopped again if they do not all join.
     pub async fn gather(listener: TcpListener, launched: Launched, run: RunShare) -> anyhow::Result<Agents> {
+        match Agents::join(listener, &launched, run).await {
+            Ok(links) => Ok(Agents { links, launched }),
+            Err(e) => {
+                launched.stop().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn join(listener: TcpListener, launched: &Launched, run: RunShare) -> anyhow::Result<Vec<Link>> {
         let expected = launched.count;
         let mut pending = Vec::new();
         let deadline = Instant::now() + JOIN_LIMIT;
@@ -205,12 +216,11 @@ impl Agents {
         let peers = Arc::new(Mutex::new(Vec::new()));
         let mut links = Vec::new();
         for (index, (hello, rd, wr)) in pending.into_iter().enumerate() {
-            let link = connect(hello, rd, wr, &launched, (index as u32, agents), Arc::clone(&peers));
+            let link = connect(hello, rd, wr, launched, (index as u32, agents), Arc::clone(&peers));
             peers.lock().expect("peers lock").push(link.out.clone());
             links.push(link);
         }
-        let this = Agents { links, launched };
-        for (index, link) in this.links.iter().enumerate() {
+        for (index, link) in links.iter().enumerate() {
             link.read_clock(PINGS_AT_START).await.map_err(|why| anyhow::anyhow!(link.lost(&why)))?;
             let _ = link.out.send(Frame::Welcome(Box::new(RunOrder {
                 index: index as u32,
@@ -224,7 +234,7 @@ impl Agents {
                 load_threads: run.load_threads,
             })));
         }
-        for link in &this.links {
+        for link in &links {
             match link.next(JOIN_LIMIT).await {
                 Reply::Ready => {}
                 Reply::Failed(why) => anyhow::bail!("agent `{}` cannot run this spec: {why}", link.info.name),
@@ -232,7 +242,7 @@ impl Agents {
                 _ => anyhow::bail!("agent `{}` answered the run with something else", link.info.name),
             }
         }
-        Ok(this)
+        Ok(links)
     }
 
     /// Who the agents are, and how their clocks stood at the run's start.

@@ -1,8 +1,9 @@
 //! Who starts the agents. faultline does not place or restart them itself:
 //! `local` starts N agent processes on this machine (each dies with the
-//! coordinator, whatever ends it); `wait` starts none and waits for N agents
-//! an orchestrator started (a Kubernetes Job from `faultline agents render`,
-//! or anything that runs `faultline agent --connect`).
+//! coordinator, whatever ends it); `swarm` asks Docker Swarm for a service
+//! of N agents (faultline-docker's swarm.rs); `wait` starts none and waits
+//! for N agents an orchestrator started (a Kubernetes Job from `faultline
+//! agents render`, or anything that runs `faultline agent --connect`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,8 @@ use tokio::task::JoinHandle;
 pub enum Launcher {
     /// N agent processes on this machine.
     Local(u32),
+    /// N agents in a Docker Swarm service.
+    Swarm(u32),
     /// N agents started by someone else, dialing `--agent-listen`.
     Wait(u32),
 }
@@ -24,21 +27,23 @@ pub enum Launcher {
 impl Launcher {
     pub fn count(&self) -> u32 {
         match self {
-            Launcher::Local(n) | Launcher::Wait(n) => *n,
+            Launcher::Local(n) | Launcher::Swarm(n) | Launcher::Wait(n) => *n,
         }
     }
 
     pub fn name(&self) -> &'static str {
         match self {
             Launcher::Local(_) => "local",
+            Launcher::Swarm(_) => "swarm",
             Launcher::Wait(_) => "external",
         }
     }
 }
 
-/// `local:4`, `wait:4`.
+/// `local:4`, `swarm:4`, `wait:4`.
 pub fn parse(text: &str) -> Result<Launcher, String> {
-    let usage = "give LAUNCHER:N, e.g. local:4 (agent processes on this machine) or wait:4 (agents you start)";
+    let usage = "give LAUNCHER:N, e.g. local:4 (agent processes on this machine), swarm:4 (a Docker Swarm \
+                 service) or wait:4 (agents you start)";
     let (kind, n) = text.split_once(':').ok_or_else(|| format!("`{text}`: {usage}"))?;
     let n: u32 = n.parse().map_err(|_| format!("`{text}`: `{n}` is not a number of agents; {usage}"))?;
     if !(1..=256).contains(&n) {
@@ -46,6 +51,7 @@ pub fn parse(text: &str) -> Result<Launcher, String> {
     }
     match kind {
         "local" => Ok(Launcher::Local(n)),
+        "swarm" => Ok(Launcher::Swarm(n)),
         "wait" => Ok(Launcher::Wait(n)),
         other => Err(format!("`{text}`: no launcher `{other}`; {usage}")),
     }
@@ -67,6 +73,8 @@ pub struct Launched {
     /// Agent processes that exited, with how.
     exits: Arc<Mutex<Vec<String>>>,
     exited: Arc<Notify>,
+    /// A swarm service of agents, removed on stop.
+    service: Option<(faultline_docker::Docker, faultline_docker::swarm::AgentService)>,
 }
 
 impl Launched {
@@ -77,7 +85,15 @@ impl Launched {
             processes: Vec::new(),
             exits: Arc::default(),
             exited: Arc::default(),
+            service: None,
         }
+    }
+
+    /// A swarm service of agents, already created.
+    pub fn swarm(docker: faultline_docker::Docker, service: faultline_docker::swarm::AgentService) -> Launched {
+        let mut launched = Launched::none(Launcher::Swarm(service.replicas));
+        launched.service = Some((docker, service));
+        launched
     }
 
     /// Starts `count` agent processes of this very binary, dialing `coordinator`.
@@ -135,6 +151,16 @@ impl Launched {
     /// Resolves when a started agent exits (never, for agents started by
     /// someone else), with how and where its log is.
     pub async fn first_exit(&self) -> String {
+        if let Some((docker, service)) = &self.service {
+            // A task that failed or was rejected will not dial in.
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let tasks = docker.service_tasks(&service.name).await;
+                if tasks.iter().any(|t| t.contains(" failed") || t.contains(" rejected")) {
+                    return format!("an agent of swarm service `{}` failed: {}", service.name, tasks.join("; "));
+                }
+            }
+        }
         loop {
             let notified = self.exited.notified();
             if let Some(e) = self.exits.lock().expect("exits lock").first() {
@@ -148,6 +174,9 @@ impl Launched {
     }
 
     pub fn describe(&self) -> String {
+        if let Some((_, s)) = &self.service {
+            return format!("swarm service `{}` of {} agents, image `{}`", s.name, s.replicas, s.image);
+        }
         match self.processes.is_empty() {
             true => format!("waiting for {} agents started elsewhere", self.count),
             false => format!("{} {} agent processes started", self.count, self.kind),
@@ -156,6 +185,9 @@ impl Launched {
 
     /// Where an agent that did not join says why.
     pub fn where_to_look(&self) -> String {
+        if let Some((_, s)) = &self.service {
+            return format!("`docker service ps --no-trunc {}` and `docker service logs {}` say why", s.name, s.name);
+        }
         match self.processes.first() {
             Some(p) => format!("see {} (and the other agents' logs beside it)", p.log.display()),
             None => "start them with `faultline agent --connect HOST:PORT` where HOST:PORT reaches --agent-listen".into(),
@@ -165,6 +197,14 @@ impl Launched {
     /// Waits a moment for the agents to leave on their own (they were told
     /// goodbye), then kills what is left, and waits for every process.
     pub async fn stop(mut self) {
+        if let Some((docker, service)) = self.service.take() {
+            // The agents were told goodbye; a moment for them to leave, then
+            // the service goes, and any task still running with it.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if let Err(e) = docker.remove_service(&service.name).await {
+                crate::stdout::say_err!("warning: {e:#}");
+            }
+        }
         let all_gone = async {
             for p in &mut self.processes {
                 let _ = (&mut p.waiter).await;
@@ -185,6 +225,24 @@ impl Launched {
     }
 }
 
+impl Drop for Launched {
+    /// A run that ends without stopping its launcher (a panic, a Ctrl-C
+    /// while the agents joined) still removes the swarm service; local
+    /// agent processes die with their waiters' runtime and with the
+    /// coordinator.
+    fn drop(&mut self) {
+        if let Some((docker, service)) = self.service.take() {
+            let removing = std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+                runtime.block_on(docker.remove_service(&service.name)).err()
+            });
+            if let Ok(Some(e)) = removing.join() {
+                crate::stdout::say_err!("warning: {e:#}");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +254,7 @@ mod tests {
         assert!(parse("local").unwrap_err().contains("LAUNCHER:N"));
         assert!(parse("local:x").unwrap_err().contains("not a number"));
         assert!(parse("local:0").unwrap_err().contains("between 1 and 256"));
+        assert_eq!(parse("swarm:4"), Ok(Launcher::Swarm(4)));
         assert!(parse("k8s:2").unwrap_err().contains("no launcher `k8s`"));
     }
 }
