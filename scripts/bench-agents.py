@@ -10,7 +10,10 @@ faultline with `--agents local:N`, in rotated order, for --rounds rounds:
   alone, on 1 agent and on 2 agents: merged ops/s, and the coordinator's own CPU per op merged (its
   utime+stime from /proc, without its children).
 
-Usage: scripts/bench-agents.py [--rounds 3] [--seconds 5] [--rate 20000] [--faultline PATH]
+With --swarm, the exactness rows include 4 agents in a Docker Swarm service (`--agents swarm:4`); the
+script makes the engine a single-node swarm for the run if it is not one, and leaves it again after.
+
+Usage: scripts/bench-agents.py [--rounds 3] [--seconds 5] [--rate 20000] [--swarm] [--faultline PATH]
 """
 import argparse
 import json
@@ -85,6 +88,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rate", type=int, default=20000)
+    ap.add_argument("--swarm", action="store_true")
     ap.add_argument("--faultline", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "/var/cache/faultline/target"),
                                                          "release", "faultline"))
     args = ap.parse_args()
@@ -93,6 +97,15 @@ def main():
     server = subprocess.Popen(pin + ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                                      "--appendonly", "no"], stdout=subprocess.DEVNULL)
     workdir = tempfile.mkdtemp()
+    joined = False
+    if args.swarm:
+        state = subprocess.run(["docker", "info", "--format", "{{.Swarm.LocalNodeState}}"], capture_output=True,
+                               text=True).stdout.strip()
+        nets = subprocess.run(["docker", "network", "ls", "--format", "{{.Name}}"], capture_output=True, text=True).stdout
+        had_gwbridge = "docker_gwbridge" in nets.split()
+        if state != "active":
+            subprocess.run(["docker", "swarm", "init", "--advertise-addr", "127.0.0.1"], check=True, capture_output=True)
+            joined = True
     try:
         time.sleep(0.5)
         print(f"{os.cpu_count()} CPUs, redis-server {'on core 1' if pin else 'unpinned'}, {args.rounds} rotated rounds of "
@@ -100,10 +113,12 @@ def main():
         open_loop = spec(port, f"{{open: {{rate: {args.rate}, connections: 4, in_flight: 16}}}}", args.seconds)
         open_loop = open_loop.replace("WORKLOAD", "w")
         ways = {"one process": [], "4 local agents": ["--agents", "local:4"]}
+        if args.swarm:
+            ways["4 swarm agents"] = ["--agents", "swarm:4"]
         runs = {w: [] for w in ways}
         names = list(ways)
         for r in range(args.rounds):
-            for w in names[r % 2:] + names[:r % 2]:
+            for w in names[r % len(names):] + names[:r % len(names)]:
                 runs[w].append(run(args.faultline, open_loop, ways[w], workdir))
         print(f"\nExactness: open loop {args.rate:,}/s over 4 connections, GET 80 / SET 20\n")
         print("| way | due | sent | ok | ops/s median (min-max) | p99 ms median (min-max) | agents' ok summed = ok |")
@@ -140,6 +155,10 @@ def main():
             print(f"| {w} | {tput[0]:,.0f} ({tput[1]:,.0f}-{tput[2]:,.0f}) | {tput[0] / base:.2f} | {per_op:.2f} |")
     finally:
         server.kill()
+        if joined:
+            subprocess.run(["docker", "swarm", "leave", "--force"], capture_output=True)
+            if not had_gwbridge:
+                subprocess.run(["docker", "network", "rm", "docker_gwbridge"], capture_output=True)
 
 
 if __name__ == "__main__":

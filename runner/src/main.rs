@@ -342,7 +342,9 @@ fn main() -> ExitCode {
             });
             run::run(run::RunArgs { spec, set, quick, only, out, dry_run, junit, load_threads, agents })
         }
-        Command::Agents { command: AgentsCommand::Render { kubernetes: _, count, connect, image, namespace, job, cpu } } => {
+        Command::Agents {
+            command: AgentsCommand::Render { kubernetes: _, count, connect, image, namespace, job, cpu },
+        } => {
             let args = agent::kubernetes::RenderArgs { count, connect, image, namespace, job, cpu };
             match agent::kubernetes::render(&args) {
                 Ok(yaml) => {

@@ -156,8 +156,9 @@ async fn gather_agents(
 ) -> anyhow::Result<crate::agent::Agents> {
     use crate::agent::launch::{Launched, Launcher};
     let listen = agents.listen.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
-    let listener =
-        tokio::net::TcpListener::bind(listen).await.with_context(|| format!("--agent-listen {listen}: cannot listen"))?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("--agent-listen {listen}: cannot listen"))?;
     let address = listener.local_addr()?;
     let launched = match agents.launcher {
         Launcher::Local(n) => Launched::local(n, address, log_dir)?,

@@ -133,15 +133,16 @@ fn an_agent_started_elsewhere_dials_in_and_runs_the_load() {
         .unwrap();
     let agent = faultline().args(["agent", "--connect", &listen, "--name", "elsewhere"]).output().unwrap();
     let coordinator = coordinator.wait_with_output().unwrap();
-    assert_eq!(agent.status.code(), Some(0), "the agent leaves on the coordinator's goodbye: {}", String::from_utf8_lossy(&agent.stderr));
+    assert_eq!(
+        agent.status.code(),
+        Some(0),
+        "the agent leaves on the coordinator's goodbye: {}",
+        String::from_utf8_lossy(&agent.stderr)
+    );
     let dir = run_dir(out.path()).expect("a run directory");
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
-    assert!(
-        [0, 1].contains(&coordinator.status.code().unwrap()),
-        "{}",
-        String::from_utf8_lossy(&coordinator.stderr)
-    );
+    assert!([0, 1].contains(&coordinator.status.code().unwrap()), "{}", String::from_utf8_lossy(&coordinator.stderr));
     assert_eq!(results["run"]["agents"][0]["name"], "elsewhere");
     assert_eq!(results["run"]["agents"][0]["launcher"], "external");
     let stats = &results["cells"][0]["stats"];
@@ -164,10 +165,8 @@ fn a_killed_agent_fails_its_cell_naming_it_and_leaves_nothing_running() {
         .spawn()
         .unwrap();
     let dir = wait_for_log(out.path(), "measuring, first op answered", Duration::from_secs(90));
-    let victim = agent_processes()
-        .into_iter()
-        .find(|p| p.contains("--name local-1"))
-        .expect("agent local-1 is running");
+    let victim =
+        agent_processes().into_iter().find(|p| p.contains("--name local-1")).expect("agent local-1 is running");
     let pid: i32 = victim.split_whitespace().next().unwrap().parse().unwrap();
     // SAFETY: signalling a process this test's run started.
     unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -276,6 +275,126 @@ fn the_kubernetes_manifests_validate_against_the_api_schema() {
     // A field Kubernetes does not know fails the same check: it is no rubber stamp.
     let wrong = String::from_utf8_lossy(&out.stdout).replace("backoffLimit", "backofLimit");
     std::fs::write(&manifest, wrong).unwrap();
-    let check = std::process::Command::new("kubernetes-validate").args(["--strict", "-k", "1.30.0"]).arg(&manifest).output().unwrap();
+    let check = std::process::Command::new("kubernetes-validate")
+        .args(["--strict", "-k", "1.30.0"])
+        .arg(&manifest)
+        .output()
+        .unwrap();
     assert!(!check.status.success(), "a misspelt field passed");
+}
+
+fn docker(args: &[&str]) -> String {
+    let out = std::process::Command::new("docker").args(args).output().expect("the docker CLI is installed");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Swarm mode for a test: joined (a single-node swarm) if the engine was not
+/// in one, and on drop left again with what joining made, so the engine is
+/// as the test found it.
+struct Swarm {
+    joined: bool,
+    had_gwbridge: bool,
+}
+
+impl Swarm {
+    fn ensure() -> Swarm {
+        let state = docker(&["info", "--format", "{{.Swarm.LocalNodeState}}"]);
+        let had_gwbridge = docker(&["network", "ls", "--format", "{{.Name}}"]).lines().any(|n| n == "docker_gwbridge");
+        let joined = state != "active";
+        if joined {
+            let init = std::process::Command::new("docker")
+                .args(["swarm", "init", "--advertise-addr", "127.0.0.1"])
+                .output()
+                .unwrap();
+            assert!(init.status.success(), "docker swarm init: {}", String::from_utf8_lossy(&init.stderr));
+        }
+        Swarm { joined, had_gwbridge }
+    }
+}
+
+impl Drop for Swarm {
+    fn drop(&mut self) {
+        if self.joined {
+            docker(&["swarm", "leave", "--force"]);
+            if !self.had_gwbridge {
+                docker(&["network", "rm", "docker_gwbridge"]);
+            }
+        }
+    }
+}
+
+/// The swarm services labelled with a run.
+fn services_of(run_id: &str) -> String {
+    docker(&["service", "ls", "--filter", &format!("label=faultline.run={run_id}"), "--format", "{{.Name}}"])
+}
+
+#[test]
+fn four_swarm_agents_run_the_quickstart_as_one_process_does_and_leave_nothing() {
+    let _guard = exclusive();
+    let _swarm = Swarm::ensure();
+    let images_before = docker(&["images", "faultline/agent", "--format", "{{.Tag}}"]);
+    let spec = repo().join("specs/quickstart.yaml");
+    let alone = run(&spec, &["--quick"]);
+    let swarm = run(&spec, &["--quick", "--agents", "swarm:4"]);
+    let (a, b) = (alone.results(), swarm.results());
+    assert_eq!(b["verdict"], a["verdict"], "{}\n{}", b["verdict_reasons"], swarm.stderr());
+    let agents = b["run"]["agents"].as_array().expect("run.agents");
+    let names: Vec<&str> = agents.iter().map(|a| a["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["swarm-1", "swarm-2", "swarm-3", "swarm-4"]);
+    assert!(agents.iter().all(|a| a["launcher"] == "swarm"));
+    // The same gates, decided on measured cells.
+    let gates = |r: &serde_json::Value| -> Vec<String> {
+        r["gates"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(gates(&b), gates(&a));
+    for (cell_a, cell_b) in a["cells"].as_array().unwrap().iter().zip(b["cells"].as_array().unwrap()) {
+        assert_eq!(cell_b["status"], "completed", "{}", cell_b["error"]);
+        let stats = &cell_b["stats"];
+        let shares = stats["agents"].as_array().unwrap();
+        assert_eq!(shares.len(), 4);
+        assert_eq!(shares.iter().map(|s| s["ok"].as_u64().unwrap()).sum::<u64>(), stats["ok"].as_u64().unwrap());
+        // The paced cell's schedule is the one process's.
+        if let Some(due) = cell_a["stats"]["open_loop"]["due"].as_u64() {
+            assert_eq!(stats["open_loop"]["due"].as_u64(), Some(due));
+            let sent = stats["open_loop"]["sent"].as_u64().unwrap() + stats["open_loop"]["unsent"].as_u64().unwrap();
+            assert_eq!(sent, due);
+        }
+    }
+    assert!(swarm.report().contains("| Agent `swarm-1` | swarm on"), "{}", swarm.report());
+    let run_id = docker_run_id(swarm.dir.as_ref().unwrap());
+    assert_eq!(services_of(&run_id), "", "the agents' service was left behind");
+    assert_eq!(left_behind(swarm.dir.as_ref().unwrap()), Vec::<String>::new());
+
+    // A coordinator killed outright leaves its service; teardown removes it.
+    let (_d, paced) = spec_file(&paced_spec("60s"));
+    let out = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut child = faultline()
+        .arg("run")
+        .arg(&paced)
+        .args(["--agents", "swarm:2", "--out"])
+        .arg(out.path())
+        .env("FAULTLINE_STATE_DIR", state.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = wait_for_log(out.path(), "measuring, first op answered", Duration::from_secs(120));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let run_id = docker_run_id(&dir);
+    assert_ne!(services_of(&run_id), "", "a killed coordinator cannot remove its service");
+    let torn =
+        faultline().args(["teardown", "--run", &run_id]).env("FAULTLINE_STATE_DIR", state.path()).output().unwrap();
+    let said = String::from_utf8_lossy(&torn.stdout);
+    assert!(said.contains("removed swarm service"), "{said}{}", String::from_utf8_lossy(&torn.stderr));
+    assert_eq!(services_of(&run_id), "");
+    assert!(wait_until(Duration::from_secs(30), || left_behind(&dir).is_empty()), "{:?}", left_behind(&dir));
+
+    // The agents' image made for this binary goes too, unless it was here before.
+    for tag in docker(&["images", "faultline/agent", "--format", "{{.Tag}}"]).lines() {
+        if !images_before.lines().any(|t| t == tag) {
+            docker(&["rmi", &format!("faultline/agent:{tag}")]);
+        }
+    }
 }

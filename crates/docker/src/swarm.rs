@@ -25,8 +25,8 @@ use bollard::models::{
     TaskSpecRestartPolicyConditionEnum,
 };
 use bollard::query_parameters::{
-    CommitContainerOptions, CreateContainerOptionsBuilder, ListServicesOptionsBuilder, ListTasksOptionsBuilder,
-    RemoveContainerOptionsBuilder, UploadToContainerOptions,
+    CommitContainerOptions, CreateContainerOptionsBuilder, ListContainersOptionsBuilder, ListServicesOptionsBuilder,
+    ListTasksOptionsBuilder, RemoveContainerOptionsBuilder, UploadToContainerOptions,
 };
 
 use crate::client::{message_of, status_of, Docker, Labels};
@@ -89,7 +89,10 @@ impl Docker {
                 cmd: Some(vec!["--help".into()]),
                 ..Default::default()
             };
-            self.api.commit_container(options, config).await.map_err(|e| anyhow!("committing the image: {}", message_of(&e)))
+            self.api
+                .commit_container(options, config)
+                .await
+                .map_err(|e| anyhow!("committing the image: {}", message_of(&e)))
         }
         .await;
         let options = RemoveContainerOptionsBuilder::new().force(true).build();
@@ -158,17 +161,37 @@ impl Docker {
         }
     }
 
-    /// Removes a service (its tasks' containers go with it).
+    /// Removes a service, and waits (up to 30 s) until the swarm has
+    /// removed its tasks' containers too: a run that ends leaves nothing.
     pub async fn remove_service(&self, name: &str) -> anyhow::Result<()> {
         match self.api.delete_service(name).await {
-            Ok(()) => Ok(()),
-            Err(e) if status_of(&e) == Some(404) => Ok(()),
-            Err(e) => Err(anyhow!("removing swarm service `{name}`: {}", message_of(&e))),
+            Ok(()) => {}
+            Err(e) if status_of(&e) == Some(404) => {}
+            Err(e) => return Err(anyhow!("removing swarm service `{name}`: {}", message_of(&e))),
+        }
+        let filters = HashMap::from([("label".to_string(), vec![format!("com.docker.swarm.service.name={name}")])]);
+        let options = ListContainersOptionsBuilder::new().all(true).filters(&filters).build();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            match self.api.list_containers(Some(options.clone())).await {
+                Ok(left) if left.is_empty() => return Ok(()),
+                Ok(left) if tokio::time::Instant::now() >= deadline => {
+                    bail!(
+                        "swarm service `{name}` removed, but {} of its containers are still there after 30s",
+                        left.len()
+                    )
+                }
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+                Err(e) => bail!("listing swarm service `{name}`'s containers: {}", message_of(&e)),
+            }
         }
     }
 
     /// The swarm services carrying faultline's labels (all, or one run's).
-    pub(crate) async fn owned_services(&self, filters: &HashMap<String, Vec<String>>) -> anyhow::Result<Vec<(String, HashMap<String, String>)>> {
+    pub(crate) async fn owned_services(
+        &self,
+        filters: &HashMap<String, Vec<String>>,
+    ) -> anyhow::Result<Vec<(String, HashMap<String, String>)>> {
         // A plain engine (not a swarm manager) has no services to list.
         if self.api.inspect_swarm().await.is_err() {
             return Ok(Vec::new());
@@ -228,7 +251,8 @@ mod tar_tests {
         let listed = std::process::Command::new("tar").arg("-tvf").arg(&archive).output().unwrap();
         let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
         assert!(listed.starts_with("-rwxr-xr-x") && listed.trim_end().ends_with("faultline"), "{listed}");
-        let out = std::process::Command::new("tar").arg("-xf").arg(&archive).arg("-C").arg(dir.path()).status().unwrap();
+        let out =
+            std::process::Command::new("tar").arg("-xf").arg(&archive).arg("-C").arg(dir.path()).status().unwrap();
         assert!(out.success());
         assert_eq!(std::fs::read(dir.path().join("faultline")).unwrap(), b"#!/bin/sh\necho hi\n");
     }

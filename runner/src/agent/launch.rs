@@ -190,7 +190,9 @@ impl Launched {
         }
         match self.processes.first() {
             Some(p) => format!("see {} (and the other agents' logs beside it)", p.log.display()),
-            None => "start them with `faultline agent --connect HOST:PORT` where HOST:PORT reaches --agent-listen".into(),
+            None => {
+                "start them with `faultline agent --connect HOST:PORT` where HOST:PORT reaches --agent-listen".into()
+            }
         }
     }
 

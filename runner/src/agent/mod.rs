@@ -36,7 +36,9 @@ pub fn unsupported(spec: &crate::spec::Spec, plan: &crate::plan::Plan) -> Result
             ));
         }
         if workload.fanout.is_some() {
-            return Err(format!("{at} has a publish/subscribe fan-out, which runs in one process: run it without --agents"));
+            return Err(format!(
+                "{at} has a publish/subscribe fan-out, which runs in one process: run it without --agents"
+            ));
         }
     }
     Ok(())

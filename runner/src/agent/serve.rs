@@ -81,9 +81,8 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
     // An orchestrator names its agents through the environment (the
     // Kubernetes manifests give each the pod's name).
     let name = args.name.or_else(|| std::env::var("FAULTLINE_AGENT_NAME").ok().filter(|n| !n.is_empty()));
-    let hello = own_hello(
-        &name.unwrap_or_else(|| format!("{}-{}", crate::results::host_info().hostname, std::process::id())),
-    );
+    let hello =
+        own_hello(&name.unwrap_or_else(|| format!("{}-{}", crate::results::host_info().hostname, std::process::id())));
     eprintln!("agent {} (pid {}) joined {}", hello.name, hello.pid, args.connect);
     wire::write(&mut wr, &Frame::Hello(hello)).await?;
     let (out, mut outbox) = mpsc::unbounded_channel::<Frame>();
@@ -205,7 +204,8 @@ impl Session {
             None => planned.clone(),
         };
         let cell_spec = cell.spec(spec);
-        let workload = Arc::new(Workload::new(&cell_spec.workloads[&cell.workload], cell_spec.seed, self.order.run_tag));
+        let workload =
+            Arc::new(Workload::new(&cell_spec.workloads[&cell.workload], cell_spec.seed, self.order.run_tag));
         let target = &cell_spec.targets[&order.target_name];
         let driver = match crate::kinds::driver(&target.kind, target.options.as_ref()) {
             Ok(d) => d,

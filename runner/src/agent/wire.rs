@@ -92,28 +92,45 @@ pub struct CellDone {
 pub enum Frame {
     // Agent to coordinator.
     Hello(Hello),
-    Pong { n: u32, agent_ns: u64 },
+    Pong {
+        n: u32,
+        agent_ns: u64,
+    },
     Ready,
     Armed,
     /// The measured window's counts so far, for the progress line.
-    Progress { ok: u64, failed: u64, warmup: u64 },
+    Progress {
+        ok: u64,
+        failed: u64,
+        warmup: u64,
+    },
     /// A piece of lane `lane`'s history file, in order.
-    History { lane: u32, bytes: Vec<u8> },
+    History {
+        lane: u32,
+        bytes: Vec<u8>,
+    },
     Done(Box<CellDone>),
     /// What the agent could not do (plan the spec, arm a cell).
     Failed(String),
     /// Contention rounds: lane `lane` has had `rounds` rounds answered
     /// (`u64::MAX`: it left). From an agent, relayed by the coordinator to
     /// the other agents.
-    RoundsDone { lane: u32, rounds: u64 },
+    RoundsDone {
+        lane: u32,
+        rounds: u64,
+    },
     // Coordinator to agent.
     Welcome(Box<RunOrder>),
     Refused(String),
-    Ping { n: u32 },
+    Ping {
+        n: u32,
+    },
     Arm(ArmOrder),
     /// Start the armed cell's clock at this instant of the agent's clock
     /// (nanoseconds since the agent's epoch).
-    Start { t0_ns: u64 },
+    Start {
+        t0_ns: u64,
+    },
     /// Stop the cell's load now (the run was interrupted).
     Cancel,
     /// Disarm without starting (another agent could not arm).

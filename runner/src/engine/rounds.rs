@@ -67,30 +67,37 @@ impl RoundGate {
 /// cell's gate exists (an update may arrive first) and applied to it.
 #[derive(Default)]
 pub struct RemoteRounds {
-    state: Mutex<(Option<Arc<RoundGate>>, Vec<(usize, u64)>)>,
+    state: Mutex<Remote>,
+}
+
+/// The cell's gate once there is one, and the updates that came before it.
+#[derive(Default)]
+struct Remote {
+    gate: Option<Arc<RoundGate>>,
+    early: Vec<(usize, u64)>,
 }
 
 impl RemoteRounds {
     /// The cell's gate: the updates that came early are applied now.
     pub fn attach(&self, gate: &Arc<RoundGate>) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        for (client, rounds) in state.1.drain(..) {
+        for (client, rounds) in state.early.drain(..) {
             gate.remote_done(client, rounds);
         }
-        state.0 = Some(Arc::clone(gate));
+        state.gate = Some(Arc::clone(gate));
     }
 
     pub fn update(&self, client: usize, rounds: u64) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        match &state.0 {
+        match &state.gate {
             Some(gate) => gate.remote_done(client, rounds),
-            None => state.1.push((client, rounds)),
+            None => state.early.push((client, rounds)),
         }
     }
 
     /// The cell is over: the next cell's gate starts afresh.
     pub fn detach(&self) {
-        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = (None, Vec::new());
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Remote::default();
     }
 }
 

@@ -50,7 +50,11 @@ pub const RECORD_BYTES: usize = 48;
 /// orders two ops closer than the clocks allow; every end moves by the
 /// same amount, so the file stays sorted by `end`.
 pub fn widen_times(records: &mut [u8], by_ns: u64) -> anyhow::Result<()> {
-    anyhow::ensure!(records.len() % RECORD_BYTES == 0, "{} bytes are not whole {RECORD_BYTES}-byte records", records.len());
+    anyhow::ensure!(
+        records.len().is_multiple_of(RECORD_BYTES),
+        "{} bytes are not whole {RECORD_BYTES}-byte records",
+        records.len()
+    );
     for r in records.chunks_exact_mut(RECORD_BYTES) {
         let start = u64::from_le_bytes(r[0..8].try_into().expect("8 bytes")).saturating_sub(by_ns);
         let end = u64::from_le_bytes(r[8..16].try_into().expect("8 bytes")).saturating_add(by_ns);

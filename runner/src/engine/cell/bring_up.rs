@@ -46,8 +46,9 @@ pub async fn bring_up(run: &CellRun<'_>) -> Result<Armed, Stopped> {
 
     // Connect every client before the clock starts: connection set-up is
     // not part of what a cell measures.
-    let connecting =
-        futures::future::try_join_all(lanes.iter().map(|_| driver.connect(&run.running.uri, Arc::clone(&run.workload))));
+    let connecting = futures::future::try_join_all(
+        lanes.iter().map(|_| driver.connect(&run.running.uri, Arc::clone(&run.workload))),
+    );
     let n = lanes.len();
     let clients: Vec<Connection> = tokio::select! {
         r = tokio::time::timeout(target_spec.ready_timeout.0, connecting) => match r {

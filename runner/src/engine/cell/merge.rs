@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::window::Ran;
 use super::{CellRun, Kept, Stopped};
+use crate::agent::AgentEnd;
 use crate::engine::fanout::FanoutBooks;
 use crate::engine::role_watch;
 use crate::metrics::CellMetrics;
@@ -19,7 +20,6 @@ use crate::results::CellStatus;
 use crate::spec::units::format_duration;
 use faultline_check::history::HistoryWriter;
 use faultline_kind::{ReadRule, TargetDriver};
-use crate::agent::AgentEnd;
 use faultline_model::stats::{AgentShare, ClientCpu};
 
 /// The lanes' books as one, over the window they measured.
@@ -112,10 +112,8 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
     }
     // The load generator is the agents: the busiest of them says whether it was the limit.
     if !shares.is_empty() {
-        client_cpu = shares
-            .iter()
-            .filter_map(|s| s.2.clone())
-            .max_by(|a, b| a.busiest_share.total_cmp(&b.busiest_share));
+        client_cpu =
+            shares.iter().filter_map(|s| s.2.clone()).max_by(|a, b| a.busiest_share.total_cmp(&b.busiest_share));
     }
     let fanout = match subscribers {
         Some((books, drain)) => {

@@ -16,10 +16,10 @@ use tokio::time::Instant;
 
 use super::bring_up::Armed;
 use super::{CellRun, Kept, Stopped};
-use crate::engine::books::{self, LaneEnd};
-use crate::engine::role_watch::{self, Watched};
 use crate::agent::AgentEnd;
+use crate::engine::books::{self, LaneEnd};
 use crate::engine::place::Place;
+use crate::engine::role_watch::{self, Watched};
 use crate::engine::{fanout, pipeline, progress, requests, rounds, schedule};
 use crate::fault;
 use crate::kinds;
@@ -49,28 +49,34 @@ async fn dial_on_load_threads(
 ) -> Result<Vec<(usize, Connection)>, String> {
     let mut dialing = Vec::with_capacity(clients.len());
     for (i, connection) in clients {
-        dialing.push((i, match connection {
-            Connection::Pipelined(PipelinedConnection { stream: Stream::Wrapped(_), .. }) => {
-                let dialer = pipeline::Dialer {
-                    driver: Arc::clone(driver),
-                    uri: run.running.uri.clone(),
-                    workload: Arc::clone(&run.workload),
-                };
-                Err(run.engine.load_threads.spawn(i, async move { dialer.dial(LOAD_THREAD_DIAL_LIMIT).await }))
-            }
-            other => Ok(other),
-        }));
+        dialing.push((
+            i,
+            match connection {
+                Connection::Pipelined(PipelinedConnection { stream: Stream::Wrapped(_), .. }) => {
+                    let dialer = pipeline::Dialer {
+                        driver: Arc::clone(driver),
+                        uri: run.running.uri.clone(),
+                        workload: Arc::clone(&run.workload),
+                    };
+                    Err(run.engine.load_threads.spawn(i, async move { dialer.dial(LOAD_THREAD_DIAL_LIMIT).await }))
+                }
+                other => Ok(other),
+            },
+        ));
     }
     let mut clients = Vec::with_capacity(dialing.len());
     for (i, dial) in dialing {
-        clients.push((i, match dial {
-            Ok(connection) => connection,
-            Err(on_thread) => match on_thread.await {
-                Ok(Ok(c)) => Connection::Pipelined(c),
-                Ok(Err(e)) => return Err(format!("client {i} could not connect on its load thread: {e:#}")),
-                Err(e) => return Err(format!("client {i}'s load thread failed: {e}")),
+        clients.push((
+            i,
+            match dial {
+                Ok(connection) => connection,
+                Err(on_thread) => match on_thread.await {
+                    Ok(Ok(c)) => Connection::Pipelined(c),
+                    Ok(Err(e)) => return Err(format!("client {i} could not connect on its load thread: {e:#}")),
+                    Err(e) => return Err(format!("client {i}'s load thread failed: {e}")),
+                },
             },
-        }));
+        ));
     }
     Ok(clients)
 }
