@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::Reading;
 use super::launch::Launched;
-use super::wire::{self, ArmOrder, CellDone, Frame, Hello, RunOrder};
+use super::wire::{self, ArmOrder, CellDone, Frame, Hello, RunOrder, RunShare};
 use super::AgentEnd;
 use crate::engine::cell::CellRun;
 use crate::metrics::LiveCounters;
@@ -152,17 +152,6 @@ pub struct Agents {
     launched: Launched,
 }
 
-/// What the coordinator tells every agent about the run (each gets its index).
-pub struct RunShare {
-    pub spec_path: String,
-    pub spec_text: String,
-    pub set: Vec<(String, String)>,
-    pub quick: bool,
-    pub only: Vec<String>,
-    pub run_tag: u32,
-    pub load_threads: Option<usize>,
-}
-
 impl Agents {
     /// Takes in the `launched.count` agents dialing `listener`, checks each
     /// is this very build, reads its clock and gives it the run.
@@ -222,17 +211,8 @@ impl Agents {
         }
         for (index, link) in links.iter().enumerate() {
             link.read_clock(PINGS_AT_START).await.map_err(|why| anyhow::anyhow!(link.lost(&why)))?;
-            let _ = link.out.send(Frame::Welcome(Box::new(RunOrder {
-                index: index as u32,
-                agents,
-                spec_path: run.spec_path.clone(),
-                spec_text: run.spec_text.clone(),
-                set: run.set.clone(),
-                quick: run.quick,
-                only: run.only.clone(),
-                run_tag: run.run_tag,
-                load_threads: run.load_threads,
-            })));
+            let order = RunOrder { index: index as u32, agents, run: run.clone() };
+            let _ = link.out.send(Frame::Welcome(Box::new(order)));
         }
         for link in &links {
             match link.next(JOIN_LIMIT).await {

@@ -14,7 +14,8 @@ pub mod launch;
 pub mod serve;
 pub mod wire;
 
-pub use coordinator::{Agents, RunShare};
+pub use coordinator::Agents;
+pub use wire::RunShare;
 
 /// One agent's share of a cell, as it arrived.
 pub struct AgentEnd {

@@ -169,13 +169,13 @@ impl Session {
     fn open(order: RunOrder) -> anyhow::Result<Session> {
         // The coordinator checked the servers it starts; an agent starts none.
         crate::spec::host::skip_program_checks();
-        let path = PathBuf::from(&order.spec_path);
-        let loaded = spec::parse(&path, &order.spec_text, &order.set, &crate::kinds::CATALOG)
+        let path = PathBuf::from(&order.run.spec_path);
+        let loaded = spec::parse(&path, &order.run.spec_text, &order.run.set, &crate::kinds::CATALOG)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let options = PlanOptions { quick: order.quick, only: order.only.clone() };
+        let options = PlanOptions { quick: order.run.quick, only: order.run.only.clone() };
         let plan = plan::build(&loaded, &options).map_err(|e| anyhow::anyhow!("{e}"))?;
         let scratch = tempfile::Builder::new().prefix("faultline-agent-").tempdir().context("a scratch directory")?;
-        let threads = order.load_threads.unwrap_or_else(LoadThreads::default_count);
+        let threads = order.run.load_threads.unwrap_or_else(LoadThreads::default_count);
         Ok(Session {
             loaded,
             plan,
@@ -205,7 +205,7 @@ impl Session {
         };
         let cell_spec = cell.spec(spec);
         let workload =
-            Arc::new(Workload::new(&cell_spec.workloads[&cell.workload], cell_spec.seed, self.order.run_tag));
+            Arc::new(Workload::new(&cell_spec.workloads[&cell.workload], cell_spec.seed, self.order.run.run_tag));
         let target = &cell_spec.targets[&order.target_name];
         let driver = match crate::kinds::driver(&target.kind, target.options.as_ref()) {
             Ok(d) => d,
@@ -225,7 +225,7 @@ impl Session {
             run_dir: dirs,
             log_dir: dirs,
             history_dir: &history_dir,
-            run_tag: self.order.run_tag,
+            run_tag: self.order.run.run_tag,
             cancel: cancel.clone(),
             progress: self.progress.clone(),
             plugins: &self.plugins,

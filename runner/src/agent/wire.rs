@@ -38,11 +38,7 @@ pub struct Hello {
 /// The run an agent joins: the spec as the coordinator loaded it, so the
 /// agent plans the same cells from the same text.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunOrder {
-    /// The agent's index (0-based) and how many agents the run has: which
-    /// lanes are its (lane `i` runs on agent `i % agents`).
-    pub index: u32,
-    pub agents: u32,
+pub struct RunShare {
     pub spec_path: String,
     pub spec_text: String,
     pub set: Vec<(String, String)>,
@@ -50,6 +46,16 @@ pub struct RunOrder {
     pub only: Vec<String>,
     pub run_tag: u32,
     pub load_threads: Option<usize>,
+}
+
+/// The run, and this agent's place in it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunOrder {
+    /// The agent's index (0-based) and how many agents the run has: which
+    /// lanes are its (lane `i` runs on agent `i % agents`).
+    pub index: u32,
+    pub agents: u32,
+    pub run: RunShare,
 }
 
 /// One cell to arm: connect the agent's lanes to the target.
