@@ -187,7 +187,7 @@ async fn gather_agents(
             let labels = faultline_docker::Labels::run(&run_id);
             let service = docker.start_agent_service(&name, &image, n, &connect.to_string(), &labels).await?;
             progress.println(&format!("swarm service `{name}`: {n} agents of image `{image}`"));
-            Launched::swarm(docker, service)
+            Launched::swarm(docker, service, log_dir)
         }
         Launcher::Wait(n) => {
             progress.println(&format!("waiting for {n} agents: faultline agent --connect HOST:{}", address.port()));

@@ -361,6 +361,12 @@ fn four_swarm_agents_run_the_quickstart_as_one_process_does_and_leave_nothing() 
         }
     }
     assert!(swarm.report().contains("| Agent `swarm-1` | swarm on"), "{}", swarm.report());
+    // Each agent's log is kept with the run's, as a local agent's is.
+    for slot in 1..=4 {
+        let log = swarm.dir.as_ref().unwrap().join(format!("logs/agent-swarm-{slot}.log"));
+        let text = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+        assert!(text.contains(&format!("agent swarm-{slot}")) && text.contains("said goodbye"), "{text}");
+    }
     let run_id = docker_run_id(swarm.dir.as_ref().unwrap());
     assert_eq!(services_of(&run_id), "", "the agents' service was left behind");
     assert_eq!(left_behind(swarm.dir.as_ref().unwrap()), Vec::<String>::new());

@@ -161,6 +161,26 @@ impl Docker {
         }
     }
 
+    /// Saves each task container's logs as `dir/agent-swarm-<slot>.log`,
+    /// as a local agent's log is kept: before the service (and its
+    /// containers with it) is removed.
+    pub async fn save_service_logs(&self, service: &str, dir: &Path) -> anyhow::Result<()> {
+        let filters = HashMap::from([("label".to_string(), vec![format!("com.docker.swarm.service.name={service}")])]);
+        let options = ListContainersOptionsBuilder::new().all(true).filters(&filters).build();
+        let containers = self
+            .api
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| anyhow!("listing swarm service `{service}`'s containers: {}", message_of(&e)))?;
+        for c in containers {
+            let labels = c.labels.unwrap_or_default();
+            let slot = labels.get("com.docker.swarm.task.name").and_then(|t| t.split('.').nth(1)).unwrap_or("unknown");
+            let container = crate::Container { id: c.id.unwrap_or_default(), name: format!("{service}.{slot}") };
+            self.save_logs(&container, &dir.join(format!("agent-swarm-{slot}.log"))).await?;
+        }
+        Ok(())
+    }
+
     /// Removes a service, and waits (up to 30 s) until the swarm has
     /// removed its tasks' containers too: a run that ends leaves nothing.
     pub async fn remove_service(&self, name: &str) -> anyhow::Result<()> {

@@ -75,6 +75,8 @@ pub struct Launched {
     exited: Arc<Notify>,
     /// A swarm service of agents, removed on stop.
     service: Option<(faultline_docker::Docker, faultline_docker::swarm::AgentService)>,
+    /// Where the agents' logs are kept.
+    log_dir: PathBuf,
 }
 
 impl Launched {
@@ -86,13 +88,19 @@ impl Launched {
             exits: Arc::default(),
             exited: Arc::default(),
             service: None,
+            log_dir: PathBuf::new(),
         }
     }
 
     /// A swarm service of agents, already created.
-    pub fn swarm(docker: faultline_docker::Docker, service: faultline_docker::swarm::AgentService) -> Launched {
+    pub fn swarm(
+        docker: faultline_docker::Docker,
+        service: faultline_docker::swarm::AgentService,
+        log_dir: &Path,
+    ) -> Launched {
         let mut launched = Launched::none(Launcher::Swarm(service.replicas));
         launched.service = Some((docker, service));
+        launched.log_dir = log_dir.to_path_buf();
         launched
     }
 
@@ -203,6 +211,9 @@ impl Launched {
             // The agents were told goodbye; a moment for them to leave, then
             // the service goes, and any task still running with it.
             tokio::time::sleep(Duration::from_millis(500)).await;
+            if let Err(e) = docker.save_service_logs(&service.name, &self.log_dir).await {
+                crate::stdout::say_err!("warning: the swarm agents' logs: {e:#}");
+            }
             if let Err(e) = docker.remove_service(&service.name).await {
                 crate::stdout::say_err!("warning: {e:#}");
             }
