@@ -122,7 +122,7 @@ enum Command {
         #[arg(long, value_name = "IMAGE", requires = "agents")]
         agent_image: Option<String>,
         /// `swarm`: the local image the agents' image is made from.
-        #[arg(long, value_name = "IMAGE", default_value = "faultline/redis:bookworm", requires = "agents")]
+        #[arg(long, value_name = "IMAGE", default_value = agent::launch::DEFAULT_AGENT_BASE, requires = "agents")]
         agent_base: String,
     },
     /// Run one agent of a run on agents: dial the coordinator (`faultline

@@ -73,7 +73,16 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    if args.agents.is_some() {
+    if let Some(a) = &args.agents {
+        let swarm = matches!(a.launcher, crate::agent::launch::Launcher::Swarm(_));
+        if !swarm && (a.image.is_some() || a.base != crate::agent::launch::DEFAULT_AGENT_BASE) {
+            crate::stdout::say_err!(
+                "error: --agent-image and --agent-base choose the image of `--agents swarm:N`; \
+                 `--agents {}:N` runs this binary itself: drop them",
+                a.launcher.name().replace("external", "wait")
+            );
+            return EXIT_USAGE;
+        }
         if let Err(e) = crate::agent::unsupported(&loaded.spec, &plan) {
             crate::stdout::say_err!("error: {}: {e}", args.spec.display());
             return EXIT_USAGE;
@@ -165,6 +174,8 @@ async fn gather_agents(
         Launcher::Swarm(n) => {
             let docker = faultline_docker::Docker::connect().await?;
             docker.require_swarm_manager().await?;
+            let run_id = faultline_kind::ledger::run_id(log_dir);
+            let labels = faultline_docker::Labels::run(&run_id);
             let image = match &agents.image {
                 Some(image) => {
                     docker.require_image(image).await?;
@@ -173,7 +184,7 @@ async fn gather_agents(
                 None => {
                     let exe = std::env::current_exe().context("cannot find faultline's own binary")?;
                     let sha = crate::provenance::sha256_of(&exe);
-                    docker.agent_image(&exe, &sha, &agents.base).await?
+                    docker.agent_image(&exe, &sha, &agents.base, &labels).await?
                 }
             };
             // On the host's network, an agent on this node reaches a listener
@@ -182,9 +193,7 @@ async fn gather_agents(
                 true => std::net::SocketAddr::from(([127, 0, 0, 1], address.port())),
                 false => address,
             };
-            let run_id = faultline_kind::ledger::run_id(log_dir);
             let name: String = format!("faultline-agents-{run_id}").chars().take(63).collect();
-            let labels = faultline_docker::Labels::run(&run_id);
             let service = docker.start_agent_service(&name, &image, n, &connect.to_string(), &labels).await?;
             progress.println(&format!("swarm service `{name}`: {n} agents of image `{image}`"));
             Launched::swarm(docker, service, log_dir)

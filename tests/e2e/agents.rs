@@ -404,3 +404,16 @@ fn four_swarm_agents_run_the_quickstart_as_one_process_does_and_leave_nothing() 
         }
     }
 }
+
+#[test]
+fn the_agents_image_flags_are_refused_without_swarm() {
+    let (_dir, spec) = spec_file(&paced_spec("1s"));
+    let run = run(&spec, &["--agents", "local:2", "--agent-image", "faultline/agent:x"]);
+    assert_eq!(run.code(), 3, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("--agent-image and --agent-base choose the image of `--agents swarm:N`"),
+        "{}",
+        run.stderr()
+    );
+    assert!(run.dir.is_none(), "refused before anything starts");
+}

@@ -13,6 +13,10 @@ use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
 
+/// The local image `swarm` agents' image is made from unless told otherwise
+/// (scripts/docker-images.sh builds it).
+pub const DEFAULT_AGENT_BASE: &str = "faultline/redis:bookworm";
+
 /// How the agents come to be, as `--agents` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Launcher {
