@@ -55,8 +55,17 @@ impl Docker {
     }
 
     /// An image holding the faultline `binary` (whose SHA-256 is `sha256`),
-    /// made from `base` when it is not here yet.
-    pub async fn agent_image(&self, binary: &Path, sha256: &str, base: &str) -> anyhow::Result<String> {
+    /// made from `base` when it is not here yet. The container it is made
+    /// in carries the run's `labels` and is removed however this ends (a
+    /// Ctrl-C drops this future half-way; `faultline teardown` finds it
+    /// by the labels should the process die).
+    pub async fn agent_image(
+        &self,
+        binary: &Path,
+        sha256: &str,
+        base: &str,
+        labels: &Labels,
+    ) -> anyhow::Result<String> {
         let tag = sha256.get(..12).context("the binary's digest is too short")?;
         let image = format!("faultline/agent:{tag}");
         if self.api.inspect_image(&image).await.is_ok() {
@@ -64,12 +73,14 @@ impl Docker {
         }
         self.require_image(base).await.with_context(|| format!("the agents' image is made from `{base}`"))?;
         let bytes = std::fs::read(binary).with_context(|| format!("reading {}", binary.display()))?;
-        let body = ContainerCreateBody { image: Some(base.to_string()), ..Default::default() };
+        let body =
+            ContainerCreateBody { image: Some(base.to_string()), labels: Some(labels.to_map()), ..Default::default() };
         let created = self
             .api
             .create_container(Some(CreateContainerOptionsBuilder::new().build()), body)
             .await
             .map_err(|e| anyhow!("creating a container of `{base}`: {}", message_of(&e)))?;
+        let scratch = Scratch { docker: self.clone(), id: Some(created.id.clone()) };
         let made = async {
             let upload = UploadToContainerOptions { path: AGENT_BINARY_DIR.to_string(), ..Default::default() };
             self.api
@@ -95,8 +106,7 @@ impl Docker {
                 .map_err(|e| anyhow!("committing the image: {}", message_of(&e)))
         }
         .await;
-        let options = RemoveContainerOptionsBuilder::new().force(true).build();
-        let _ = self.api.remove_container(&created.id, Some(options)).await;
+        scratch.remove().await;
         made.map(|_| image)
     }
 
@@ -228,6 +238,40 @@ impl Docker {
                 Some((spec.name?, spec.labels.unwrap_or_default()))
             })
             .collect())
+    }
+}
+
+/// The container an agent image is made in: removed when done, or on drop
+/// (from a thread of its own, as the drop may come inside a runtime).
+struct Scratch {
+    docker: Docker,
+    id: Option<String>,
+}
+
+impl Scratch {
+    async fn remove(mut self) {
+        if let Some(id) = self.id.take() {
+            remove_scratch(&self.docker, &id).await;
+        }
+    }
+}
+
+async fn remove_scratch(docker: &Docker, id: &str) {
+    let options = RemoveContainerOptionsBuilder::new().force(true).build();
+    let _ = docker.api.remove_container(id, Some(options)).await;
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let docker = self.docker.clone();
+            let removing = std::thread::spawn(move || {
+                if let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    runtime.block_on(remove_scratch(&docker, &id));
+                }
+            });
+            let _ = removing.join();
+        }
     }
 }
 
