@@ -53,19 +53,24 @@ echo "secantusd-rs: $SECANTUS_VERSION ($bin_dir/secantusd-rs)"
 # moto_server: the DynamoDB-API server the dynamodb tests drive (a machine
 # whose Python already has it is left alone).
 MOTO_VERSION=5.2.1
-if ! command -v moto_server >/dev/null; then
-  venv="$cache/tools/moto-$MOTO_VERSION"
-  if [ ! -x "$venv/bin/moto_server" ]; then
-    echo "installing moto[server] $MOTO_VERSION into $venv (pip, about a minute)"
+# A PyPI tool in a venv of its own under the cache, by version, linked onto
+# PATH: pip_tool VENV_NAME REQUIREMENT COMMAND.
+pip_tool() {
+  local venv="$cache/tools/$1"
+  if [ ! -x "$venv/bin/$3" ]; then
+    echo "installing $2 into $venv (pip)"
     rm -rf "$venv.partial"
     python3 -m venv "$venv.partial"
-    "$venv.partial/bin/pip" install --quiet "moto[server]==$MOTO_VERSION"
+    "$venv.partial/bin/pip" install --quiet "$2"
     rm -rf "$venv"
     mv "$venv.partial" "$venv"
     # The venv's scripts name their interpreter by the path they were built at.
     sed -i "1s|$venv.partial|$venv|" "$venv"/bin/*
   fi
-  ln -sf "$venv/bin/moto_server" "$bin_dir/moto_server"
+  ln -sf "$venv/bin/$3" "$bin_dir/$3"
+}
+if ! command -v moto_server >/dev/null; then
+  pip_tool "moto-$MOTO_VERSION" "moto[server]==$MOTO_VERSION" moto_server
 fi
 echo "moto_server: $(command -v moto_server)"
 
@@ -73,15 +78,5 @@ echo "moto_server: $(command -v moto_server)"
 # rendered manifests (faultline agents render --kubernetes) are checked
 # against; no Kubernetes control plane can run on these machines.
 KUBERNETES_VALIDATE_VERSION=1.37.0
-venv="$cache/tools/kubernetes-validate-$KUBERNETES_VALIDATE_VERSION"
-if [ ! -x "$venv/bin/kubernetes-validate" ]; then
-  echo "installing kubernetes-validate $KUBERNETES_VALIDATE_VERSION into $venv (pip)"
-  rm -rf "$venv.partial"
-  python3 -m venv "$venv.partial"
-  "$venv.partial/bin/pip" install --quiet "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
-  rm -rf "$venv"
-  mv "$venv.partial" "$venv"
-  sed -i "1s|$venv.partial|$venv|" "$venv"/bin/*
-fi
-ln -sf "$venv/bin/kubernetes-validate" "$bin_dir/kubernetes-validate"
+pip_tool "kubernetes-validate-$KUBERNETES_VALIDATE_VERSION" "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" kubernetes-validate
 echo "kubernetes-validate: $KUBERNETES_VALIDATE_VERSION ($bin_dir/kubernetes-validate)"
