@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Module cycles of runner/src: every `use crate::`/`super::` and inline `crate::x::` path per
-top-level module (tests left out); prints the strongly connected components, and with -v each
-edge with file:line. Run before and after each step of the crate split (docs/architecture.md)."""
+"""Module cycles of a crate's src (runner/src by default; crates/engine/src, …): every
+`use crate::`/`super::` and inline `crate::x::` path per top-level module (tests left out); prints
+the strongly connected components, and with -v each edge with file:line. Run before and after each
+step of the crate split (docs/architecture.md)."""
 import os,re,sys,json
 ROOT=sys.argv[1] if len(sys.argv)>1 and not sys.argv[1].startswith('-') else os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'runner', 'src')
 tops=set()
 for f in os.listdir(ROOT):
-    if f.endswith('.rs') and f!='main.rs': tops.add(f[:-3])
+    if f.endswith('.rs') and f not in ('main.rs','lib.rs'): tops.add(f[:-3])
     elif os.path.isdir(os.path.join(ROOT,f)): tops.add(f)
 def top_of(rel):
     p=rel.split('/')
@@ -15,7 +16,7 @@ def modpath(rel):
     # module path components of the file
     p=rel[:-3].split('/')
     if p[-1]=='mod': p=p[:-1]
-    if p==['main']: p=[]
+    if p in (['main'],['lib']): p=[]
     return p
 def strip_comment(line):
     # remove // comments not in strings (approx)
@@ -52,7 +53,7 @@ for dp,dn,fn in os.walk(ROOT):
     for f in fn:
         if not f.endswith('.rs'): continue
         full=os.path.join(dp,f); rel=os.path.relpath(full,ROOT)
-        src = top_of(rel) if rel!='main.rs' else 'main'
+        src = top_of(rel) if rel not in ('main.rs','lib.rs') else 'main'
         mp=modpath(rel)
         lines=open(full).read().split('\n')
         # test region detection
@@ -98,7 +99,6 @@ for dp,dn,fn in os.walk(ROOT):
                     if not comps: continue
                     if comps[0]=='crate': abs_=comps[1:]
                     elif comps[0] in ('super','self'):
-                        base=list(mp) if rel.endswith('mod.rs') or rel=='main.rs' else list(mp)
                         # for non-mod files, self = mp, super = mp[:-1]
                         cur=list(mp)
                         k=0

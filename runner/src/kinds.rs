@@ -3,24 +3,18 @@
 //! `faultline_kind::TargetDriver` (and, for members in containers,
 //! `faultline_kind::topology::TopologyKind`) that declares its [`Kind`];
 //! a new kind is that crate plus its line in [`KINDS`] (and a cargo feature
-//! when it brings a heavy driver). Its `options:` are parsed into the kind's
-//! own typed struct (so errors name the field), checked, and turned into the
-//! kind's driver. A scenario's `options:` overlay its target's, key by key,
+//! when it brings a heavy driver). The list is the CLI's because its cargo
+//! features choose it; the engine is handed it as [`CATALOG`]. A kind's
+//! `options:` are parsed into the kind's own typed struct (so errors name
+//! the field), checked, and turned into the kind's driver. A scenario's `options:` overlay its target's, key by key,
 //! so one campaign can compare, say, read concerns on the same servers.
 
-use std::sync::Arc;
-
-use crate::spec::TargetKind;
-use faultline_kind::registry::Kind;
-use faultline_kind::topology::TopologyKind;
-use faultline_kind::TargetDriver;
-
-pub use faultline_spec::options::{overlay, OptionsError};
+use faultline_kind::registry::{Kind, Kinds};
 
 /// Every kind this build holds. MongoDB and DynamoDB bring their official
 /// drivers (the AWS SDK, the MongoDB driver), which a Redis-only build
 /// leaves out with their cargo features.
-pub static KINDS: &[Kind] = &[
+const KINDS: &[Kind] = &[
     faultline_kind_redis::KIND,
     #[cfg(feature = "mongodb")]
     faultline_kind_mongodb::KIND,
@@ -32,62 +26,9 @@ pub static KINDS: &[Kind] = &[
 /// in, so a spec naming one gets the fix rather than "unknown kind".
 const OPTIONAL: &[&str] = &["mongodb", "dynamodb"];
 
-/// The registered kind named `kind`, or what to do when this build has none.
-pub fn find(kind: &TargetKind) -> Result<&'static Kind, String> {
-    if let Some(k) = KINDS.iter().find(|k| k.name == kind.as_str()) {
-        return Ok(k);
-    }
-    Err(not_held(kind.as_str(), &KINDS.iter().map(|k| k.name).collect::<Vec<_>>()))
-}
-
-/// Why a build that holds `held` cannot take `kind`, and the fix.
-fn not_held(kind: &str, held: &[&str]) -> String {
-    let held = held.join(", ");
-    match OPTIONAL.contains(&kind) {
-        true => format!(
-            "`{kind}` targets need a faultline built with them: `cargo build --release --features {kind}` \
-             (this build holds {held})"
-        ),
-        false => format!("`{kind}` is not a target kind faultline knows: use one of {held}"),
-    }
-}
-
-/// The kinds this build holds, for the spec loader.
-pub struct Kinds;
-
-/// The one catalog: every spec is loaded against it.
-pub static CATALOG: Kinds = Kinds;
-
-impl faultline_spec::Catalog for Kinds {
-    fn names(&self) -> Vec<&'static str> {
-        KINDS.iter().map(|k| k.name).collect()
-    }
-
-    fn known(&self, kind: &TargetKind) -> Result<(), String> {
-        find(kind).map(|_| ())
-    }
-
-    fn kind(
-        &self,
-        kind: &TargetKind,
-        options: Option<&serde_json::Value>,
-    ) -> Result<Arc<dyn faultline_spec::KindInfo>, OptionsError> {
-        driver(kind, options).map(|d| d as Arc<dyn faultline_spec::KindInfo>)
-    }
-}
-
-/// The driver for `kind` with `options` (the target's, overlaid by a
-/// scenario's when it has some).
-pub fn driver(kind: &TargetKind, options: Option<&serde_json::Value>) -> Result<Arc<dyn TargetDriver>, OptionsError> {
-    let kind = find(kind).map_err(|e| (String::new(), e))?;
-    (kind.driver)(options)
-}
-
-/// How members of `kind` run in containers (the kind is known: the spec
-/// was validated against [`CATALOG`]).
-pub fn members(kind: &TargetKind) -> Arc<dyn TopologyKind> {
-    (find(kind).expect("a validated spec names a kind this build holds").members)()
-}
+/// The one catalog: every spec is loaded against it, and the engine and
+/// teardown find kinds in it.
+pub static CATALOG: Kinds = Kinds { held: KINDS, optional: OPTIONAL };
 
 /// The spec's JSON schema as this build knows it (`faultline schema`):
 /// `kind` is one of the kinds it holds, and each kind's `options` are
@@ -116,6 +57,8 @@ pub fn spec_schema() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::TargetKind;
+    use faultline_spec::options::overlay;
     use serde_json::json;
 
     #[test]
@@ -128,11 +71,12 @@ mod tests {
 
     #[test]
     fn a_kind_this_build_lacks_says_how_to_get_it() {
-        let message = not_held("dynamodb", &["redis"]);
+        let redis_only = Kinds { held: &[faultline_kind_redis::KIND], optional: OPTIONAL };
+        let message = redis_only.find(&TargetKind::new("dynamodb")).err().unwrap();
         assert!(message.contains("--features dynamodb") && message.contains("holds redis"), "{message}");
-        let message = find(&TargetKind::new("cassandra")).err().unwrap();
+        let message = CATALOG.find(&TargetKind::new("cassandra")).err().unwrap();
         assert!(message.starts_with("`cassandra` is not a target kind faultline knows: use one of redis"), "{message}");
-        assert!(find(&TargetKind::new("redis")).is_ok());
+        assert!(CATALOG.find(&TargetKind::new("redis")).is_ok());
     }
 
     /// Every kind this build holds is in the schema's `kind`, and each
@@ -157,20 +101,20 @@ mod tests {
     #[test]
     fn option_errors_name_the_field() {
         let bad = json!({"read_concern": "strong"});
-        let (field, message) = driver(&TargetKind::new("mongodb"), Some(&bad)).err().unwrap();
+        let (field, message) = CATALOG.driver(&TargetKind::new("mongodb"), Some(&bad)).err().unwrap();
         assert_eq!(field, "read_concern");
         assert!(message.contains("linearizable"), "{message}");
         let (field, _) =
-            driver(&TargetKind::new("mongodb"), Some(&json!({"write_concern": {"w": "all"}}))).err().unwrap();
+            CATALOG.driver(&TargetKind::new("mongodb"), Some(&json!({"write_concern": {"w": "all"}}))).err().unwrap();
         assert_eq!(field, "write_concern.w");
         let (field, message) =
-            driver(&TargetKind::new("redis"), Some(&json!({"read_concern": "majority"}))).err().unwrap();
+            CATALOG.driver(&TargetKind::new("redis"), Some(&json!({"read_concern": "majority"}))).err().unwrap();
         assert_eq!(field, "read_concern");
         assert!(message.starts_with("unknown field `read_concern`, expected one of `ca_file`"), "{message}");
-        let (field, message) = driver(&TargetKind::new("redis"), Some(&json!({"cert_file": "c.pem"}))).err().unwrap();
+        let (field, message) = CATALOG.driver(&TargetKind::new("redis"), Some(&json!({"cert_file": "c.pem"}))).err().unwrap();
         assert_eq!((field.as_str(), message.as_str()), ("cert_file", "needs its private key in `key_file`"));
         let (field, message) =
-            driver(&TargetKind::new("redis"), Some(&json!({"ca_file": "/nonexistent/ca.pem"}))).err().unwrap();
+            CATALOG.driver(&TargetKind::new("redis"), Some(&json!({"ca_file": "/nonexistent/ca.pem"}))).err().unwrap();
         assert_eq!(field, "ca_file");
         assert!(message.starts_with("cannot read /nonexistent/ca.pem"), "{message}");
     }

@@ -7,31 +7,22 @@
 //! unused, so dead code is looked for in the full build only.
 #![cfg_attr(not(all(feature = "plugins", feature = "mongodb", feature = "dynamodb")), allow(dead_code))]
 
-mod agent;
 mod check;
 mod comparison;
-mod engine;
-mod fault;
-mod gate;
 mod kinds;
+mod kubernetes;
 mod leftovers;
-mod metrics;
-mod probe;
-mod provenance;
-mod provider;
 mod redact;
-mod results;
 mod run;
 #[cfg(test)]
 mod spec_fuzz;
-mod stdout;
 #[cfg(test)]
 mod synthetic_results;
 mod teardown;
-mod verdict;
 
 use faultline_check::{checker, history};
-use faultline_model::{command_line, input_file};
+use faultline_engine::{agent, results};
+use faultline_model::{input_file, stdout};
 use faultline_plugin as plugin;
 use faultline_spec as spec;
 use faultline_spec::plan;
@@ -345,8 +336,8 @@ fn main() -> ExitCode {
         Command::Agents {
             command: AgentsCommand::Render { kubernetes: _, count, connect, image, namespace, job, cpu },
         } => {
-            let args = agent::kubernetes::RenderArgs { count, connect, image, namespace, job, cpu };
-            match agent::kubernetes::render(&args) {
+            let args = kubernetes::RenderArgs { count, connect, image, namespace, job, cpu };
+            match kubernetes::render(&args) {
                 Ok(yaml) => {
                     crate::stdout::print(&yaml);
                     0
@@ -357,7 +348,17 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Agent { connect, name } => agent::serve::run(agent::serve::AgentArgs { connect, name }),
+        // 2: the run could not be served (the coordinator refused this
+        // agent, or went away mid-run).
+        Command::Agent { connect, name } => {
+            match agent::serve::run(agent::serve::AgentArgs { connect, name }, &kinds::CATALOG) {
+                Ok(()) => 0,
+                Err(e) => {
+                    crate::stdout::say_err!("error: {e:#}");
+                    2
+                }
+            }
+        }
         Command::Compare { run_a, run_b, threshold, json } => {
             comparison::runs::command(&run_a, &run_b, threshold, json)
         }

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{progress::Progress, Engine};
 use crate::plan::{self, PlanOptions};
 use crate::plugin::SpecPlugins;
 use crate::results::{Results, ResultsFile, RunInfo, SCHEMA_VERSION};
-use crate::{comparison, gate, results, spec, verdict, EXIT_USAGE};
+use crate::{comparison, results, spec, EXIT_USAGE};
+use faultline_engine::{gate, provenance, verdict, Engine, LoadThreads, Place, Progress};
 use faultline_report as report;
 
 pub struct RunArgs {
@@ -183,7 +183,7 @@ async fn gather_agents(
                 }
                 None => {
                     let exe = std::env::current_exe().context("cannot find faultline's own binary")?;
-                    let sha = crate::provenance::sha256_of(&exe);
+                    let sha = provenance::sha256_of(&exe);
                     docker.agent_image(&exe, &sha, &agents.base, &labels).await?
                 }
             };
@@ -259,9 +259,7 @@ fn execute(
         run_dir.display()
     ));
 
-    let load_threads = crate::engine::load_threads::LoadThreads::start(
-        args.load_threads.unwrap_or_else(crate::engine::load_threads::LoadThreads::default_count),
-    )?;
+    let load_threads = LoadThreads::start(args.load_threads.unwrap_or_else(LoadThreads::default_count))?;
     let cancel = CancellationToken::new();
     let run_tag = run_tag();
     let (outcome, agent_infos) = runtime.block_on(async {
@@ -287,8 +285,8 @@ fn execute(
             None => None,
         };
         let place = match &agents {
-            Some(a) => crate::engine::place::Place::Coordinator(a),
-            None => crate::engine::place::Place::Alone,
+            Some(a) => Place::Coordinator(a),
+            None => Place::Alone,
         };
         let engine = Engine {
             spec,
@@ -301,6 +299,7 @@ fn execute(
             progress: progress.clone(),
             plugins,
             load_threads: &load_threads,
+            kinds: &crate::kinds::CATALOG,
             place,
         };
         let outcome = engine.run().await;
@@ -341,7 +340,7 @@ fn execute(
             only: args.only.clone(),
             interrupted: outcome.interrupted,
             faultline_version: env!("CARGO_PKG_VERSION").to_string(),
-            faultline_commit: crate::provenance::COMMIT.to_string(),
+            faultline_commit: provenance::COMMIT.to_string(),
             host: results::host_info(),
             agents: agent_infos,
         },
@@ -350,7 +349,7 @@ fn execute(
         gates,
         targets: outcome.targets,
         comparisons,
-        manifest: crate::provenance::manifest(spec, &args.spec),
+        manifest: provenance::manifest(spec, &args.spec),
         crash_recovery: faultline_check::durability::matrix(&outcome.cells, &fault_signals(spec)),
         cells: outcome.cells,
         errors: outcome.errors,

@@ -168,7 +168,7 @@ async fn remove_listed(listed: &[(std::path::PathBuf, ledger::Entry)]) -> bool {
 /// build one that can.
 async fn remove_through_its_kind(resource: &Resource) -> anyhow::Result<String> {
     let name = resource.created_by().ok_or_else(|| anyhow::anyhow!("no target kind created it"))?;
-    let kind = kinds::find(&TargetKind::new(name)).map_err(anyhow::Error::msg)?;
+    let kind = kinds::CATALOG.find(&TargetKind::new(name)).map_err(anyhow::Error::msg)?;
     let remove = kind.remove_listed.ok_or_else(|| anyhow::anyhow!("`{name}` targets remove nothing they list"))?;
     remove(resource).await
 }

@@ -1,7 +1,8 @@
 //! What a target kind declares to be registered: one `pub const KIND:
 //! Kind` in the kind's own module, named on one line of the build's list of
-//! kinds (the runner's `target::kinds::KINDS`), and the helpers its driver
-//! constructor parses its `options:` with.
+//! kinds (the CLI's `kinds::KINDS`, which its cargo features choose), the
+//! lookup in that list ([`Kinds`], which the CLI hands the engine), and the
+//! helpers its driver constructor parses its `options:` with.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use crate::ledger::Resource;
 use crate::topology::TopologyKind;
 use crate::TargetDriver;
 use faultline_spec::options::OptionsError;
+use faultline_spec::TargetKind;
 
 /// Makes a kind's driver from the options a target gave it.
 pub type MakeDriver = fn(Option<&serde_json::Value>) -> Result<Arc<dyn TargetDriver>, OptionsError>;
@@ -36,6 +38,72 @@ pub struct Kind {
     /// How teardown removes what the kind lists in a run ledger
     /// ([`Resource::created_by`] names the kind); None: it lists nothing.
     pub remove_listed: Option<RemoveListed>,
+}
+
+/// The kinds a build holds, and those it can leave out by the cargo
+/// feature of the same name, so a spec naming one gets the fix rather than
+/// "unknown kind". The CLI builds the one value (its features choose the
+/// list); the spec loader, the engine and teardown look kinds up in it.
+pub struct Kinds {
+    pub held: &'static [Kind],
+    pub optional: &'static [&'static str],
+}
+
+impl Kinds {
+    /// The registered kind named `kind`, or what to do when this build has none.
+    pub fn find(&self, kind: &TargetKind) -> Result<&'static Kind, String> {
+        if let Some(k) = self.held.iter().find(|k| k.name == kind.as_str()) {
+            return Ok(k);
+        }
+        Err(self.not_held(kind.as_str()))
+    }
+
+    /// Why this build cannot take `kind`, and the fix.
+    fn not_held(&self, kind: &str) -> String {
+        let held = self.held.iter().map(|k| k.name).collect::<Vec<_>>().join(", ");
+        match self.optional.contains(&kind) {
+            true => format!(
+                "`{kind}` targets need a faultline built with them: `cargo build --release --features {kind}` \
+                 (this build holds {held})"
+            ),
+            false => format!("`{kind}` is not a target kind faultline knows: use one of {held}"),
+        }
+    }
+
+    /// The driver for `kind` with `options` (the target's, overlaid by a
+    /// scenario's when it has some).
+    pub fn driver(
+        &self,
+        kind: &TargetKind,
+        options: Option<&serde_json::Value>,
+    ) -> Result<Arc<dyn TargetDriver>, OptionsError> {
+        let kind = self.find(kind).map_err(|e| (String::new(), e))?;
+        (kind.driver)(options)
+    }
+
+    /// How members of `kind` run in containers (the kind is known: the spec
+    /// was validated against this catalog).
+    pub fn members(&self, kind: &TargetKind) -> Arc<dyn TopologyKind> {
+        (self.find(kind).expect("a validated spec names a kind this build holds").members)()
+    }
+}
+
+impl faultline_spec::Catalog for Kinds {
+    fn names(&self) -> Vec<&'static str> {
+        self.held.iter().map(|k| k.name).collect()
+    }
+
+    fn known(&self, kind: &TargetKind) -> Result<(), String> {
+        self.find(kind).map(|_| ())
+    }
+
+    fn kind(
+        &self,
+        kind: &TargetKind,
+        options: Option<&serde_json::Value>,
+    ) -> Result<Arc<dyn faultline_spec::KindInfo>, OptionsError> {
+        self.driver(kind, options).map(|d| d as Arc<dyn faultline_spec::KindInfo>)
+    }
 }
 
 /// A kind's typed options from the spec's `options:` (none: its defaults).

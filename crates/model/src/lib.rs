@@ -2,8 +2,8 @@
 //! enums (op kind, target kind, checker name, error class, role), durations
 //! and sizes, value encoding, and number formatting; and the two rules for
 //! what leaves or enters faultline that every layer applies: credentials
-//! are redacted ([`redact`]) and input files are read within a bound
-//! ([`input_file`]).
+//! are redacted ([`redact`], also in what is printed: [`stdout`]) and input
+//! files are read within a bound ([`input_file`]).
 //!
 //! It is the bottom of the crate graph: everything else depends on it and it
 //! depends on nothing of faultline's, which is what keeps the graph free of
@@ -29,5 +29,6 @@ pub mod redact;
 pub mod results;
 pub mod roles;
 pub mod stats;
+pub mod stdout;
 pub mod units;
 pub mod value;

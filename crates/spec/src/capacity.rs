@@ -1,7 +1,7 @@
 //! `capacity:` on a scenario: search for the highest open-loop rate at
 //! which the scenario's SLO holds (the saturation knee), instead of running
 //! the profile's one rate. What the spec says and what makes it sound are
-//! here; the search itself is the engine's (runner/src/engine/capacity.rs).
+//! here; the search itself is the engine's (crates/engine/src/engine/capacity.rs).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

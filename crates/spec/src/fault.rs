@@ -287,7 +287,7 @@ pub trait FaultBackend: Sync {
     }
 }
 
-/// Signals to a process target's process group (runner/src/fault/process.rs).
+/// Signals to a process target's process group (crates/engine/src/fault/process.rs).
 pub struct ProcessFaults;
 
 impl FaultBackend for ProcessFaults {

@@ -16,15 +16,17 @@ pub fn print(text: &str) {
 }
 
 /// `println!` that survives a closed stdout.
+#[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {
         $crate::stdout::print(&format!("{}\n", format_args!($($arg)*)))
     };
 }
-pub(crate) use say;
+pub use crate::say;
 
 /// `eprintln!` with credentials redacted: for errors and warnings that may
 /// quote a URI or a server's answer.
+#[macro_export]
 macro_rules! say_err {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -32,4 +34,4 @@ macro_rules! say_err {
         let _ = std::io::stderr().write_all($crate::redact::text(&line).as_bytes());
     }};
 }
-pub(crate) use say_err;
+pub use crate::say_err;

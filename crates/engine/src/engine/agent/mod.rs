@@ -7,18 +7,17 @@
 //! Which lanes are whose: engine/place.rs. The clock: clock.rs. What goes
 //! over the wire: wire.rs.
 
-pub mod clock;
+pub(crate) mod clock;
 mod coordinator;
-pub mod kubernetes;
 pub mod launch;
 pub mod serve;
-pub mod wire;
+pub(crate) mod wire;
 
 pub use coordinator::Agents;
 pub use wire::RunShare;
 
 /// One agent's share of a cell, as it arrived.
-pub struct AgentEnd {
+pub(crate) struct AgentEnd {
     pub agent: String,
     pub done: wire::CellDone,
     /// How much its history's times were widened (its clock's uncertainty).

@@ -31,6 +31,7 @@ use crate::plan::{self, Plan, PlanOptions};
 use crate::plugin::SpecPlugins;
 use crate::provider::RunningTarget;
 use crate::spec::{self, LoadedSpec};
+use faultline_kind::registry::Kinds;
 use faultline_kind::workload::Workload;
 
 /// How long an agent keeps dialing a coordinator that is not listening yet.
@@ -41,23 +42,13 @@ pub struct AgentArgs {
     pub name: Option<String>,
 }
 
-/// Exit 0 when the coordinator said goodbye, 2 when the run could not be
-/// served (the coordinator refused this agent, or went away mid-run).
-pub fn run(args: AgentArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start a runtime: {e}");
-            return 2;
-        }
-    };
-    match runtime.block_on(serve(args)) {
-        Ok(()) => 0,
-        Err(e) => {
-            crate::stdout::say_err!("error: {e:#}");
-            2
-        }
-    }
+/// Serves the run until the coordinator says goodbye; an error when it
+/// could not be served (the coordinator refused this agent, or went away
+/// mid-run). `kinds` is the build's list, as the coordinator's.
+pub fn run(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start a runtime")?;
+    runtime.block_on(serve(args, kinds))
 }
 
 async fn dial(address: &str) -> anyhow::Result<TcpStream> {
@@ -73,7 +64,7 @@ async fn dial(address: &str) -> anyhow::Result<TcpStream> {
     }
 }
 
-async fn serve(args: AgentArgs) -> anyhow::Result<()> {
+async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
     clock::since_epoch(Instant::now());
     let stream = dial(&args.connect).await?;
     let _ = stream.set_nodelay(true);
@@ -118,7 +109,7 @@ async fn serve(args: AgentArgs) -> anyhow::Result<()> {
         None => anyhow::bail!("the coordinator closed the connection before giving the run"),
         Some(_) => anyhow::bail!("the coordinator sent something other than the run"),
     };
-    let session = match Session::open(order) {
+    let session = match Session::open(order, kinds) {
         Ok(s) => {
             let _ = out.send(Frame::Ready);
             s
@@ -163,14 +154,15 @@ struct Session {
     load_threads: LoadThreads,
     plugins: SpecPlugins,
     progress: Progress,
+    kinds: &'static Kinds,
 }
 
 impl Session {
-    fn open(order: RunOrder) -> anyhow::Result<Session> {
+    fn open(order: RunOrder, kinds: &'static Kinds) -> anyhow::Result<Session> {
         // The coordinator checked the servers it starts; an agent starts none.
         crate::spec::host::skip_program_checks();
         let path = PathBuf::from(&order.run.spec_path);
-        let loaded = spec::parse(&path, &order.run.spec_text, &order.run.set, &crate::kinds::CATALOG)
+        let loaded = spec::parse(&path, &order.run.spec_text, &order.run.set, kinds)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let options = PlanOptions { quick: order.run.quick, only: order.run.only.clone() };
         let plan = plan::build(&loaded, &options).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -184,6 +176,7 @@ impl Session {
             load_threads: LoadThreads::start(threads).context("starting the load threads")?,
             plugins: SpecPlugins::none(),
             progress: Progress::new(None)?,
+            kinds,
         })
     }
 
@@ -207,7 +200,7 @@ impl Session {
         let workload =
             Arc::new(Workload::new(&cell_spec.workloads[&cell.workload], cell_spec.seed, self.order.run.run_tag));
         let target = &cell_spec.targets[&order.target_name];
-        let driver = match crate::kinds::driver(&target.kind, target.options.as_ref()) {
+        let driver = match self.kinds.driver(&target.kind, target.options.as_ref()) {
             Ok(d) => d,
             Err((field, e)) => {
                 let _ = out.send(Frame::Failed(format!("options.{field}: {e}")));
@@ -230,6 +223,7 @@ impl Session {
             progress: self.progress.clone(),
             plugins: &self.plugins,
             load_threads: &self.load_threads,
+            kinds: self.kinds,
             place: Place::Agent(AgentSeat {
                 index: self.order.index,
                 agents: self.order.agents,

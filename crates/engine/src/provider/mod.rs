@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::bail;
 
 use crate::spec::{ProviderKind, TargetSpec};
+use faultline_kind::registry::Kinds;
 use faultline_kind::{ServerInfo, TargetDriver};
 
 /// A target that is up and answering.
@@ -97,6 +98,7 @@ pub async fn start(
     name: &str,
     spec: &TargetSpec,
     driver: Arc<dyn TargetDriver>,
+    kinds: &Kinds,
     dirs: &TargetDirs<'_>,
 ) -> anyhow::Result<RunningTarget> {
     match spec.provider {
@@ -107,7 +109,7 @@ pub async fn start(
         }
         ProviderKind::External => external::start(name, spec, driver).await,
         ProviderKind::Docker => {
-            let members = crate::kinds::members(&spec.kind);
+            let members = kinds.members(&spec.kind);
             let started =
                 faultline_docker::provider::start(name, spec, Arc::clone(&driver), members, dirs.log_dir).await?;
             Ok(RunningTarget {

@@ -16,13 +16,12 @@ use tokio::time::Instant;
 
 use super::bring_up::Armed;
 use super::{CellRun, Kept, Stopped};
-use crate::agent::AgentEnd;
+use crate::engine::agent::AgentEnd;
 use crate::engine::books::{self, LaneEnd};
 use crate::engine::place::Place;
 use crate::engine::role_watch::{self, Watched};
 use crate::engine::{fanout, pipeline, progress, requests, rounds, schedule};
 use crate::fault;
-use crate::kinds;
 use crate::metrics::{client_cpu, LiveCounters, Recorder, SharedTimelines};
 use crate::plugin::shape::{Feed, Shape};
 use crate::spec::probe::ProbeWhen;
@@ -248,7 +247,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
                 Place::Agent(seat) => {
                     let out = seat.out.clone();
                     Some(Box::new(move |lane, rounds| {
-                        let _ = out.send(crate::agent::wire::Frame::RoundsDone { lane: lane as u32, rounds });
+                        let _ = out.send(crate::engine::agent::wire::Frame::RoundsDone { lane: lane as u32, rounds });
                     }))
                 }
                 _ => None,
@@ -408,7 +407,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         _ if place.is_agent() => None,
         (false, Some(t)) if t.members.len() > 1 => Some(Watched::Members(Arc::clone(t))),
         (false, _) if driver.has_roles() => {
-            let kind = kinds::members(&target_spec.kind);
+            let kind = run.engine.kinds.members(&target_spec.kind);
             Some(Watched::Server {
                 name: run.running.name.clone(),
                 uri: uri.to_string(),

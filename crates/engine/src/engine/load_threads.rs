@@ -46,12 +46,12 @@ impl LoadThreads {
     }
 
     /// Enters load thread `n`'s runtime, to register a socket with its reactor.
-    pub fn enter(&self, n: usize) -> tokio::runtime::EnterGuard<'_> {
+    pub(crate) fn enter(&self, n: usize) -> tokio::runtime::EnterGuard<'_> {
         self.handles[n % self.handles.len()].enter()
     }
 
     /// Runs `lane` on load thread `n` (modulo their count).
-    pub fn spawn<F>(&self, n: usize, lane: F) -> JoinHandle<F::Output>
+    pub(crate) fn spawn<F>(&self, n: usize, lane: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,

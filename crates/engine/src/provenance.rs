@@ -13,12 +13,12 @@ use sha2::{Digest, Sha256};
 /// The commit this faultline was built from (see build.rs).
 pub const COMMIT: &str = env!("FAULTLINE_COMMIT");
 
-pub use faultline_model::provenance::{Binary, FileHash, Manifest};
+pub(crate) use faultline_model::provenance::{Binary, FileHash, Manifest};
 
 /// `command` resolved the way the process provider starts it (PATH lookup
 /// when it has no `/`), and hashed; a binary that cannot be read says why
 /// in place of the hash.
-pub fn binary(command: &str) -> Binary {
+pub(crate) fn binary(command: &str) -> Binary {
     let resolved = match command.contains('/') {
         true => Some(std::path::PathBuf::from(command)),
         false => std::env::var_os("PATH")

@@ -242,13 +242,13 @@ impl Agents {
     }
 
     /// Each agent's live counts, for the progress line.
-    pub fn live(&self) -> Vec<Arc<LiveCounters>> {
+    pub(crate) fn live(&self) -> Vec<Arc<LiveCounters>> {
         self.links.iter().map(|l| Arc::clone(&l.live)).collect()
     }
 
     /// Has every agent connect its lanes for the cell; on any failure the
     /// others are disarmed and the cell fails naming the agent.
-    pub async fn arm(&self, run: &CellRun<'_>) -> Result<(), String> {
+    pub(crate) async fn arm(&self, run: &CellRun<'_>) -> Result<(), String> {
         let history = (!run.checkers().is_empty()).then(|| run.history_dir());
         if let Some(dir) = &history {
             std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -301,7 +301,7 @@ impl Agents {
 
     /// Reads every agent's clock again and starts the armed cell on all of
     /// them at one instant, which it returns (on this process's clock).
-    pub async fn start(&self) -> Result<Instant, String> {
+    pub(crate) async fn start(&self) -> Result<Instant, String> {
         let readings = futures::future::join_all(self.links.iter().map(|l| l.read_clock(PINGS_PER_CELL))).await;
         let mut ahead = START_AHEAD;
         for (link, r) in self.links.iter().zip(&readings) {
@@ -328,7 +328,7 @@ impl Agents {
     /// Each agent's share of the cell whose window ends at `stop_at`, as it
     /// arrives; on `cancel` or a lost agent, every agent is told to stop and
     /// still sends what it has.
-    pub async fn collect<'a>(
+    pub(crate) async fn collect<'a>(
         &'a self,
         stop_at: Instant,
         timing: &CellTiming,

@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::agent::wire::Frame;
+use super::agent::wire::Frame;
 use crate::metrics::LiveCounters;
 use crate::spec::units::format_duration;
 
@@ -60,7 +60,7 @@ impl Progress {
     /// rounds ends when its rounds are answered, not at its duration (a cap):
     /// it shows rounds done of rounds asked instead of a time left.
     #[allow(clippy::too_many_arguments)]
-    pub fn watch_cell(
+    pub(crate) fn watch_cell(
         &self,
         position: (usize, usize),
         label: String,
@@ -143,7 +143,7 @@ impl Progress {
         })
     }
 
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::window::Ran;
 use super::{CellRun, Kept, Stopped};
-use crate::agent::AgentEnd;
+use crate::engine::agent::AgentEnd;
 use crate::engine::fanout::FanoutBooks;
 use crate::engine::role_watch;
 use crate::metrics::CellMetrics;

@@ -29,7 +29,7 @@ pub enum Launcher {
 }
 
 impl Launcher {
-    pub fn count(&self) -> u32 {
+    pub(crate) fn count(&self) -> u32 {
         match self {
             Launcher::Local(n) | Launcher::Swarm(n) | Launcher::Wait(n) => *n,
         }
@@ -71,8 +71,8 @@ struct Started {
 /// What a launcher started, stopped by [`Launched::stop`] (and by the
 /// processes' own death signal should the coordinator die first).
 pub struct Launched {
-    pub kind: &'static str,
-    pub count: u32,
+    pub(crate) kind: &'static str,
+    pub(crate) count: u32,
     processes: Vec<Started>,
     /// Agent processes that exited, with how.
     exits: Arc<Mutex<Vec<String>>>,
@@ -162,7 +162,7 @@ impl Launched {
 
     /// Resolves when a started agent exits (never, for agents started by
     /// someone else), with how and where its log is.
-    pub async fn first_exit(&self) -> String {
+    pub(crate) async fn first_exit(&self) -> String {
         if let Some((docker, service)) = &self.service {
             // A task that failed or was rejected will not dial in.
             loop {
@@ -185,7 +185,7 @@ impl Launched {
         }
     }
 
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         if let Some((_, s)) = &self.service {
             return format!("swarm service `{}` of {} agents, image `{}`", s.name, s.replicas, s.image);
         }
@@ -196,7 +196,7 @@ impl Launched {
     }
 
     /// Where an agent that did not join says why.
-    pub fn where_to_look(&self) -> String {
+    pub(crate) fn where_to_look(&self) -> String {
         if let Some((_, s)) = &self.service {
             return format!("`docker service ps --no-trunc {}` and `docker service logs {}` say why", s.name, s.name);
         }
@@ -210,7 +210,7 @@ impl Launched {
 
     /// Waits a moment for the agents to leave on their own (they were told
     /// goodbye), then kills what is left, and waits for every process.
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some((docker, service)) = self.service.take() {
             // The agents were told goodbye; a moment for them to leave, then
             // the service goes, and any task still running with it.

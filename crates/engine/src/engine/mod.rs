@@ -3,6 +3,7 @@
 //! takes everything down again, whatever happens. A cell's own way, from
 //! bring-up to its result, is the list of phases in `run_cell` (cell/).
 
+pub mod agent;
 mod books;
 mod capacity;
 pub mod cell;
@@ -32,6 +33,7 @@ use crate::results::{CellResult, CellStatus, TargetInfo};
 use crate::spec::matrix::Isolation;
 use crate::spec::probe::{ProbeSpec, ProbeWhen};
 use crate::spec::Spec;
+use faultline_kind::registry::Kinds;
 use faultline_kind::workload::Workload;
 use instances::Instances;
 use progress::Progress;
@@ -61,6 +63,8 @@ pub struct Engine<'a> {
     /// Where the pipelined lanes run (the request/response lanes stay on
     /// the main runtime with their drivers' own tasks).
     pub load_threads: &'a load_threads::LoadThreads,
+    /// The kinds this build holds (the CLI's list): targets' drivers.
+    pub kinds: &'static Kinds,
     /// Where the cells' lanes run: here, on agents, or (in an agent) its share.
     pub place: place::Place<'a>,
 }
@@ -224,7 +228,7 @@ impl Engine<'_> {
             .collect()
     }
 
-    pub fn skipped(&self, cell: &Cell) -> CellResult {
+    pub(crate) fn skipped(&self, cell: &Cell) -> CellResult {
         CellResult {
             scenario: cell.scenario.clone(),
             profile: cell.profile.clone(),
@@ -276,7 +280,7 @@ impl Engine<'_> {
     }
 
     /// The cell's scenario, as its matrix point filled it in.
-    pub fn scenario<'s>(&'s self, cell: &'s Cell) -> &'s crate::spec::ScenarioSpec {
+    pub(crate) fn scenario<'s>(&'s self, cell: &'s Cell) -> &'s crate::spec::ScenarioSpec {
         let spec = cell.spec(self.spec);
         spec.scenarios.iter().find(|s| s.name == cell.scenario).expect("the plan's scenarios come from the spec")
     }

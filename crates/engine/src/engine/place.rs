@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::rounds::RemoteRounds;
-use crate::agent::{wire::Frame, Agents};
+use super::agent::{wire::Frame, Agents};
 
 pub enum Place<'a> {
     Alone,
@@ -30,7 +30,7 @@ pub struct AgentSeat {
 
 impl Place<'_> {
     /// The lanes (cell-wide indices) of `connections` that run here.
-    pub fn lanes(&self, connections: u32) -> Vec<usize> {
+    pub(crate) fn lanes(&self, connections: u32) -> Vec<usize> {
         match self {
             Place::Alone => (0..connections as usize).collect(),
             Place::Coordinator(_) => Vec::new(),
@@ -38,7 +38,7 @@ impl Place<'_> {
         }
     }
 
-    pub fn is_agent(&self) -> bool {
+    pub(crate) fn is_agent(&self) -> bool {
         matches!(self, Place::Agent(_))
     }
 }

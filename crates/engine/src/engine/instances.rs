@@ -13,7 +13,6 @@ use std::path::PathBuf;
 
 use indexmap::IndexMap;
 
-use crate::kinds;
 use crate::plan::{Cell, Plan};
 use crate::provider::{self, RunningTarget};
 use crate::results::TargetInfo;
@@ -91,7 +90,7 @@ impl Instances {
                 log_dir: engine.log_dir,
                 log_name: &file_name(&c.instance),
             };
-            let driver = match kinds::driver(&target_spec.kind, target_spec.options.as_ref()) {
+            let driver = match engine.kinds.driver(&target_spec.kind, target_spec.options.as_ref()) {
                 Ok(d) => d,
                 Err((field, e)) => {
                     let message = format!("target `{}`: options.{field}: {e}", c.instance);
@@ -100,7 +99,7 @@ impl Instances {
                     continue;
                 }
             };
-            let starting = provider::start(&c.target, target_spec, driver, &dirs);
+            let starting = provider::start(&c.target, target_spec, driver, engine.kinds, &dirs);
             let result = tokio::select! {
                 r = starting => r,
                 _ = engine.cancel.cancelled() => Err(anyhow::anyhow!("interrupted while starting target `{}`", c.instance)),

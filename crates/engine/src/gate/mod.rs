@@ -9,7 +9,7 @@
 //! fails it). A gate that names faults covers only the cells whose scenario
 //! schedules them.
 
-pub use faultline_spec::gate as expr;
+pub(crate) use faultline_spec::gate as expr;
 
 use indexmap::IndexMap;
 
@@ -268,7 +268,7 @@ fn operand_value_without_cell(o: &Operand) -> OperandValue {
 /// open loop sent less of its schedule than its profile's `min_sent`.
 /// A gate that reads the schedule itself (`unsent`, `achieved_rate`) judges
 /// an under-sent cell, but not one where nothing completed.
-pub fn load_not_sent(cell: &CellResult, reads_schedule: bool) -> Option<String> {
+pub(crate) fn load_not_sent(cell: &CellResult, reads_schedule: bool) -> Option<String> {
     let stats = cell.stats.as_ref()?;
     let under_sent = stats.open_loop.filter(|o| !reads_schedule && o.sent_fraction() < o.min_sent).map(|open| {
         format!(
@@ -329,7 +329,7 @@ fn eval(expr: &Expr, value: &dyn Fn(&Operand) -> OperandValue) -> Result<(bool, 
 
 /// Whether `expr` holds in one cell, with the values it compared (a
 /// capacity search's SLO, judged on each step).
-pub fn holds_in(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<String>), String> {
+pub(crate) fn holds_in(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<String>), String> {
     eval(expr, &|o| operand_value(o, cell))
 }
 
