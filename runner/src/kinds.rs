@@ -111,7 +111,8 @@ mod tests {
             CATALOG.driver(&TargetKind::new("redis"), Some(&json!({"read_concern": "majority"}))).err().unwrap();
         assert_eq!(field, "read_concern");
         assert!(message.starts_with("unknown field `read_concern`, expected one of `ca_file`"), "{message}");
-        let (field, message) = CATALOG.driver(&TargetKind::new("redis"), Some(&json!({"cert_file": "c.pem"}))).err().unwrap();
+        let (field, message) =
+            CATALOG.driver(&TargetKind::new("redis"), Some(&json!({"cert_file": "c.pem"}))).err().unwrap();
         assert_eq!((field.as_str(), message.as_str()), ("cert_file", "needs its private key in `key_file`"));
         let (field, message) =
             CATALOG.driver(&TargetKind::new("redis"), Some(&json!({"ca_file": "/nonexistent/ca.pem"}))).err().unwrap();

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::rounds::RemoteRounds;
 use super::agent::{wire::Frame, Agents};
+use super::rounds::RemoteRounds;
 
 pub enum Place<'a> {
     Alone,

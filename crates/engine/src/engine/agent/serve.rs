@@ -46,8 +46,7 @@ pub struct AgentArgs {
 /// could not be served (the coordinator refused this agent, or went away
 /// mid-run). `kinds` is the build's list, as the coordinator's.
 pub fn run(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start a runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start a runtime")?;
     runtime.block_on(serve(args, kinds))
 }
 
@@ -162,8 +161,8 @@ impl Session {
         // The coordinator checked the servers it starts; an agent starts none.
         crate::spec::host::skip_program_checks();
         let path = PathBuf::from(&order.run.spec_path);
-        let loaded = spec::parse(&path, &order.run.spec_text, &order.run.set, kinds)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let loaded =
+            spec::parse(&path, &order.run.spec_text, &order.run.set, kinds).map_err(|e| anyhow::anyhow!("{e}"))?;
         let options = PlanOptions { quick: order.run.quick, only: order.run.only.clone() };
         let plan = plan::build(&loaded, &options).map_err(|e| anyhow::anyhow!("{e}"))?;
         let scratch = tempfile::Builder::new().prefix("faultline-agent-").tempdir().context("a scratch directory")?;

@@ -29,7 +29,8 @@ pub struct Armed {
 
 pub async fn bring_up(run: &CellRun<'_>) -> Result<Armed, Stopped> {
     let target_spec = run.target_spec();
-    let options = faultline_spec::options::overlay(target_spec.options.as_ref(), run.engine.scenario(run.cell).options.as_ref());
+    let options =
+        faultline_spec::options::overlay(target_spec.options.as_ref(), run.engine.scenario(run.cell).options.as_ref());
     let driver = match run.engine.kinds.driver(&target_spec.kind, options.as_ref()) {
         Ok(d) => d,
         Err((field, e)) => return Err(Stopped::failed(Kept::default(), format!("options.{field}: {e}"))),
