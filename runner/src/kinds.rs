@@ -59,6 +59,10 @@ pub struct Kinds;
 pub static CATALOG: Kinds = Kinds;
 
 impl faultline_spec::Catalog for Kinds {
+    fn checkers(&self) -> &[&'static dyn faultline_spec::CheckerInfo] {
+        faultline_check::checker::declared()
+    }
+
     fn names(&self) -> Vec<&'static str> {
         KINDS.iter().map(|k| k.name).collect()
     }
@@ -110,6 +114,13 @@ pub fn spec_schema() -> serde_json::Value {
     let target = root.pointer_mut("/$defs/TargetSpec").expect("the spec schema defines TargetSpec");
     target["properties"]["kind"]["enum"] = KINDS.iter().map(|k| k.name).collect();
     target["allOf"] = options.into();
+    // Checkers, like kinds, are a registry rather than a closed enum: the
+    // campaign's `checkers` and each scenario's name the build's.
+    let checkers: Vec<&str> = faultline_check::checker::declared().iter().map(|c| c.name()).collect();
+    for at in ["/properties/checkers/items", "/$defs/ScenarioSpec/properties/checkers/items"] {
+        let items = root.pointer_mut(at).unwrap_or_else(|| panic!("the spec schema has {at}"));
+        items["enum"] = checkers.clone().into();
+    }
     root
 }
 
@@ -151,6 +162,9 @@ mod tests {
         #[cfg(feature = "dynamodb")]
         assert!(text.contains("settle") && text.contains("\"const\":\"dynamodb\""), "{text}");
         assert!(text.contains("ca_file") && text.contains("\"const\":\"redis\""), "{text}");
+        let checkers = &schema["$defs"]["ScenarioSpec"]["properties"]["checkers"]["items"]["enum"];
+        assert_eq!(checkers, &schema["properties"]["checkers"]["items"]["enum"]);
+        assert!(checkers.as_array().unwrap().contains(&json!("hot-key")), "{checkers}");
     }
 
     #[cfg(feature = "mongodb")]
