@@ -44,7 +44,7 @@ use std::path::Path;
 use super::{describe_write, CheckContext, CheckResult, Checker, CheckerInfo, Judgement, Observer, Unmet, UnmetAt, WITNESSES};
 use crate::history::{is_whole_value, parse_value, Merged, Observed, OpRecord, Outcome, Scope, ValueId};
 use faultline_model::items::{IndexSettle, StoredItem, StreamChange};
-use faultline_model::checks::{CheckStatus, IndexLag};
+use faultline_model::checks::CheckStatus;
 use faultline_model::ops::OpKind;
 use faultline_model::results::CellResult;
 use faultline_spec::checkers::{check_of, judged_metric, violations_metric};

@@ -465,7 +465,7 @@ impl fmt::Debug for GateMetric {
 }
 
 /// Every metric: the table's, then each checker's.
-pub fn all(checkers: &[&'static dyn CheckerInfo]) -> impl Iterator<Item = &'static GateMetric> + '_ {
+pub fn all<'a>(checkers: &'a [&'static dyn CheckerInfo]) -> impl Iterator<Item = &'static GateMetric> + 'a {
     METRICS.iter().chain(checkers.iter().flat_map(|c| c.metrics()))
 }
 
