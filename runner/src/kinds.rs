@@ -28,7 +28,7 @@ const OPTIONAL: &[&str] = &["mongodb", "dynamodb"];
 
 /// The one catalog: every spec is loaded against it, and the engine and
 /// teardown find kinds in it.
-pub static CATALOG: Kinds = Kinds { held: KINDS, optional: OPTIONAL };
+pub static CATALOG: Kinds = Kinds { held: KINDS, optional: OPTIONAL, checkers: faultline_check::checker::declared };
 
 /// The spec's JSON schema as this build knows it (`faultline schema`):
 /// `kind` is one of the kinds it holds, and each kind's `options` are
@@ -51,6 +51,13 @@ pub fn spec_schema() -> serde_json::Value {
     let target = root.pointer_mut("/$defs/TargetSpec").expect("the spec schema defines TargetSpec");
     target["properties"]["kind"]["enum"] = KINDS.iter().map(|k| k.name).collect();
     target["allOf"] = options.into();
+    // Checkers, like kinds, are a registry rather than a closed enum: the
+    // campaign's `checkers` and each scenario's name the build's.
+    let checkers: Vec<&str> = faultline_check::checker::declared().iter().map(|c| c.name()).collect();
+    for at in ["/properties/checkers/items", "/$defs/ScenarioSpec/properties/checkers/items"] {
+        let items = root.pointer_mut(at).unwrap_or_else(|| panic!("the spec schema has {at}"));
+        items["enum"] = checkers.clone().into();
+    }
     root
 }
 
@@ -71,7 +78,11 @@ mod tests {
 
     #[test]
     fn a_kind_this_build_lacks_says_how_to_get_it() {
-        let redis_only = Kinds { held: &[faultline_kind_redis::KIND], optional: OPTIONAL };
+        let redis_only = Kinds {
+            held: &[faultline_kind_redis::KIND],
+            optional: OPTIONAL,
+            checkers: faultline_check::checker::declared,
+        };
         let message = redis_only.find(&TargetKind::new("dynamodb")).err().unwrap();
         assert!(message.contains("--features dynamodb") && message.contains("holds redis"), "{message}");
         let message = CATALOG.find(&TargetKind::new("cassandra")).err().unwrap();
@@ -95,6 +106,9 @@ mod tests {
         #[cfg(feature = "dynamodb")]
         assert!(text.contains("settle") && text.contains("\"const\":\"dynamodb\""), "{text}");
         assert!(text.contains("ca_file") && text.contains("\"const\":\"redis\""), "{text}");
+        let checkers = &schema["$defs"]["ScenarioSpec"]["properties"]["checkers"]["items"]["enum"];
+        assert_eq!(checkers, &schema["properties"]["checkers"]["items"]["enum"]);
+        assert!(checkers.as_array().unwrap().contains(&json!("hot-key")), "{checkers}");
     }
 
     #[cfg(feature = "mongodb")]

@@ -347,7 +347,7 @@ fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
                 checker: k.as_str().into(),
                 status: CheckStatus::Violated,
                 checked: 10,
-                judged: k.judges().into(),
+                judged: faultline_check::checker::named(k.as_str()).expect("a registered checker").judges().into(),
                 violations: 2,
                 witnesses: vec!["key 1 | lost at 3 ms".into(), "key 2 lost\nat 4 ms".into()],
                 note: String::new(),

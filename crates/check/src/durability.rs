@@ -9,7 +9,9 @@
 
 use indexmap::IndexMap;
 
-use faultline_model::checks::{CheckStatus, CheckerName};
+use faultline_model::checks::CheckStatus;
+
+use crate::checker::lost_write;
 use faultline_model::faults::FaultRecord;
 use faultline_model::results::CellResult;
 
@@ -36,7 +38,7 @@ pub fn matrix(cells: &[CellResult], signals: &IndexMap<String, IndexMap<String, 
     let none = IndexMap::new();
     for cell in cells {
         let faults = signals.get(&cell.scenario).unwrap_or(&none);
-        let check = cell.checks.iter().find(|c| c.checker == CheckerName::LostAcknowledgedWrite.as_str());
+        let check = cell.checks.iter().find(|c| c.checker == lost_write::NAME);
         for fault in &cell.faults {
             let Some(kind) = restart_kind(fault, faults) else { continue };
             let index = rows.iter().position(|r| {

@@ -12,10 +12,15 @@ use std::time::Duration;
 use super::*;
 use faultline_spec::{Catalog, KindInfo, Spec, TargetKind};
 
-/// The Redis kind, the one these tests' targets are.
+/// The Redis kind, the one these tests' targets are (and no checker: these
+/// specs name none).
 struct RedisOnly;
 
 impl Catalog for RedisOnly {
+    fn checkers(&self) -> &[&'static dyn faultline_spec::CheckerInfo] {
+        &[]
+    }
+
     fn names(&self) -> Vec<&'static str> {
         vec![faultline_kind_redis::KIND.name]
     }

@@ -44,9 +44,13 @@ pub struct Kind {
 /// feature of the same name, so a spec naming one gets the fix rather than
 /// "unknown kind". The CLI builds the one value (its features choose the
 /// list); the spec loader, the engine and teardown look kinds up in it.
+/// As the spec loader's catalog it also answers for the build's checkers.
 pub struct Kinds {
     pub held: &'static [Kind],
     pub optional: &'static [&'static str],
+    /// The build's checkers (faultline-check's registry, which this crate
+    /// does not depend on).
+    pub checkers: fn() -> &'static [&'static dyn faultline_spec::CheckerInfo],
 }
 
 impl Kinds {
@@ -89,6 +93,10 @@ impl Kinds {
 }
 
 impl faultline_spec::Catalog for Kinds {
+    fn checkers(&self) -> &[&'static dyn faultline_spec::CheckerInfo] {
+        (self.checkers)()
+    }
+
     fn names(&self) -> Vec<&'static str> {
         self.held.iter().map(|k| k.name).collect()
     }

@@ -1,83 +1,37 @@
-//! What a checker's verdict looks like in results.json: the checkers a spec
-//! can name and what each judges, a check's result with its witnesses,
-//! how an index caught up ([`IndexLag`]) and where lost writes fall
-//! against the demoted-primary spans ([`LostWritesAround`]). The checkers
-//! themselves live in the runner's `checker` module.
+//! What a checker's verdict looks like in results.json: a checker's name,
+//! a check's result with its witnesses, how an index caught up
+//! ([`IndexLag`]) and where lost writes fall against the demoted-primary
+//! spans ([`LostWritesAround`]). The checkers themselves, and what each
+//! judges and requires, live in faultline-check's registry.
 
 use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::ops::OpKind;
 use crate::roles::DemotedPrimary;
 
-/// The checkers a spec can name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum CheckerName {
-    /// A read that started after a write to its key was acknowledged must not
-    /// return an older value.
-    StaleReadAfterAck,
-    /// After the run, every acknowledged write is in the final state or
-    /// superseded by a later write.
-    LostAcknowledgedWrite,
-    /// Each key's final value is exactly one write's whole value.
-    FinalState,
-    /// The history of each key is linearizable (gets and puts).
-    Linearizability,
-    /// Many writers on one key: the old images the writes returned form one
-    /// serial chain ending at the stored item, which is one write's whole
-    /// item with exactly one matching index entry.
-    HotKey,
-}
+/// A checker by the name a spec writes (`stale-read-after-ack`,
+/// `hot-key`): checkers register themselves with the check crate's
+/// registry, which the spec's validation asks whether a name is one this
+/// build holds, so the vocabulary is not a closed list here.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(transparent)]
+pub struct CheckerName(String);
 
 impl CheckerName {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CheckerName::StaleReadAfterAck => "stale-read-after-ack",
-            CheckerName::LostAcknowledgedWrite => "lost-acknowledged-write",
-            CheckerName::FinalState => "final-state",
-            CheckerName::Linearizability => "linearizability",
-            CheckerName::HotKey => "hot-key",
-        }
+    pub fn new(name: impl Into<String>) -> Self {
+        CheckerName(name.into())
     }
-
-    /// What the checker's `checked` counts: the things that could have
-    /// shown a violation. None of them judged, and the checker has passed
-    /// nothing (a register history without reads is trivially linearizable).
-    pub fn judges(self) -> &'static str {
-        match self {
-            CheckerName::StaleReadAfterAck => "reads after an acknowledged write to their key",
-            CheckerName::LostAcknowledgedWrite => "acknowledged writes",
-            CheckerName::FinalState => "stored values",
-            CheckerName::Linearizability => "reads of written keys",
-            CheckerName::HotKey => "written keys",
-        }
+    /// The name a spec writes.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
+}
 
-    /// Whether a workload that sends these op kinds can give the checker
-    /// anything to judge, and if not, what it lacks.
-    pub fn lacks(self, sends: impl Fn(OpKind) -> bool) -> Option<&'static str> {
-        let writes = sends(OpKind::Set);
-        let reads = sends(OpKind::Get);
-        match self {
-            CheckerName::StaleReadAfterAck | CheckerName::Linearizability if !reads => {
-                Some("the workload sends no get, so there is no read to judge")
-            }
-            CheckerName::StaleReadAfterAck | CheckerName::Linearizability if !writes => {
-                Some("the workload sends no set, so no read can be judged against a write")
-            }
-            CheckerName::LostAcknowledgedWrite | CheckerName::FinalState if !writes => {
-                Some("the workload sends no set, so there is no write to judge")
-            }
-            CheckerName::HotKey
-                if !OpKind::ALL.iter().any(|k| (k.writes_value() || *k == OpKind::Del) && sends(*k)) =>
-            {
-                Some("the workload sends no write, so there is no key to judge")
-            }
-            _ => None,
-        }
+impl std::fmt::Display for CheckerName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -96,7 +50,7 @@ pub enum CheckStatus {
 pub struct CheckResult {
     pub checker: String,
     pub status: CheckStatus,
-    /// How many it judged of what it judges ([`CheckerName::judges`]):
+    /// How many it judged of what it judges (`judged`):
     /// with none, a gate on its violations is unmeasured, never a pass.
     pub checked: u64,
     /// What `checked` counts, in words.
@@ -114,12 +68,13 @@ pub struct CheckResult {
 }
 
 impl CheckResult {
-    pub fn unknown(name: CheckerName, note: String) -> CheckResult {
+    /// Checker `name`, which judges what `judges` says, could not decide.
+    pub fn unknown(name: &str, judges: &str, note: String) -> CheckResult {
         CheckResult {
-            checker: name.as_str().into(),
+            checker: name.into(),
             status: CheckStatus::Unknown,
             checked: 0,
-            judged: name.judges().into(),
+            judged: judges.into(),
             violations: 0,
             witnesses: vec![],
             note,
@@ -127,13 +82,15 @@ impl CheckResult {
         }
     }
 
-    pub fn counted(name: CheckerName, checked: u64, violations: u64, witnesses: Vec<String>) -> CheckResult {
+    /// Checker `name` judged `checked` of what `judges` says and found
+    /// `violations`.
+    pub fn counted(name: &str, judges: &str, checked: u64, violations: u64, witnesses: Vec<String>) -> CheckResult {
         let status = if violations == 0 { CheckStatus::Ok } else { CheckStatus::Violated };
         CheckResult {
-            checker: name.as_str().into(),
+            checker: name.into(),
             status,
             checked,
-            judged: name.judges().into(),
+            judged: judges.into(),
             violations,
             witnesses,
             note: String::new(),

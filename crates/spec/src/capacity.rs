@@ -90,7 +90,7 @@ impl CapacitySpec {
 /// its profiles are open loops without stages (their connections and
 /// `in_flight` are kept, their rate is the search's), it has no faults and
 /// no checkers, and its SLO is a gate expression that one step can answer.
-pub fn validate(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Problem> {
+pub fn validate(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn crate::Catalog) -> Result<(), Problem> {
     let Some(c) = &s.capacity else { return Ok(()) };
     let at = format!("{at}.capacity");
     let rate_ok = |r: f64| r.is_finite() && (MIN_OPEN_RATE..=MAX_OPEN_RATE).contains(&r);
@@ -121,7 +121,7 @@ pub fn validate(spec: &Spec, s: &ScenarioSpec, at: &str) -> Result<(), Problem> 
     if c.step.is_some_and(|d| d.0.is_zero()) {
         return Err((format!("{at}.step"), "must be longer than 0s".into()));
     }
-    let slo = gate::parse(&c.slo).map_err(|e| (format!("{at}.slo"), e))?;
+    let slo = gate::parse(&c.slo, catalog.checkers()).map_err(|e| (format!("{at}.slo"), e))?;
     let refuse = |why: &str| Err((format!("{at}.slo"), why.to_string()));
     if slo.uses_ratios() {
         return refuse("is judged on one step: a ratio between variants has no place in it");

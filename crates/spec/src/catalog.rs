@@ -2,13 +2,15 @@
 //! holds, asked through a [`Catalog`] the caller passes to [`crate::load`]:
 //! whether a kind's options parse, its default program, whether a URI is
 //! one it can reach, the op kinds and faults it supports and what its
-//! answers let the checkers judge. The kinds themselves (drivers, clients)
-//! live above this crate; the CLI's catalog answers from them.
+//! answers let the checkers judge; and the checkers it holds
+//! ([`CheckerInfo`]). The kinds (drivers, clients) and the checkers live
+//! above this crate; the CLI's catalog answers from them.
 
 use std::sync::Arc;
 
 use faultline_model::ops::{OpKind, TargetKind};
 
+use crate::checkers::CheckerInfo;
 use crate::fault::FaultKind;
 pub use crate::memory::KindCost;
 use crate::options::OptionsError;
@@ -49,8 +51,11 @@ pub trait KindInfo: Send + Sync {
     fn cost(&self) -> KindCost;
 }
 
-/// The target kinds a build holds.
+/// The target kinds and checkers a build holds.
 pub trait Catalog: Sync {
+    /// The checkers this build holds, in the order of the registry (the
+    /// check crate's), which is the order the docs list their metrics.
+    fn checkers(&self) -> &[&'static dyn CheckerInfo];
     /// The names of the kinds this build holds.
     fn names(&self) -> Vec<&'static str>;
     /// Whether `kind` names a kind this build holds: the problem and the
@@ -92,6 +97,9 @@ pub(crate) mod plain {
     }
 
     impl Catalog for Plain {
+        fn checkers(&self) -> &[&'static dyn CheckerInfo] {
+            &crate::checkers::testing::CHECKERS
+        }
         fn names(&self) -> Vec<&'static str> {
             vec!["redis", "mongodb", "dynamodb"]
         }

@@ -650,6 +650,9 @@ mod tests {
     }
 
     impl crate::Catalog for OwnFaults {
+        fn checkers(&self) -> &[&'static dyn crate::CheckerInfo] {
+            &[]
+        }
         fn names(&self) -> Vec<&'static str> {
             vec!["redis", "mongodb"]
         }

@@ -3,8 +3,9 @@
 //! and its table of metrics ([`gate`]) and fault selectors ([`selector`])
 //! are part of the language.
 //!
-//! It knows target kinds only through a [`Catalog`] the caller passes in
-//! (the CLI registers the kinds it was built with), so the language and its
+//! It knows target kinds and checkers only through a [`Catalog`] the
+//! caller passes in (the CLI registers the kinds it was built with, and
+//! faultline-check its checkers), so the language and its
 //! checks build and test without any database driver, runtime or Docker:
 //! `cargo test -p faultline-spec`. Errors name the file, line, column and
 //! field (see [`locate`]).
@@ -12,6 +13,7 @@
 pub mod arrivals;
 pub mod capacity;
 pub mod catalog;
+pub mod checkers;
 mod credentials;
 pub mod docker;
 pub mod fault;
@@ -35,6 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use catalog::{Catalog, KindCost, KindInfo};
+pub use checkers::CheckerInfo;
 pub use fault::{FaultAction, FaultBackend, FaultKind, FaultSpec};
 pub use model::*;
 
@@ -84,13 +87,17 @@ pub struct LoadedSpec {
     pub resolved_text: String,
     /// Each scenario's matrix points, with their own specs.
     pub matrix: Arc<matrix::Expanded>,
+    /// What [`validate::warnings`] found (it asks the checkers, which the
+    /// catalog given to [`parse`] holds).
+    warnings: Vec<validate::Problem>,
 }
 
 impl LoadedSpec {
-    /// What [`validate::warnings`] finds, located in the spec file at `path`.
+    /// What [`validate::warnings`] found, located in the spec file at `path`.
     pub fn warnings(&self, path: &Path) -> Vec<SpecError> {
-        validate::warnings(&self.spec)
-            .into_iter()
+        self.warnings
+            .iter()
+            .cloned()
             .map(|(field, message)| {
                 let (line, column) = locate::locate(&self.resolved_text, &locate::parse_path(&field)).unzip();
                 SpecError { file: path.to_path_buf(), line, column, field: Some(field), message }
@@ -281,7 +288,8 @@ pub fn parse(
             )));
         }
     }
-    Ok(LoadedSpec { spec, resolved_text, matrix: Arc::new(expanded) })
+    let warnings = validate::warnings(&spec, catalog);
+    Ok(LoadedSpec { spec, resolved_text, matrix: Arc::new(expanded), warnings })
 }
 
 /// The typed model of a spec's text, validated; `point` names the matrix

@@ -33,7 +33,8 @@ pub struct Spec {
     pub scenarios: Vec<ScenarioSpec>,
     /// Safety checkers run on every cell's recorded history (recording is on
     /// whenever any is named): stale-read-after-ack, lost-acknowledged-write,
-    /// final-state, linearizability.
+    /// final-state, linearizability, hot-key (the build's checkers: `faultline
+    /// schema` lists them).
     #[serde(default)]
     pub checkers: Vec<faultline_model::checks::CheckerName>,
     #[serde(default)]

@@ -3,10 +3,9 @@
 
 use std::collections::HashSet;
 
-use faultline_model::checks::CheckerName;
-
 use super::model::*;
 use crate::catalog::{Catalog, KindInfo};
+use crate::checkers::{CheckerInfo, UnmetAt};
 use crate::fault::FaultKind;
 use crate::units::Dur;
 
@@ -53,8 +52,9 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
         }
     }
     validate_timing("timing", &spec.timing)?;
+    validate_checker_names(spec, catalog)?;
     validate_scenarios(spec, catalog)?;
-    validate_checkers(spec)?;
+    validate_checkers(spec, catalog)?;
     if let Some(band) = spec.report.parity {
         if !(0.0..1.0).contains(&band) {
             return Err((
@@ -67,7 +67,7 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
         let at = format!("gates.{name}");
         match &gate.rule {
             GateRule::Expr(text) => {
-                let expr = crate::gate::parse(text).map_err(|e| (at.clone(), e))?;
+                let expr = crate::gate::parse(text, catalog.checkers()).map_err(|e| (at.clone(), e))?;
                 if let Some(fault) = expr
                     .faults()
                     .into_iter()
@@ -75,15 +75,14 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
                 {
                     return Err((at.clone(), format!("no scenario has a fault named `{fault}`")));
                 }
-                let named = |c: &CheckerName| {
-                    spec.checkers.contains(c)
-                        || spec.scenarios.iter().flat_map(|s| s.checkers.iter().flatten()).any(|k| k == c)
+                let named = |c: &str| {
+                    spec.checkers
+                        .iter()
+                        .chain(spec.scenarios.iter().flat_map(|s| s.checkers.iter().flatten()))
+                        .any(|k| k.as_str() == c)
                 };
                 if let Some(missing) = expr.checkers().into_iter().find(|c| !named(c)) {
-                    return Err((
-                        at.clone(),
-                        format!("needs the `{}` checker: add it to `checkers:`", missing.as_str()),
-                    ));
+                    return Err((at.clone(), format!("needs the `{missing}` checker: add it to `checkers:`")));
                 }
                 let searched = |sc: &&ScenarioSpec| gate.scenario.as_ref().is_none_or(|s| s == &sc.name);
                 if expr.reads(crate::gate::Reads::Capacity)
@@ -122,7 +121,7 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
 /// gives nothing to judge (no read for stale-read, no write for
 /// lost-write). A warning, not an error: the run is what it is, and a gate
 /// on such a checker is INCOMPLETE, never a pass.
-pub fn warnings(spec: &Spec) -> Vec<Problem> {
+pub fn warnings(spec: &Spec, catalog: &dyn Catalog) -> Vec<Problem> {
     let mut out: Vec<Problem> = Vec::new();
     // A capacity search runs no checkers.
     for (i, s) in spec.scenarios.iter().enumerate().filter(|(_, s)| s.capacity.is_none()) {
@@ -130,16 +129,17 @@ pub fn warnings(spec: &Spec) -> Vec<Problem> {
             Some(c) => (c, format!("scenarios[{i}].checkers")),
             None => (&spec.checkers, "checkers".to_string()),
         };
-        for (j, checker) in checkers.iter().enumerate() {
+        for (j, name) in checkers.iter().enumerate() {
+            let Ok(checker) = crate::checkers::find(catalog.checkers(), name.as_str()) else { continue };
             for name in s.workload.names() {
                 let Some(w) = spec.workloads.get(&name) else { continue };
                 let sends = |k: OpKind| w.ops.get(&k).is_some_and(|weight| *weight > 0.0);
-                if let Some(why) = checker.lacks(sends) {
+                if let Some(why) = checker.lacks(&sends) {
                     out.push((
                         format!("{at}[{j}]"),
                         format!(
                             "`{}` will judge nothing in scenario `{}`: {why} (workload `{name}`); a gate on it will be INCOMPLETE",
-                            checker.as_str(),
+                            checker.name(),
                             s.name
                         ),
                     ));
@@ -417,45 +417,49 @@ fn dist_of(name: &str) -> KeyDistribution {
     }
 }
 
-/// Checkers judge gets against sets whose values name their write: other op
-/// kinds would change keys behind their back, and values need room for the name.
-fn validate_checkers(spec: &Spec) -> Result<(), Problem> {
-    let mut seen = HashSet::new();
-    for (i, c) in spec.checkers.iter().enumerate() {
-        if !seen.insert(c) {
-            return Err((format!("checkers[{i}]"), format!("`{}` is listed twice", c.as_str())));
-        }
-    }
-    for (i, s) in spec.scenarios.iter().enumerate() {
+/// Every checker a spec names is one the build holds, named once per list.
+fn validate_checker_names(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
+    let lists = std::iter::once(("checkers".to_string(), &spec.checkers)).chain(
+        spec.scenarios
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((format!("scenarios[{i}].checkers"), s.checkers.as_ref()?))),
+    );
+    for (at, list) in lists {
         let mut seen = HashSet::new();
-        for (j, c) in s.checkers.iter().flatten().enumerate() {
+        for (j, c) in list.iter().enumerate() {
+            crate::checkers::find(catalog.checkers(), c.as_str()).map_err(|e| (format!("{at}[{j}]"), e))?;
             if !seen.insert(c) {
-                return Err((format!("scenarios[{i}].checkers[{j}]"), format!("`{}` is listed twice", c.as_str())));
+                return Err((format!("{at}[{j}]"), format!("`{c}` is listed twice")));
             }
         }
     }
+    Ok(())
+}
+
+/// The build's checkers a scenario runs (names already validated).
+fn checkers_of(spec: &Spec, s: &ScenarioSpec, catalog: &dyn Catalog) -> Vec<&'static dyn CheckerInfo> {
+    let names = s.checkers.as_ref().unwrap_or(&spec.checkers);
+    names.iter().filter_map(|c| crate::checkers::find(catalog.checkers(), c.as_str()).ok()).collect()
+}
+
+/// Checkers judge keys whose values name their write: an op kind a checker
+/// cannot follow would change keys behind its back, and values need room
+/// for the name.
+fn validate_checkers(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
     let checked = spec.scenarios.iter().filter(|s| !s.checkers.as_ref().unwrap_or(&spec.checkers).is_empty());
     for (scenario, name) in checked.flat_map(|s| s.workload.names().into_iter().map(move |n| (s, n))) {
         let w = &spec.workloads[&name];
         let at = format!("workloads.{name}");
-        // The hot-key checker follows every write kind through its images;
-        // the others judge gets against sets.
-        let hot_key_only =
-            scenario.checkers.as_ref().unwrap_or(&spec.checkers).iter().all(|c| *c == CheckerName::HotKey);
-        let judged = |op: &OpKind| match hot_key_only {
-            true => !matches!(op, OpKind::Incr),
-            false => matches!(op, OpKind::Get | OpKind::Set),
-        };
-        let sent = w.ops.iter().filter(|(_, weight)| **weight > 0.0).map(|(op, _)| op);
-        if let Some(op) = sent.into_iter().find(|op| !judged(op)) {
-            let judges = match hot_key_only {
-                true => "the hot-key checker judges every op kind but incr (use update)",
-                false => "the checkers judge get and set only",
-            };
-            return Err((
-                format!("{at}.ops.{}", op.as_str()),
-                format!("{judges}; `{}` would change keys behind their back", op.as_str()),
-            ));
+        let checkers = checkers_of(spec, scenario, catalog);
+        let sent = w.ops.iter().filter(|(_, weight)| **weight > 0.0).map(|(op, _)| *op);
+        for op in sent {
+            if let Some(why) = checkers.iter().find_map(|c| c.refuses(op)) {
+                return Err((
+                    format!("{at}.ops.{}", op.as_str()),
+                    format!("{why}; `{}` would change keys behind its back", op.as_str()),
+                ));
+            }
         }
         let min = match &w.value_size {
             ValueSizeSpec::Fixed(s) => s.0,
@@ -794,18 +798,14 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
                 }
                 let driver =
                     catalog.kind(&target.kind, options.as_ref()).map_err(|(f, e)| (format!("{at}.options.{f}"), e))?;
-                if !driver.acknowledges_writes() && spec.checkers.contains(&CheckerName::LostAcknowledgedWrite) {
-                    return Err((
-                        format!("{at}.options"),
-                        format!("target `{t}` does not acknowledge writes (w: 0), so the lost-acknowledged-write checker has nothing to hold it to: use w: 1 or majority, or drop the checker"),
-                    ));
-                }
-                let checkers = s.checkers.as_ref().unwrap_or(&spec.checkers);
-                if checkers.contains(&CheckerName::HotKey) && !driver.returns_old_images() {
-                    return Err((
-                        format!("{at}.checkers"),
-                        format!("the hot-key checker follows the old images writes return, which target `{t}` ({}) does not: use a dynamodb target", target.kind),
-                    ));
+                if let Some(unmet) =
+                    checkers_of(spec, s, catalog).iter().find_map(|c| c.requires(t, target.kind.as_str(), &*driver))
+                {
+                    let field = match unmet.field {
+                        UnmetAt::Options => format!("{at}.options"),
+                        UnmetAt::Checkers => format!("{at}.checkers"),
+                    };
+                    return Err((field, unmet.message));
                 }
                 if let Some(op) = workload.ops.keys().find(|op| !driver.supports(**op)) {
                     if *op == OpKind::Publish {
@@ -854,7 +854,7 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
             validate_stages_window(s, &at, p, profile)?;
         }
         validate_faults(spec, s, &at, catalog)?;
-        crate::capacity::validate(spec, s, &at)?;
+        crate::capacity::validate(spec, s, &at, catalog)?;
         cells = cells.saturating_add(cells_of(spec, s));
         if cells > MAX_CELLS {
             return Err((

@@ -3,17 +3,44 @@
 
 use std::collections::HashMap;
 
-use super::{describe_write, CheckContext, CheckResult, Checker, CheckerName, Judgement, Observer, Writes, WITNESSES};
+use super::{
+    describe_write, get_and_set_only, lacks_writes, CheckContext, CheckResult, Checker, CheckerInfo, Judgement,
+    Observer, Writes, WITNESSES,
+};
 use crate::history::{is_whole_value, parse_header, Outcome, Scope};
+use faultline_model::ops::OpKind;
+use faultline_spec::checkers::{judged_metric, violations_metric};
+use faultline_spec::gate::GateMetric;
 
 /// The final-state checker.
 pub struct FinalState;
 
-impl Checker for FinalState {
-    fn name(&self) -> CheckerName {
-        CheckerName::FinalState
-    }
+const NAME: &str = "final-state";
 
+static METRICS: [GateMetric; 2] = [
+    violations_metric(NAME, "torn_values", "Violations found by `final-state`: keys whose final value is not one write's whole value: torn, mixed or mangled, or naming a failed write, a write to another key, or a write no client issued."),
+    judged_metric(NAME, "torn_values_judged"),
+];
+
+impl CheckerInfo for FinalState {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn judges(&self) -> &'static str {
+        "stored values"
+    }
+    fn refuses(&self, op: OpKind) -> Option<&'static str> {
+        get_and_set_only(op, "the final-state checker judges get and set only")
+    }
+    fn lacks(&self, sends: &dyn Fn(OpKind) -> bool) -> Option<&'static str> {
+        lacks_writes(sends)
+    }
+    fn metrics(&self) -> &'static [GateMetric] {
+        &METRICS
+    }
+}
+
+impl Checker for FinalState {
     fn judge(&self, cx: &CheckContext<'_>, _seen: Option<Box<dyn Observer>>) -> Judgement {
         check(cx.writes, cx.stored.values, cx.scope).into()
     }
@@ -55,5 +82,5 @@ pub fn check(writes: &Writes, final_values: &HashMap<u64, Option<Vec<u8>>>, scop
             }
         }
     }
-    CheckResult::counted(CheckerName::FinalState, checked, bad, witnesses)
+    FinalState.counted(checked, bad, witnesses)
 }

@@ -41,10 +41,17 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use super::{describe_write, CheckContext, CheckResult, Checker, CheckerName, Judgement, Observer, WITNESSES};
+use super::{
+    describe_write, CheckContext, CheckResult, Checker, CheckerInfo, Judgement, Observer, Unmet, UnmetAt, WITNESSES,
+};
 use crate::history::{is_whole_value, parse_value, Merged, Observed, OpRecord, Outcome, Scope, ValueId};
+use faultline_model::checks::CheckStatus;
 use faultline_model::items::{IndexSettle, StoredItem, StreamChange};
 use faultline_model::ops::OpKind;
+use faultline_model::results::CellResult;
+use faultline_spec::checkers::{check_of, judged_metric, violations_metric};
+use faultline_spec::gate::{Args, GateMetric, MetricRef, Reads, Unit, Value};
+use faultline_spec::KindInfo;
 
 /// Most records the checker holds in memory; a longer history is `unknown`.
 const MAX_RECORDS: usize = 20_000_000;
@@ -53,16 +60,78 @@ const MAX_RECORDS: usize = 20_000_000;
 /// holds them against the stored items.
 pub struct HotKey;
 
+const NAME: &str = "hot-key";
+
+static METRICS: [GateMetric; 4] = [
+    violations_metric(NAME, "hot_key_violations", "Violations found by `hot-key`: forks, lost updates, torn items, index entries still wrong at the end of the settle window, applied-twice updates, half-written transactions."),
+    judged_metric(NAME, "hot_key_judged"),
+    GateMetric {
+        name: "index_lag",
+        aliases: &[],
+        description: "`hot-key` on a table with an index: the longest an index entry took to agree with its item after its first read (0 when none lagged). Unmeasured without an index.",
+        unit: Unit::Ms,
+        args: Args::None,
+        reads: Reads::Checker(NAME),
+        value: |m, cell, _| index_lag(m, cell, |lag| lag.longest_settle_ms),
+    },
+    GateMetric {
+        name: "index_lagged",
+        aliases: &[],
+        description: "`hot-key` on a table with an index: entries that agreed with their item only on a later read (lag, not violations).",
+        unit: Unit::Count,
+        args: Args::None,
+        reads: Reads::Checker(NAME),
+        value: |m, cell, _| index_lag(m, cell, |lag| lag.settled_late as f64),
+    },
+];
+
+/// How the checker saw an index catch up with its items.
+fn index_lag(metric: &MetricRef, cell: &CellResult, pick: fn(&IndexLag) -> f64) -> Value {
+    let check = check_of(cell, metric.metric.reads)?;
+    if check.status == CheckStatus::Unknown {
+        return Ok(None);
+    }
+    let lag = check.index.as_ref().ok_or("the hot-key checker judged no index entry (a table with `index:`)")?;
+    if lag.entries == 0 {
+        return Err("the hot-key checker judged 0 index entries".into());
+    }
+    Ok(Some(pick(lag)))
+}
+
+impl CheckerInfo for HotKey {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn judges(&self) -> &'static str {
+        "written keys"
+    }
+    fn refuses(&self, op: OpKind) -> Option<&'static str> {
+        (op == OpKind::Incr).then_some("the hot-key checker judges every op kind but incr (use update)")
+    }
+    fn lacks(&self, sends: &dyn Fn(OpKind) -> bool) -> Option<&'static str> {
+        let writes = OpKind::ALL.iter().any(|k| (k.writes_value() || *k == OpKind::Del) && sends(*k));
+        (!writes).then_some("the workload sends no write, so there is no key to judge")
+    }
+    fn requires(&self, target: &str, kind: &str, info: &dyn KindInfo) -> Option<Unmet> {
+        (!info.returns_old_images()).then(|| Unmet {
+            field: UnmetAt::Checkers,
+            message: format!("the hot-key checker follows the old images writes return, which target `{target}` ({kind}) does not: use a dynamodb target"),
+        })
+    }
+    fn metrics(&self) -> &'static [GateMetric] {
+        &METRICS
+    }
+}
+
 impl Checker for HotKey {
-    fn name(&self) -> CheckerName {
-        CheckerName::HotKey
+    fn reads_items(&self) -> bool {
+        true
     }
 
     fn judge(&self, cx: &CheckContext<'_>, _seen: Option<Box<dyn Observer>>) -> Judgement {
-        let name = self.name();
         match (cx.stored.items, read_writes(cx.dir)) {
-            (None, _) => CheckResult::unknown(name, "the target did not report its stored items".into()),
-            (_, Err(e)) => CheckResult::unknown(name, format!("cannot read the history: {e:#}")),
+            (None, _) => self.unknown("the target did not report its stored items".into()),
+            (_, Err(e)) => self.unknown(format!("cannot read the history: {e:#}")),
             (Some(items), Ok(writes)) => check(&writes, items, cx.scope, cx.stored.fresh_keys),
         }
         .into()
@@ -144,7 +213,7 @@ pub fn check(
             None => judged.violation(format!("key {key}: its stored item was not read")),
         }
     }
-    let mut result = CheckResult::counted(CheckerName::HotKey, checked, judged.violations, judged.witnesses);
+    let mut result = HotKey.counted(checked, judged.violations, judged.witnesses);
     let mut notes = Vec::new();
     peaks.sort_unstable();
     if let (Some(median), Some(most)) = (peaks.get(peaks.len() / 2), peaks.last()) {

@@ -8,9 +8,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::linearizability::{check_with_limits, Input, Limits, Model, Operation, Output, Verdict};
-use super::{CheckContext, CheckResult, CheckStatus, Checker, CheckerName, Judgement, Observer};
+use super::{
+    get_and_set_only, lacks_reads_or_writes, CheckContext, CheckResult, CheckStatus, Checker, CheckerInfo, Judgement,
+    Observer,
+};
 use crate::history::{Merged, Observed, Outcome};
 use faultline_model::ops::OpKind;
+use faultline_spec::checkers::{judged_metric, violations_metric};
+use faultline_spec::gate::GateMetric;
 
 pub const MAX_OPS: u64 = 2_000_000;
 
@@ -18,29 +23,51 @@ pub const MAX_OPS: u64 = 2_000_000;
 /// operations for the search.
 pub struct Linearizability;
 
-impl Checker for Linearizability {
-    fn name(&self) -> CheckerName {
-        CheckerName::Linearizability
-    }
+const NAME: &str = "linearizability";
 
+static METRICS: [GateMetric; 2] = [
+    violations_metric(
+        NAME,
+        "linearizability_violations",
+        "Violations found by `linearizability`: 0 or 1 (the search stops at the first key that is not linearizable).",
+    ),
+    judged_metric(NAME, "linearizability_judged"),
+];
+
+impl CheckerInfo for Linearizability {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn judges(&self) -> &'static str {
+        "reads of written keys"
+    }
+    fn refuses(&self, op: OpKind) -> Option<&'static str> {
+        get_and_set_only(op, "the linearizability checker judges get and set only")
+    }
+    fn lacks(&self, sends: &dyn Fn(OpKind) -> bool) -> Option<&'static str> {
+        lacks_reads_or_writes(sends)
+    }
+    fn metrics(&self) -> &'static [GateMetric] {
+        &METRICS
+    }
+}
+
+impl Checker for Linearizability {
     fn judge(&self, cx: &CheckContext<'_>, _seen: Option<Box<dyn Observer>>) -> Judgement {
         check(cx.dir, cx.ops, cx.budget).into()
     }
 }
 
 pub fn check(dir: &Path, ops: u64, budget: Duration) -> CheckResult {
-    let name = CheckerName::Linearizability;
+    let name = Linearizability;
     if ops > MAX_OPS {
-        return CheckResult::unknown(
-            name,
-            format!(
-                "{ops} ops is more than the {MAX_OPS} this checker holds in memory; shorten the cell or lower the load"
-            ),
-        );
+        return name.unknown(format!(
+            "{ops} ops is more than the {MAX_OPS} this checker holds in memory; shorten the cell or lower the load"
+        ));
     }
     let history = match load(dir) {
         Ok(h) => h,
-        Err(e) => return CheckResult::unknown(name, format!("cannot read the history: {e:#}")),
+        Err(e) => return name.unknown(format!("cannot read the history: {e:#}")),
     };
     // A history without reads of written keys is trivially linearizable:
     // those reads are what it judges.
@@ -55,13 +82,13 @@ pub fn check(dir: &Path, ops: u64, budget: Duration) -> CheckResult {
         history.iter().filter(|op| matches!(&op.input, Input::Get(key) if written.contains(key.as_str()))).count()
             as u64;
     match check_with_limits(Model::Kv, &history, &Limits::with_budget(budget)) {
-        Verdict::Linearizable => CheckResult::counted(name, checked, 0, vec![]),
+        Verdict::Linearizable => name.counted(checked, 0, vec![]),
         Verdict::NotLinearizable(w) => {
             let mut witnesses = vec![w.explanation.clone()];
             witnesses.extend(w.ops.iter().map(|op| op.to_string()));
-            CheckResult { status: CheckStatus::Violated, ..CheckResult::counted(name, checked, 1, witnesses) }
+            CheckResult { status: CheckStatus::Violated, ..name.counted(checked, 1, witnesses) }
         }
-        Verdict::Unknown(why) => CheckResult::unknown(name, why),
+        Verdict::Unknown(why) => name.unknown(why),
     }
 }
 

@@ -16,19 +16,56 @@ use std::collections::HashMap;
 
 use super::lost_write_times::AckTimes;
 use super::{
-    describe_write, ms, CheckContext, CheckResult, Checker, CheckerName, Judgement, Observer, Writes, WITNESSES,
+    describe_write, get_and_set_only, lacks_writes, ms, CheckContext, CheckResult, Checker, CheckerInfo, Judgement,
+    Observer, Unmet, UnmetAt, Writes, WITNESSES,
 };
 use crate::history::{parse_value, Observed, Outcome, Scope};
+use faultline_model::ops::OpKind;
+use faultline_spec::checkers::{judged_metric, violations_metric};
+use faultline_spec::gate::GateMetric;
+use faultline_spec::KindInfo;
 
 /// The lost-acknowledged-write checker; it also says when the lost writes
 /// were acknowledged.
 pub struct LostWrite;
 
-impl Checker for LostWrite {
-    fn name(&self) -> CheckerName {
-        CheckerName::LostAcknowledgedWrite
-    }
+/// Its name in specs and results.json.
+pub const NAME: &str = "lost-acknowledged-write";
 
+static METRICS: [GateMetric; 2] = [
+    violations_metric(
+        NAME,
+        "lost_acked_writes",
+        "Violations found by `lost-acknowledged-write`: lost acknowledged writes.",
+    ),
+    judged_metric(NAME, "lost_acked_writes_judged"),
+];
+
+impl CheckerInfo for LostWrite {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn judges(&self) -> &'static str {
+        "acknowledged writes"
+    }
+    fn refuses(&self, op: OpKind) -> Option<&'static str> {
+        get_and_set_only(op, "the lost-acknowledged-write checker judges get and set only")
+    }
+    fn lacks(&self, sends: &dyn Fn(OpKind) -> bool) -> Option<&'static str> {
+        lacks_writes(sends)
+    }
+    fn requires(&self, target: &str, _kind: &str, info: &dyn KindInfo) -> Option<Unmet> {
+        (!info.acknowledges_writes()).then(|| Unmet {
+            field: UnmetAt::Options,
+            message: format!("target `{target}` does not acknowledge writes (w: 0), so the lost-acknowledged-write checker has nothing to hold it to: use w: 1 or majority, or drop the checker"),
+        })
+    }
+    fn metrics(&self) -> &'static [GateMetric] {
+        &METRICS
+    }
+}
+
+impl Checker for LostWrite {
     fn judge(&self, cx: &CheckContext<'_>, _seen: Option<Box<dyn Observer>>) -> Judgement {
         let (result, times) = check(cx.writes, cx.stored.values, cx.scope, cx.demoted_spans);
         Judgement { result, ack_times: Some(times) }
@@ -96,5 +133,5 @@ pub fn check(
         }
     }
     times.lost.sort_unstable();
-    (CheckResult::counted(CheckerName::LostAcknowledgedWrite, acked, lost, witnesses), times)
+    (LostWrite.counted(acked, lost, witnesses), times)
 }

@@ -1,6 +1,8 @@
 //! Safety checkers over a cell's recorded history: what the clients saw is
 //! held against what the database promised. Each checker is one file with
-//! one type behind [`Checker`], registered in [`REGISTERED`].
+//! one type behind [`Checker`] (which extends the spec's [`CheckerInfo`]:
+//! its name, what it judges, which op kinds it follows, what it needs of a
+//! target, its gate metrics), registered by one line in [`REGISTERED`].
 //! [`first_pass`] streams the history once, building the write table and
 //! feeding every checker that judges ops as they go by (its [`Observer`]);
 //! [`run`] then asks each named checker for its judgement of the cell.
@@ -9,18 +11,21 @@ mod final_state;
 pub mod hot_key;
 pub mod linearizability;
 mod linearizable_kv;
-mod lost_write;
+pub mod lost_write;
 pub mod lost_write_times;
 mod stale_read;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use crate::history::{Merged, OpRecord, Outcome, Scope, ValueId};
+use faultline_model::ops::OpKind;
 use lost_write_times::AckTimes;
 
-pub use faultline_model::checks::{CheckResult, CheckStatus, CheckerName};
+pub use faultline_model::checks::{CheckResult, CheckStatus};
+pub use faultline_spec::checkers::{CheckerInfo, Unmet, UnmetAt};
 
 /// Keep this many witnesses per checker.
 pub const WITNESSES: usize = 5;
@@ -67,10 +72,14 @@ impl Writes {
     }
 }
 
-/// One checker: which it is, and how it judges a cell.
-pub trait Checker: Send + Sync {
-    /// The spec's name for it (and what its `checked` counts).
-    fn name(&self) -> CheckerName;
+/// One checker: what the spec knows of it ([`CheckerInfo`]), and how it
+/// judges a cell.
+pub trait Checker: CheckerInfo + Send + Sync {
+    /// Whether it judges the whole items the target stored (which only
+    /// targets with `StoredItems` report).
+    fn reads_items(&self) -> bool {
+        false
+    }
     /// What judges ops as the first pass streams them by, if this checker
     /// does; `longest_op` bounds how long any op that ended can have taken.
     fn observer(&self, _longest_op: Duration) -> Option<Box<dyn Observer>> {
@@ -117,7 +126,8 @@ impl From<CheckResult> for Judgement {
     }
 }
 
-/// Every checker, one per [`CheckerName`].
+/// Every checker this build holds, in the order docs/spec.md lists their
+/// gate metrics: a new checker is its file and its line here.
 pub static REGISTERED: &[&dyn Checker] = &[
     &stale_read::StaleRead,
     &lost_write::LostWrite,
@@ -127,8 +137,34 @@ pub static REGISTERED: &[&dyn Checker] = &[
 ];
 
 /// The registered checker of that name.
-pub fn checker(name: CheckerName) -> &'static dyn Checker {
-    REGISTERED.iter().copied().find(|c| c.name() == name).expect("every checker name is registered")
+pub fn named(name: &str) -> Option<&'static dyn Checker> {
+    REGISTERED.iter().copied().find(|c| c.name() == name)
+}
+
+/// [`REGISTERED`] as the spec sees it, for the CLI's catalog.
+pub fn declared() -> &'static [&'static dyn CheckerInfo] {
+    static DECLARED: LazyLock<Vec<&'static dyn CheckerInfo>> =
+        LazyLock::new(|| REGISTERED.iter().map(|&c| c as &dyn CheckerInfo).collect());
+    &DECLARED
+}
+
+/// For checkers that judge gets against sets: `why` they refuse any other
+/// op kind.
+fn get_and_set_only(op: OpKind, why: &'static str) -> Option<&'static str> {
+    (!matches!(op, OpKind::Get | OpKind::Set)).then_some(why)
+}
+
+/// For checkers that judge reads against writes: what a workload lacks.
+fn lacks_reads_or_writes(sends: &dyn Fn(OpKind) -> bool) -> Option<&'static str> {
+    if !sends(OpKind::Get) {
+        return Some("the workload sends no get, so there is no read to judge");
+    }
+    (!sends(OpKind::Set)).then_some("the workload sends no set, so no read can be judged against a write")
+}
+
+/// For checkers that judge writes: what a workload lacks.
+fn lacks_writes(sends: &dyn Fn(OpKind) -> bool) -> Option<&'static str> {
+    (!sends(OpKind::Set)).then_some("the workload sends no set, so there is no write to judge")
 }
 
 /// The first streaming pass: the write table, the keys written, and the
@@ -137,18 +173,18 @@ pub struct FirstPass {
     pub writes: Writes,
     pub written_keys: BTreeSet<u64>,
     pub ops: u64,
-    observers: Vec<(CheckerName, Box<dyn Observer>)>,
+    observers: Vec<(&'static str, Box<dyn Observer>)>,
 }
 
 /// Reads the cell's history once. `longest_op` bounds how long any op that
 /// ended can have taken (deadline + hang watchdog): it lets the stale-read
 /// checker forget what no later read can depend on.
-pub fn first_pass(dir: &Path, names: &[CheckerName], longest_op: Duration) -> anyhow::Result<FirstPass> {
+pub fn first_pass(dir: &Path, checkers: &[&'static dyn Checker], longest_op: Duration) -> anyhow::Result<FirstPass> {
     let mut pass = FirstPass {
         writes: Writes::default(),
         written_keys: BTreeSet::new(),
         ops: 0,
-        observers: names.iter().filter_map(|&n| Some((n, checker(n).observer(longest_op)?))).collect(),
+        observers: checkers.iter().filter_map(|c| Some((c.name(), c.observer(longest_op)?))).collect(),
     };
     let mut merged = Merged::open(dir)?;
     while let Some(r) = merged.next_record()? {
@@ -180,14 +216,14 @@ pub struct Stored<'a> {
     pub fresh_keys: bool,
 }
 
-/// Runs the named checkers on a cell's history against what was `stored`.
+/// Runs `checkers` on a cell's history against what was `stored`.
 /// `demoted_spans` (`[from, to]`, ns on the history's clock) are the spans a
 /// demoted primary was still primary: with lost-acknowledged-write, the
 /// second half of the answer says when the lost writes were acknowledged
 /// and how many writes were acknowledged inside each span.
 pub fn run(
     dir: &Path,
-    names: &[CheckerName],
+    checkers: &[&'static dyn Checker],
     pass: FirstPass,
     stored: Stored<'_>,
     scope: Scope,
@@ -205,11 +241,11 @@ pub fn run(
         demoted_spans,
     };
     let mut ack_times = None;
-    let results = names
+    let results = checkers
         .iter()
-        .map(|&name| {
-            let seen = observers.iter().position(|(n, _)| *n == name).map(|i| observers.swap_remove(i).1);
-            let judgement = checker(name).judge(&cx, seen);
+        .map(|checker| {
+            let seen = observers.iter().position(|(n, _)| *n == checker.name()).map(|i| observers.swap_remove(i).1);
+            let judgement = checker.judge(&cx, seen);
             if judgement.ack_times.is_some() {
                 ack_times = judgement.ack_times;
             }
@@ -252,12 +288,14 @@ mod tests {
     const SCOPE: Scope = Scope { run: 9, cell: 1 };
 
     #[test]
-    fn every_checker_name_is_registered_once() {
-        use CheckerName::*;
-        for name in [StaleReadAfterAck, LostAcknowledgedWrite, FinalState, Linearizability, HotKey] {
-            assert_eq!(REGISTERED.iter().filter(|c| c.name() == name).count(), 1, "{name:?}");
+    fn every_checker_has_a_name_of_its_own() {
+        let names: BTreeSet<&str> = REGISTERED.iter().map(|c| c.name()).collect();
+        assert_eq!(names.len(), REGISTERED.len(), "{names:?}");
+        for c in REGISTERED {
+            assert!(named(c.name()).is_some_and(|n| std::ptr::addr_eq(n, *c)), "{}", c.name());
+            assert!(!c.judges().is_empty() && !c.metrics().is_empty(), "{}", c.name());
         }
-        assert_eq!(REGISTERED.len(), 5);
+        assert_eq!(declared().len(), REGISTERED.len());
     }
 
     fn value(seq: u32, len: usize) -> Option<Vec<u8>> {

@@ -19,11 +19,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{
-    describe, describe_write, ms, CheckContext, CheckResult, Checker, CheckerName, Judgement, Observer, Writes,
-    WITNESSES,
+    describe, describe_write, get_and_set_only, lacks_reads_or_writes, ms, CheckContext, CheckResult, Checker,
+    CheckerInfo, Judgement, Observer, Writes, WITNESSES,
 };
 use crate::history::{Observed, OpRecord, Outcome, ValueId};
 use faultline_model::ops::OpKind;
+use faultline_spec::checkers::{judged_metric, violations_metric};
+use faultline_spec::gate::GateMetric;
 
 #[derive(Default)]
 struct KeyAcks {
@@ -78,11 +80,32 @@ impl KeyAcks {
 /// streams them by.
 pub struct StaleRead;
 
-impl Checker for StaleRead {
-    fn name(&self) -> CheckerName {
-        CheckerName::StaleReadAfterAck
-    }
+const NAME: &str = "stale-read-after-ack";
 
+static METRICS: [GateMetric; 2] = [
+    violations_metric(NAME, "stale_reads", "Violations found by `stale-read-after-ack`: stale reads."),
+    judged_metric(NAME, "stale_reads_judged"),
+];
+
+impl CheckerInfo for StaleRead {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn judges(&self) -> &'static str {
+        "reads after an acknowledged write to their key"
+    }
+    fn refuses(&self, op: OpKind) -> Option<&'static str> {
+        get_and_set_only(op, "the stale-read-after-ack checker judges get and set only")
+    }
+    fn lacks(&self, sends: &dyn Fn(OpKind) -> bool) -> Option<&'static str> {
+        lacks_reads_or_writes(sends)
+    }
+    fn metrics(&self) -> &'static [GateMetric] {
+        &METRICS
+    }
+}
+
+impl Checker for StaleRead {
     fn observer(&self, longest_op: Duration) -> Option<Box<dyn Observer>> {
         Some(Box::new(StaleReads::new(longest_op)))
     }
@@ -90,7 +113,7 @@ impl Checker for StaleRead {
     fn judge(&self, _cx: &CheckContext<'_>, seen: Option<Box<dyn Observer>>) -> Judgement {
         match seen {
             Some(observer) => observer.result().into(),
-            None => CheckResult::unknown(self.name(), "the first pass did not observe the history".into()).into(),
+            None => self.unknown("the first pass did not observe the history".into()).into(),
         }
     }
 }
@@ -181,7 +204,7 @@ impl StaleReads {
     }
 
     pub fn result(&self) -> CheckResult {
-        CheckResult::counted(CheckerName::StaleReadAfterAck, self.reads, self.violations, self.witnesses.clone())
+        StaleRead.counted(self.reads, self.violations, self.witnesses.clone())
     }
 }
 

@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::{HistoryWriter, Observed, OpRecord, Outcome, ValueId};
-use crate::checker::{self, CheckerName};
+use crate::checker::{self, Checker};
 use faultline_model::ops::OpKind;
 
 const WRITERS: u16 = 64;
@@ -87,6 +87,14 @@ pub fn generate(dir: &Path, ops: u64, keys: u64) -> anyhow::Result<HashMap<u64, 
         .collect())
 }
 
+fn stale_read() -> &'static dyn Checker {
+    checker::named("stale-read-after-ack").expect("a registered checker")
+}
+
+fn lost_write() -> &'static dyn Checker {
+    checker::named(checker::lost_write::NAME).expect("a registered checker")
+}
+
 /// Generates, then times the first pass (which carries stale-read-after-ack)
 /// and lost-acknowledged-write. Prints one line per measurement.
 pub fn bench(ops: u64, keys: u64) -> anyhow::Result<()> {
@@ -96,11 +104,11 @@ pub fn bench(ops: u64, keys: u64) -> anyhow::Result<()> {
     println!("generated {ops} ops over {keys} keys in {:.1}s", started.elapsed().as_secs_f64());
 
     let started = Instant::now();
-    let pass = checker::first_pass(dir.path(), &[CheckerName::StaleReadAfterAck], Duration::from_secs(6))?;
+    let pass = checker::first_pass(dir.path(), &[stale_read()], Duration::from_secs(6))?;
     let took = started.elapsed();
     let (stale, _) = checker::run(
         dir.path(),
-        &[CheckerName::StaleReadAfterAck],
+        &[stale_read()],
         pass,
         checker::Stored { values: &final_values, items: None, fresh_keys: false },
         SCOPE,
@@ -119,7 +127,7 @@ pub fn bench(ops: u64, keys: u64) -> anyhow::Result<()> {
     let started = Instant::now();
     let (lost, _) = checker::run(
         dir.path(),
-        &[CheckerName::LostAcknowledgedWrite],
+        &[lost_write()],
         pass,
         checker::Stored { values: &final_values, items: None, fresh_keys: false },
         SCOPE,

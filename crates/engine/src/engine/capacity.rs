@@ -173,7 +173,7 @@ impl Engine<'_> {
         remaining_after: Duration,
         search: &CapacitySpec,
     ) -> CellResult {
-        let slo = expr::parse(&search.slo).expect("validated: the SLO parses");
+        let slo = expr::parse(&search.slo, faultline_check::checker::declared()).expect("validated: the SLO parses");
         let mut searcher = Searcher::new(search);
         let mut steps: Vec<CapacityStep> = Vec::new();
         let mut held: Vec<(f64, CellResult)> = Vec::new();
@@ -472,7 +472,7 @@ mod tests {
 
     #[test]
     fn a_failure_is_the_clients_when_its_cpu_was_saturated_or_it_held_but_for_lateness() {
-        let slo = expr::parse("unsent == 0 and p99(get) < 10ms").unwrap();
+        let slo = expr::parse("unsent == 0 and p99(get) < 10ms", &[]).unwrap();
         let judge = |unsent, late, busiest| judge_step(&slo, &step(unsent, late, busiest), 10_000.0, Phase::Grow);
         // Unsent with every slot busy at the end: the target's.
         assert_eq!(judge(500, 0, 0.4).outcome, Outcome::Failed);
@@ -488,7 +488,7 @@ mod tests {
         assert_eq!(busy.outcome, Outcome::ClientBound);
         assert!(busy.step.why.contains("`load-thread-0` at 95% of a core"), "{}", busy.step.why);
         // An SLO no step can answer stops the search, unjudged.
-        let unanswerable = expr::parse("p99(set) < 10ms").unwrap();
+        let unanswerable = expr::parse("p99(set) < 10ms", &[]).unwrap();
         let judged = judge_step(&unanswerable, &step(0, 0, 0.4), 10_000.0, Phase::Grow);
         assert_eq!(judged.outcome, Outcome::NotJudged);
     }

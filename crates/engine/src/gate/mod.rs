@@ -73,7 +73,7 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
             return result;
         }
     };
-    let expr = match expr::parse(text) {
+    let expr = match expr::parse(text, faultline_check::checker::declared()) {
         Ok(e) => e,
         Err(e) => {
             result.evidence = format!("cannot parse: {e}");
@@ -406,7 +406,8 @@ fn plugin_gate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use faultline_model::checks::{CheckResult, CheckStatus, CheckerName};
+    use faultline_check::checker;
+    use faultline_model::checks::{CheckResult, CheckStatus};
     use faultline_model::results::CellStatus;
     use faultline_model::stats::{CellStats, ErrorCounts, LatencyStats, OpStats};
 
@@ -568,15 +569,14 @@ mod tests {
     #[test]
     fn a_checker_that_judged_nothing_passes_no_gate_on_it() {
         use faultline_model::checks::IndexLag;
-        let judged = |name: CheckerName, checked: u64, violations: u64| CheckResult {
+        let judged = |name: &str, checked: u64, violations: u64| CheckResult {
             status: if violations == 0 { CheckStatus::Ok } else { CheckStatus::Violated },
             checked,
             violations,
-            ..CheckResult::unknown(name, String::new())
+            ..checker::named(name).unwrap().unknown(String::new())
         };
         let with = |checks: Vec<CheckResult>| CellResult { checks, ..cell("a", Some(1.0), 0) };
-        let nothing =
-            with(vec![judged(CheckerName::StaleReadAfterAck, 0, 0), judged(CheckerName::Linearizability, 0, 0)]);
+        let nothing = with(vec![judged("stale-read-after-ack", 0, 0), judged("linearizability", 0, 0)]);
         let cells = std::slice::from_ref(&nothing);
         let r = &evaluate(&gate("stale_reads == 0"), cells)[0];
         assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
@@ -592,15 +592,15 @@ mod tests {
         assert_eq!(evaluate(&gate("stale_reads_judged >= 1"), cells)[0].result, GateOutcome::Fail);
         assert_eq!(evaluate(&gate("linearizability_judged == 0"), cells)[0].result, GateOutcome::Pass);
         // Something judged: the count decides; a violation fails whatever was judged.
-        let some = with(vec![judged(CheckerName::StaleReadAfterAck, 40, 0)]);
+        let some = with(vec![judged("stale-read-after-ack", 40, 0)]);
         assert_eq!(evaluate(&gate("stale_reads == 0"), &[some])[0].result, GateOutcome::Pass);
-        let bad = with(vec![judged(CheckerName::StaleReadAfterAck, 40, 2)]);
+        let bad = with(vec![judged("stale-read-after-ack", 40, 2)]);
         assert_eq!(evaluate(&gate("stale_reads == 0"), &[bad])[0].result, GateOutcome::Fail);
 
         // Index lag: its own metrics, unmeasured on a table without an index.
         let lagged =
             IndexLag { entries: 3, settled_late: 1, longest_settle_ms: 5800.0, still_wrong: 0, window_ms: 30e3 };
-        let hot = |index: Option<IndexLag>| with(vec![CheckResult { index, ..judged(CheckerName::HotKey, 3, 0) }]);
+        let hot = |index: Option<IndexLag>| with(vec![CheckResult { index, ..judged("hot-key", 3, 0) }]);
         let cells = [hot(Some(lagged))];
         assert_eq!(evaluate(&gate("index_lag < 10s"), &cells)[0].result, GateOutcome::Pass);
         let r = &evaluate(&gate("index_lag < 5s"), &cells)[0];

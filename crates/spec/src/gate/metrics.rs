@@ -8,13 +8,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use faultline_model::checks::{CheckResult, CheckStatus, CheckerName, IndexLag};
 use faultline_model::format::format_decimal;
 use faultline_model::results::CellResult;
 use faultline_model::stats::{status_class, CellStats, FanoutStats, FaultImpact, LatencyStats, OpStats, StageStats};
 use faultline_model::units::format_duration;
 
 use super::MetricRef;
+use crate::checkers::CheckerInfo;
 
 /// One gate metric.
 pub struct GateMetric {
@@ -77,8 +77,8 @@ pub enum Reads {
     /// How much of an open loop's schedule was sent: a gate on it judges an
     /// under-sent cell itself.
     Schedule,
-    /// A checker's result: the spec must run that checker.
-    Checker(CheckerName),
+    /// A checker's result: the spec must run the checker of that name.
+    Checker(&'static str),
     /// A capacity search's result: the scenario must have `capacity:`.
     Capacity,
 }
@@ -275,114 +275,6 @@ pub static METRICS: &[GateMetric] = &[
         },
     },
     GateMetric {
-        name: "stale_reads",
-        aliases: &[],
-        description: "Violations found by `stale-read-after-ack`: stale reads.",
-        unit: Unit::Count,
-        args: Args::None,
-        reads: Reads::Checker(CheckerName::StaleReadAfterAck),
-        value: |_, cell, _| violations(cell, CheckerName::StaleReadAfterAck),
-    },
-    GateMetric {
-        name: "lost_acked_writes",
-        aliases: &[],
-        description: "Violations found by `lost-acknowledged-write`: lost acknowledged writes.",
-        unit: Unit::Count,
-        args: Args::None,
-        reads: Reads::Checker(CheckerName::LostAcknowledgedWrite),
-        value: |_, cell, _| violations(cell, CheckerName::LostAcknowledgedWrite),
-    },
-    GateMetric {
-        name: "torn_values",
-        aliases: &[],
-        description: "Violations found by `final-state`: keys whose final value is not one write's whole value: torn, mixed or mangled, or naming a failed write, a write to another key, or a write no client issued.",
-        unit: Unit::Count,
-        args: Args::None,
-        reads: Reads::Checker(CheckerName::FinalState),
-        value: |_, cell, _| violations(cell, CheckerName::FinalState),
-    },
-    GateMetric {
-        name: "linearizability_violations",
-        aliases: &[],
-        description: "Violations found by `linearizability`: 0 or 1 (the search stops at the first key that is not linearizable).",
-        unit: Unit::Count,
-        args: Args::None,
-        reads: Reads::Checker(CheckerName::Linearizability),
-        value: |_, cell, _| violations(cell, CheckerName::Linearizability),
-    },
-    GateMetric {
-        name: "hot_key_violations",
-        aliases: &[],
-        description: "Violations found by `hot-key`: forks, lost updates, torn items, index entries still wrong at the end of the settle window, applied-twice updates, half-written transactions.",
-        unit: Unit::Count,
-        args: Args::None,
-        reads: Reads::Checker(CheckerName::HotKey),
-        value: |_, cell, _| violations(cell, CheckerName::HotKey),
-    },
-    GateMetric {
-        name: "stale_reads_judged",
-        aliases: &[],
-        description: JUDGED,
-        unit: Unit::Count,
-        args: Args::None,
-        reads: Reads::Checker(CheckerName::StaleReadAfterAck),
-        value: |_, cell, _| judged(cell, CheckerName::StaleReadAfterAck),
-    },
-    GateMetric {
-        name: "lost_acked_writes_judged",
-        aliases: &[],
-        description: JUDGED,
-        unit: Unit::Count,
-        args: Args::None,
-        reads: Reads::Checker(CheckerName::LostAcknowledgedWrite),
-        value: |_, cell, _| judged(cell, CheckerName::LostAcknowledgedWrite),
-    },
-    GateMetric {
-        name: "torn_values_judged",
-        aliases: &[],
-        description: JUDGED,
-        unit: Unit::Count,
-        args: Args::None,
-        reads: Reads::Checker(CheckerName::FinalState),
-        value: |_, cell, _| judged(cell, CheckerName::FinalState),
-    },
-    GateMetric {
-        name: "linearizability_judged",
-        aliases: &[],
-        description: JUDGED,
-        unit: Unit::Count,
-        args: Args::None,
-        reads: Reads::Checker(CheckerName::Linearizability),
-        value: |_, cell, _| judged(cell, CheckerName::Linearizability),
-    },
-    GateMetric {
-        name: "hot_key_judged",
-        aliases: &[],
-        description: JUDGED,
-        unit: Unit::Count,
-        args: Args::None,
-        reads: Reads::Checker(CheckerName::HotKey),
-        value: |_, cell, _| judged(cell, CheckerName::HotKey),
-    },
-    GateMetric {
-        name: "index_lag",
-        aliases: &[],
-        description: "`hot-key` on a table with an index: the longest an index entry took to agree with its item after its first read (0 when none lagged). Unmeasured without an index.",
-        unit: Unit::Ms,
-        args: Args::None,
-        reads: Reads::Checker(CheckerName::HotKey),
-        value: |_, cell, _| index_lag(cell, |lag| lag.longest_settle_ms),
-    },
-    GateMetric {
-        name: "index_lagged",
-        aliases: &[],
-        description: "`hot-key` on a table with an index: entries that agreed with their item only on a later read (lag, not violations).",
-        unit: Unit::Count,
-        args: Args::None,
-        reads: Reads::Checker(CheckerName::HotKey),
-        value: |_, cell, _| index_lag(cell, |lag| lag.settled_late as f64),
-    },
-    GateMetric {
         name: "count",
         aliases: &[],
         description: "Calls whose status class is one of those named: an HTTP status (`200` counts the successes, `503` the sheds), `timeout` (deadline errors, hangs, the SDK's timeouts), `network`, `error` (a server error with no status: another kind's, DynamoDB's `UnprocessedItems` and `UnreadableResponse`), or an error type as the server names it (`ConditionalCheckFailedException`, `TransactionConflictException`). `count(503)`. Unmeasured in a cell with no call.",
@@ -539,12 +431,12 @@ pub static METRICS: &[GateMetric] = &[
 ];
 
 const PERCENTILE: &str = "Latency percentile of successful ops.";
-const JUDGED: &str = "How much the checker judged (its `checked`, see [A check that judged nothing](#a-check-that-judged-nothing-is-not-a-pass)).";
 
 impl GateMetric {
-    /// The metric a gate names, by its name or an alias.
-    pub fn named(name: &str) -> Option<&'static GateMetric> {
-        METRICS.iter().find(|m| m.name == name || m.aliases.contains(&name))
+    /// The metric a gate names, by its name or an alias: a row of
+    /// [`METRICS`] or one a checker of the build provides.
+    pub fn named(name: &str, checkers: &[&'static dyn CheckerInfo]) -> Option<&'static GateMetric> {
+        all(checkers).find(|m| m.name == name || m.aliases.contains(&name))
     }
 
     /// How the parser's hint lists it: `errors`, `denied_window(FAULT[, OP])`.
@@ -572,9 +464,14 @@ impl fmt::Debug for GateMetric {
     }
 }
 
+/// Every metric: the table's, then each checker's.
+pub fn all<'a>(checkers: &'a [&'static dyn CheckerInfo]) -> impl Iterator<Item = &'static GateMetric> + 'a {
+    METRICS.iter().chain(checkers.iter().flat_map(|c| c.metrics()))
+}
+
 /// Every form a gate may name, for the hint after an unknown metric.
-pub fn known() -> String {
-    let forms: Vec<String> = METRICS.iter().map(GateMetric::form).collect();
+pub fn known(checkers: &[&'static dyn CheckerInfo]) -> String {
+    let forms: Vec<String> = all(checkers).map(GateMetric::form).collect();
     format!(
         "ratio(throughput|p50|p99|delivered_rate, TARGET/BASELINE), ratio_low(…), ratio_high(…), {}; \
          latency over a window around a fault: p99(get, after: FAULT), max(before: FAULT), mean(during: FAULT); \
@@ -784,46 +681,6 @@ fn delivery(stats: &CellStats, pick: fn(&LatencyStats) -> f64) -> Value {
     Ok(fanout(stats)?.latency_ms.as_ref().map(pick))
 }
 
-/// The cell's result of checker `name`.
-fn check_of(cell: &CellResult, name: CheckerName) -> Result<&CheckResult, String> {
-    cell.checks
-        .iter()
-        .find(|c| c.checker == name.as_str())
-        .ok_or_else(|| format!("the spec runs no `{}` checker", name.as_str()))
-}
-
-/// The violations a checker found. Nothing judged is nothing passed: a
-/// violation found still counts.
-fn violations(cell: &CellResult, name: CheckerName) -> Value {
-    let check = check_of(cell, name)?;
-    match check.status {
-        CheckStatus::Unknown => Ok(None),
-        CheckStatus::Ok if check.checked == 0 => {
-            Err(format!("the {} checker judged 0 {}", name.as_str(), name.judges()))
-        }
-        _ => Ok(Some(check.violations as f64)),
-    }
-}
-
-/// How much a checker judged, measured even at 0.
-fn judged(cell: &CellResult, name: CheckerName) -> Value {
-    let check = check_of(cell, name)?;
-    Ok((check.status != CheckStatus::Unknown).then_some(check.checked as f64))
-}
-
-/// How the hot-key checker saw an index catch up with its items.
-fn index_lag(cell: &CellResult, pick: fn(&IndexLag) -> f64) -> Value {
-    let check = check_of(cell, CheckerName::HotKey)?;
-    if check.status == CheckStatus::Unknown {
-        return Ok(None);
-    }
-    let lag = check.index.as_ref().ok_or("the hot-key checker judged no index entry (a table with `index:`)")?;
-    if lag.entries == 0 {
-        return Err("the hot-key checker judged 0 index entries".into());
-    }
-    Ok(Some(pick(lag)))
-}
-
 /// Reads answered by a member that was not primary, where the read concern
 /// needs the primary. No read to judge: unmeasured, not a pass.
 fn non_primary_reads(cell: &CellResult) -> Value {
@@ -848,39 +705,16 @@ mod tests {
     #[test]
     fn every_row_has_a_description_a_unit_and_a_name_of_its_own() {
         let mut names = BTreeSet::new();
-        for m in METRICS {
+        let checkers = &crate::checkers::testing::CHECKERS;
+        for m in all(checkers) {
             assert!(!m.description.trim().is_empty(), "{} has no description", m.name);
             assert!(!m.unit.name().is_empty(), "{} has no unit", m.name);
             for name in std::iter::once(&m.name).chain(m.aliases) {
                 assert!(names.insert(*name), "`{name}` names two metrics");
-                assert_eq!(GateMetric::named(name), Some(m));
+                assert_eq!(GateMetric::named(name, checkers), Some(m));
             }
         }
         assert_eq!(windowed(), "p50, p95, p99, p999, max and mean");
         assert_eq!(staged(), "p50, p95, p99, p999, max, mean, unsent and achieved_rate");
-    }
-
-    /// docs/spec.md's table of metrics names exactly the table's metrics,
-    /// with each one's unit and description.
-    #[test]
-    fn the_docs_table_of_metrics_is_this_table() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/spec.md");
-        let docs = std::fs::read_to_string(path).expect("docs/spec.md");
-        let section = docs.split("\n### Metrics\n").nth(1).expect("a `### Metrics` section in docs/spec.md");
-        let rows = section.lines().skip_while(|l| !l.starts_with('|')).take_while(|l| l.starts_with('|')).skip(2);
-        let mut documented = Vec::new();
-        for row in rows {
-            let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
-            let [names, unit, meaning, _args] = cells[..] else { panic!("docs/spec.md: not 4 cells: {row}") };
-            // `p999` (also `p99.9`), `denied_window(FAULT)`, `count(STATUS, …)`: the names in backticks.
-            for name in names.split('`').skip(1).step_by(2) {
-                let name = name.split('(').next().unwrap_or_default();
-                let m = GateMetric::named(name).unwrap_or_else(|| panic!("docs/spec.md names `{name}`, no metric"));
-                assert_eq!((m.unit.name(), m.description), (unit, meaning), "docs/spec.md on `{name}`");
-                documented.push(name);
-            }
-        }
-        let all: Vec<&str> = METRICS.iter().flat_map(|m| std::iter::once(&m.name).chain(m.aliases)).copied().collect();
-        assert_eq!(documented, all, "docs/spec.md's table of metrics against crates/spec/src/gate/metrics.rs");
     }
 }

@@ -1,18 +1,21 @@
 //! The built-in gate language: comparisons of metrics with limits, joined by
 //! `and` / `or`, e.g. `p99(get) < 30ms and errors == 0`. The metrics
-//! themselves are rows of [`metrics::METRICS`].
+//! themselves are rows of [`metrics::METRICS`] and of the build's checkers
+//! (each checker provides its own, [`CheckerInfo::metrics`]), so parsing
+//! takes the checkers.
 
 pub mod metrics;
 
 use std::fmt;
 
-use faultline_model::checks::CheckerName;
 use faultline_model::compare::Measure;
 use faultline_model::ops::OpKind;
 use faultline_model::stats::Side;
 use faultline_model::units::parse_duration;
 
-pub use metrics::{Args, GateMetric, Reads, Unit};
+use crate::checkers::CheckerInfo;
+
+pub use metrics::{Args, GateMetric, Reads, Unit, Value};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
@@ -105,7 +108,7 @@ impl Expr {
     }
 
     /// The checkers whose results the expression reads.
-    pub fn checkers(&self) -> Vec<CheckerName> {
+    pub fn checkers(&self) -> Vec<&'static str> {
         self.metrics()
             .filter_map(|m| match m.metric.reads {
                 Reads::Checker(c) => Some(c),
@@ -330,9 +333,10 @@ fn tokenize(src: &str) -> Result<Vec<Token>, String> {
     Ok(out)
 }
 
-struct Parser {
+struct Parser<'a> {
     tokens: Vec<Token>,
     pos: usize,
+    checkers: &'a [&'static dyn CheckerInfo],
 }
 
 /// Parentheses and comparisons a gate may hold: the parser and the tree's
@@ -340,7 +344,8 @@ struct Parser {
 const MAX_PARENS: usize = 64;
 const MAX_COMPARISONS: usize = 256;
 
-pub fn parse(src: &str) -> Result<Expr, String> {
+/// Parses a gate; `checkers` are the build's, whose metrics it may name.
+pub fn parse(src: &str, checkers: &[&'static dyn CheckerInfo]) -> Result<Expr, String> {
     let tokens = tokenize(src)?;
     let mut depth = 0usize;
     for t in &tokens {
@@ -356,7 +361,7 @@ pub fn parse(src: &str) -> Result<Expr, String> {
     if tokens.iter().filter(|t| matches!(t, Token::Op(_))).count() > MAX_COMPARISONS {
         return Err(format!("more than {MAX_COMPARISONS} comparisons in one gate: split it into several gates"));
     }
-    let mut p = Parser { tokens, pos: 0 };
+    let mut p = Parser { tokens, pos: 0, checkers };
     if p.tokens.is_empty() {
         return Err("empty gate: write e.g. `errors == 0` or `p99(get) < 30ms`".into());
     }
@@ -372,7 +377,7 @@ pub fn parse(src: &str) -> Result<Expr, String> {
     Ok(expr)
 }
 
-impl Parser {
+impl Parser<'_> {
     fn peek(&self) -> Option<&Token> {
         self.tokens.get(self.pos)
     }
@@ -380,7 +385,7 @@ impl Parser {
     /// The condition of its own (`only`) the next token names, if it does.
     fn peek_condition(&self) -> Option<&'static GateMetric> {
         match self.peek() {
-            Some(Token::Ident(name)) => GateMetric::named(name).filter(|m| m.unit == Unit::Condition),
+            Some(Token::Ident(name)) => GateMetric::named(name, self.checkers).filter(|m| m.unit == Unit::Condition),
             _ => None,
         }
     }
@@ -454,8 +459,8 @@ impl Parser {
             }
             Some(Token::Ident(name)) if RatioBound::from_name(&name).is_some() => self.ratio(&name),
             Some(Token::Ident(name)) => {
-                let metric = GateMetric::named(&name)
-                    .ok_or_else(|| format!("unknown metric `{name}` (known: {})", metrics::known()))?;
+                let metric = GateMetric::named(&name, self.checkers)
+                    .ok_or_else(|| format!("unknown metric `{name}` (known: {})", metrics::known(self.checkers)))?;
                 if metric.unit == Unit::Condition {
                     return Err(format!(
                         "`{name}(…)` is a condition of its own, e.g. `{name}(200, 503) and hangs == 0`"
@@ -562,7 +567,7 @@ impl Parser {
     }
 }
 
-impl Parser {
+impl Parser<'_> {
     /// After `count` or `only`: `(STATUS, …)`, each an HTTP status (`503`)
     /// or `timeout`, `network`, `error`.
     fn statuses(&mut self, name: &str) -> Result<Vec<String>, String> {
@@ -654,6 +659,11 @@ fn check_units(a: &Operand, b: &Operand) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// Parses against this crate's test checker (the real ones live above).
+    fn parse(src: &str) -> Result<Expr, String> {
+        super::parse(src, &crate::checkers::testing::CHECKERS)
+    }
+
     #[test]
     fn latency_takes_a_window_around_a_fault() {
         let Expr::Compare(Operand::Metric(m), _, _) = parse("p99(get, after: primary-killed) < 50ms").unwrap() else {
@@ -723,7 +733,7 @@ mod tests {
             e,
             Expr::Compare(
                 Operand::Metric(MetricRef {
-                    metric: GateMetric::named("p99").unwrap(),
+                    metric: GateMetric::named("p99", &[]).unwrap(),
                     op: Some(OpKind::Get),
                     fault: None,
                     window: None,

@@ -15,7 +15,7 @@ use crate::metrics::CellStats;
 use crate::results::CellStatus;
 use crate::spec::OpKind;
 use faultline_check::checker::lost_write_times::{self, AckTimes};
-use faultline_check::checker::{self, CheckResult, CheckerName};
+use faultline_check::checker::{self, CheckResult, Checker};
 use faultline_check::history::Scope;
 use faultline_kind::TargetDriver;
 use faultline_model::roles::{self, NonPrimaryReads, RoleChange};
@@ -39,24 +39,22 @@ pub struct Judged {
 
 pub async fn judge(run: &CellRun<'_>, measured: Measured) -> Judged {
     let Measured { status, measured_s, stats, roles, non_primary_reads, driver, incomplete, mut kept } = measured;
-    let names = run.checkers();
-    let checks = if names.is_empty() {
+    let checkers = run.checkers();
+    let checks = if checkers.is_empty() {
         Vec::new()
     } else if run.engine.cancel.is_cancelled() {
         let why = "not checked: the run was interrupted".to_string();
-        names.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect()
+        checkers.iter().map(|c| c.unknown(why.clone())).collect()
     } else {
         match incomplete {
-            Some(e) => {
-                names.iter().map(|n| CheckResult::unknown(*n, format!("the history is incomplete: {e:#}"))).collect()
-            }
+            Some(e) => checkers.iter().map(|c| c.unknown(format!("the history is incomplete: {e:#}"))).collect(),
             None => {
                 // Lost writes are held against the spans a demoted
                 // primary was still primary, each fault taking its share.
                 let demoted = roles::demoted_primaries(&roles, measured_s);
                 let window_start_ns = run.cell.timing.warmup.as_nanos() as u64;
                 let spans = lost_write_times::spans_ns(&demoted, window_start_ns);
-                let (checks, ack_times) = check_cell(run, names, &driver, spans).await;
+                let (checks, ack_times) = check_cell(run, checkers, &driver, spans).await;
                 if let Some(times) = ack_times {
                     lost_write_times::place(&mut kept.faults, &demoted, &times, window_start_ns);
                 }
@@ -72,18 +70,17 @@ pub async fn judge(run: &CellRun<'_>, measured: Measured) -> Judged {
 /// `unknown`, never passed.
 async fn check_cell(
     run: &CellRun<'_>,
-    names: &[CheckerName],
+    checkers: Vec<&'static dyn Checker>,
     driver: &Arc<dyn TargetDriver>,
     demoted_spans: Vec<(u64, u64)>,
 ) -> (Vec<CheckResult>, Option<AckTimes>) {
     let (uri, workload, timing) = (run.running.uri.as_str(), &run.workload, run.cell.timing);
-    let names = names.to_vec();
-    let unknown = |why: String| (names.iter().map(|n| CheckResult::unknown(*n, why.clone())).collect::<Vec<_>>(), None);
+    let unknown = |why: String| (checkers.iter().map(|c| c.unknown(why.clone())).collect::<Vec<_>>(), None);
     let dir = run.history_dir();
     let longest_op = timing.deadline + timing.hang_after;
     let first = {
-        let (dir, names) = (dir.clone(), names.clone());
-        tokio::task::spawn_blocking(move || checker::first_pass(&dir, &names, longest_op)).await
+        let (dir, checkers) = (dir.clone(), checkers.clone());
+        tokio::task::spawn_blocking(move || checker::first_pass(&dir, &checkers, longest_op)).await
     };
     let pass = match first {
         Ok(Ok(p)) => p,
@@ -104,9 +101,9 @@ async fn check_cell(
         Ok(Err(e)) => return unknown(format!("cannot read the final state: {e:#}")),
         Err(_) => return unknown("reading the final state took longer than 60s".into()),
     };
-    // The hot-key checker holds whole items (and their index entries)
-    // against the images the writes returned.
-    let stored_items = match (names.contains(&CheckerName::HotKey), driver.stored_items()) {
+    // A checker of whole items (hot-key) holds them and their index
+    // entries against the images the writes returned.
+    let stored_items = match (checkers.iter().any(|c| c.reads_items()), driver.stored_items()) {
         (false, _) => None,
         (true, None) => return unknown("this kind has no stored items to inspect".into()),
         (true, Some(items)) => match tokio::time::timeout(items.budget(), items.read(uri, &key_bytes)).await {
@@ -120,11 +117,11 @@ async fn check_cell(
     };
     let final_values: HashMap<u64, Option<Vec<u8>>> = keys.into_iter().zip(values).collect();
     let scope = Scope { run: run.engine.run_tag, cell: run.position.0 as u16 };
-    let checkers = names.clone();
     let fresh_keys = workload.is_rounds();
+    let judging = checkers.clone();
     tokio::task::spawn_blocking(move || {
         let stored = checker::Stored { values: &final_values, items: stored_items.as_ref(), fresh_keys };
-        checker::run(&dir, &checkers, pass, stored, scope, LINEARIZABILITY_BUDGET, &demoted_spans)
+        checker::run(&dir, &judging, pass, stored, scope, LINEARIZABILITY_BUDGET, &demoted_spans)
     })
     .await
     .unwrap_or_else(|e| unknown(format!("a checker crashed: {e}")))

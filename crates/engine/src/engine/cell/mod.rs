@@ -36,7 +36,7 @@ use crate::results::{CellResult, CellStatus};
 use crate::spec::arrivals::Arrivals;
 use crate::spec::probe::ProbeWhen;
 use crate::spec::{Load, OpenSpec, Spec, StageSpan, TargetSpec};
-use faultline_check::checker::CheckerName;
+use faultline_check::checker::{self, Checker};
 use faultline_kind::workload::Workload;
 
 /// What every phase of a cell reads and none changes: the engine, the cell,
@@ -91,12 +91,13 @@ impl CellRun<'_> {
 
     /// The checkers of the cell's scenario: its own, or the campaign's;
     /// none in a capacity search (recording a history costs throughput).
-    pub(crate) fn checkers(&self) -> &[CheckerName] {
+    pub(crate) fn checkers(&self) -> Vec<&'static dyn Checker> {
         let scenario = self.engine.scenario(self.cell);
-        match scenario.capacity {
+        let names = match scenario.capacity {
             Some(_) => &[],
             None => scenario.checkers.as_deref().unwrap_or(&self.engine.spec.checkers),
-        }
+        };
+        names.iter().map(|n| checker::named(n.as_str()).expect("a validated spec names registered checkers")).collect()
     }
 
     /// Where the cell's lanes write their histories and the checkers read them.

@@ -520,7 +520,10 @@ fn gates_use_windows(run: &CellRun<'_>) -> bool {
         let covers = g.scenario.as_ref().is_none_or(|s| *s == cell.scenario)
             && g.profile.as_ref().is_none_or(|p| *p == cell.profile);
         match &g.rule {
-            crate::spec::GateRule::Expr(e) => covers && crate::gate::expr::parse(e).is_ok_and(|e| e.uses_windows()),
+            crate::spec::GateRule::Expr(e) => {
+                covers
+                    && crate::gate::expr::parse(e, faultline_check::checker::declared()).is_ok_and(|e| e.uses_windows())
+            }
             crate::spec::GateRule::Plugin(_) => false,
         }
     })
