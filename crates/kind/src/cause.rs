@@ -7,6 +7,21 @@
 /// The longest an error line gets; a cause is said well before this.
 const MAX_CHARS: usize = 300;
 
+/// How the sentences that name a TLS mismatch begin: see [`is_final`].
+const UNTRUSTED: &str = "certificate not trusted";
+const NOT_TLS: &str = "the endpoint does not answer TLS";
+
+/// Whether a sentence from [`sentence`] names a cause no later attempt can
+/// change: a certificate the client does not trust, or TLS spoken to an
+/// endpoint that does not speak it. A readiness wait ends at once on these
+/// (measured: a DynamoDB endpoint with an untrusted certificate held the
+/// run for its whole 20 s `ready_timeout` before saying so). A refused
+/// connection or a closed one is not final: a server that is starting says
+/// the same.
+pub fn is_final(sentence: &str) -> bool {
+    sentence.contains(UNTRUSTED) || sentence.contains(NOT_TLS)
+}
+
 /// One sentence for an error given as its chain of causes, outermost first.
 pub fn sentence(chain: &[String]) -> String {
     let all = chain.join(": ").to_ascii_lowercase();
@@ -24,12 +39,12 @@ pub fn sentence(chain: &[String]) -> String {
             .map(|d| format!(" ({d})"))
             .unwrap_or_default();
         return format!(
-            "certificate not trusted{detail}: set options.ca_file to the PEM of the CA that signed it, or options.insecure: true for a test server"
+            "{UNTRUSTED}{detail}: set options.ca_file to the PEM of the CA that signed it, or options.insecure: true for a test server"
         );
     }
     // What a TLS client meets when the other end does not speak TLS.
     if has(&["invalidcontenttype", "corrupt message", "wrong version number", "invalidmessage"]) {
-        return "the endpoint does not answer TLS: use an http:// URI (or turn TLS off in the URI)".into();
+        return format!("{NOT_TLS}: use an http:// URI (or turn TLS off in the URI)");
     }
     if has(&["connection refused"]) {
         return "connection refused: nothing listens at the URI's host and port; start the server or fix the URI"
@@ -79,5 +94,14 @@ mod tests {
         assert!(said(&["io error", "Connection refused (os error 111)"]).starts_with("connection refused"));
         assert!(said(&["connection closed before message completed"]).contains("use https://"));
         assert_eq!(said(&["outer", "the innermost\nsecond line"]), "the innermost");
+    }
+
+    #[test]
+    fn only_a_tls_mismatch_is_final() {
+        assert!(is_final(&said(&["invalid peer certificate: UnknownIssuer"])));
+        assert!(is_final(&said(&["received corrupt message of type InvalidContentType"])));
+        assert!(!is_final(&said(&["io error", "Connection refused (os error 111)"])));
+        assert!(!is_final(&said(&["connection closed before message completed"])));
+        assert!(!is_final(&said(&["something else"])));
     }
 }

@@ -151,7 +151,7 @@ impl Issuer {
     /// The next op to issue at `now` with `live` slots in use, if a slot is
     /// free, the window is open and (open loop) an op is due.
     #[inline]
-    pub fn next(&mut self, now: Instant, live: u32, ops: &mut OpStream, recorder: &mut Recorder) -> Option<Issue> {
+    pub fn next(&mut self, mut now: Instant, live: u32, ops: &mut OpStream, recorder: &mut Recorder) -> Option<Issue> {
         // Past the end, an open loop sends what its free slots take at its
         // first look (one `now`) of the ops due before the end; then no more.
         if now >= self.stop_at {
@@ -193,6 +193,9 @@ impl Issuer {
                     self.held_at = Some(done);
                     return None;
                 }
+                // The gate may have opened (another client, another agent)
+                // after the caller read `now`: the round starts after it did.
+                now = now.max(Instant::now());
             }
         }
         let due = match (&self.pacing, self.next_due) {

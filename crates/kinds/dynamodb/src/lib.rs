@@ -454,7 +454,11 @@ impl TargetDriver for DynamoDriver {
                 ))
                 .into());
             }
-            anyhow::bail!("ListTables: {}", errors::explain(&e));
+            let said = errors::explain(&e);
+            if faultline_kind::cause::is_final(&said) {
+                return Err(faultline_kind::Refused(format!("ListTables: {said}")).into());
+            }
+            anyhow::bail!("ListTables: {said}");
         }
         Ok(ServerInfo { version: "DynamoDB API (ListTables answered)".into() })
     }

@@ -147,14 +147,18 @@ impl TargetDriver for MongoDriver {
         let client = self.admin_client(uri).await?;
         let probe = async {
             let admin = client.database("admin");
-            let hello =
-                admin.run_command(doc! {"hello": 1}).await.map_err(|e| match errors::refuses_credentials(&e) {
+            let hello = admin.run_command(doc! {"hello": 1}).await.map_err(|e| {
+                let said = errors::explain(&e);
+                match errors::refuses_credentials(&e) {
                     true => anyhow::Error::new(faultline_kind::Refused(format!(
-                        "the server refused the credentials: {} (check the user and password in the URI)",
-                        errors::explain(&e)
+                        "the server refused the credentials: {said} (check the user and password in the URI)"
                     ))),
-                    false => anyhow::anyhow!("hello: {}", errors::explain(&e)),
-                })?;
+                    false if faultline_kind::cause::is_final(&said) => {
+                        anyhow::Error::new(faultline_kind::Refused(format!("hello: {said}")))
+                    }
+                    false => anyhow::anyhow!("hello: {said}"),
+                }
+            })?;
             // A replica set serves the load through its primary: one that has
             // none yet (an election, a set still being initiated) is not up.
             let primary = hello.get_bool("isWritablePrimary").unwrap_or(false);
