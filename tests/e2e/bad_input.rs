@@ -112,7 +112,7 @@ fn no_command_reads_a_fifo_or_a_device_as_a_file() {
     }
 
     // A real run's report, re-rendered with a FIFO as template and into a FIFO.
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(
         "name: files\ntargets:\n  t: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\n\
          profiles:\n  p: {closed: 1x1}\ntiming: {warmup: 0s, duration: 300ms}\n\

@@ -48,7 +48,7 @@ gates:
 /// directory, and nothing was written where faultline was started.
 #[test]
 fn a_matrix_runs_every_point_with_its_values_in_directories_of_its_own() {
-    let _load = exclusive();
+    let _load = shared();
     let (dir, spec) = spec_file(MATRIX);
     let dry = faultline().arg("run").arg(&spec).arg("--dry-run").output().unwrap();
     let plan = String::from_utf8_lossy(&dry.stdout).into_owned();
@@ -149,7 +149,7 @@ gates:
 /// check says how much.
 #[test]
 fn a_crash_restart_keeps_the_data_and_the_check_finds_what_a_server_without_persistence_loses() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, durable) = spec_file(&crash_spec(r#"--appendonly, "yes", --appendfsync, always"#, ""));
     let run = run(&durable, &[]);
     assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
@@ -212,7 +212,7 @@ fn a_crash_restart_keeps_the_data_and_the_check_finds_what_a_server_without_pers
 /// loses everything, and only this check sees it.
 #[test]
 fn a_clean_restart_is_checked_too() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, saving) = spec_file(&crash_spec(r#"--appendonly, "no", --save, "3600 1""#, ", signal: SIGTERM"));
     let run = run(&saving, &[]);
     assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
@@ -250,7 +250,7 @@ gates:
 /// target only for its own cells; the report says which.
 #[test]
 fn competitors_are_frozen_or_started_only_for_their_own_cells() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(&ISOLATED.replace("ISOLATION", "stop"));
     let run = run(&spec, &[]);
     assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());

@@ -33,7 +33,7 @@ gates:
 
 #[test]
 fn a_search_finds_the_knee_that_gates_comparisons_and_the_report_read() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(SPEC);
     let run = run(&spec, &[]);
     let context = || format!("{}\n{}", run.stdout(), run.stderr());

@@ -92,7 +92,7 @@ const HANG: std::time::Duration = std::time::Duration::from_secs(30);
 /// when it stopped.
 #[test]
 fn an_intractable_key_neither_hides_a_violation_nor_overruns_the_budget() {
-    let _load = exclusive();
+    let _load = shared();
     let dir = tempfile::tempdir().unwrap();
     let bad = generate_kv(dir.path(), "bad.edn", &["--hard", "24", "--violate", "7"]);
     let (code, stdout, _) = check("kv", &bad);
@@ -124,7 +124,7 @@ fn an_intractable_key_neither_hides_a_violation_nor_overruns_the_budget() {
 /// leave the search to say the budget ran out).
 #[test]
 fn the_budget_covers_reading_the_file() {
-    let _load = exclusive();
+    let _load = shared();
     let dir = tempfile::tempdir().unwrap();
     let long = generate_kv(dir.path(), "long.edn", &["--ops", "8000"]);
     let lines = std::fs::read_to_string(&long).unwrap().lines().count() as f64;

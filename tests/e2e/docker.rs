@@ -66,7 +66,7 @@ gates:
 
 #[test]
 fn a_docker_campaign_replicates_and_leaves_nothing_behind() {
-    let _load = exclusive();
+    let _load = shared();
     // While the run goes on, look at a replica from outside faultline.
     let out = tempfile::tempdir().unwrap();
     let out_path = out.path().to_path_buf();
@@ -129,7 +129,7 @@ fn a_docker_campaign_replicates_and_leaves_nothing_behind() {
 }
 
 fn interrupt_docker_run(signal: i32, when_up: &str, extra: &str) {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(&kv_spec(extra, "30s"));
     let out = tempfile::tempdir().unwrap();
     let mut child = faultline()
@@ -181,7 +181,7 @@ fn sigterm_while_the_target_starts_removes_what_was_created() {
 
 #[test]
 fn a_member_that_never_gets_ready_fails_clearly_after_its_timeout() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(&kv_spec("\n    ready: {command: \"false\", timeout: 2s}", "2s"));
     let started = Instant::now();
     let run = run(&spec, &[]);
@@ -200,6 +200,7 @@ fn a_member_that_never_gets_ready_fails_clearly_after_its_timeout() {
 
 #[test]
 fn a_missing_image_names_the_build_script() {
+    // It compares every container and network on the host, before and after.
     let _load = exclusive();
     let before = docker_snapshot();
     let spec_text = kv_spec("", "1s").replace("faultline/redis:bookworm", "faultline/nosuch:bookworm");
@@ -219,7 +220,7 @@ fn a_missing_image_names_the_build_script() {
 
 #[test]
 fn teardown_removes_what_a_killed_faultline_left() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(&kv_spec(SENTINELS, "30s"));
     let out = tempfile::tempdir().unwrap();
     let mut child = faultline()

@@ -78,7 +78,7 @@ fn hot_key(c: &serde_json::Value) -> &serde_json::Value {
 
 #[test]
 fn the_hot_key_campaign_answers_every_round_and_its_invariants_hold() {
-    let _load = exclusive();
+    let _load = shared();
     let rounds = 6u64;
     // moto answering one request at a time (scripts/moto-serial): a serial
     // server, so every invariant must hold, the stream's included.
@@ -166,7 +166,7 @@ fn the_hot_key_campaign_answers_every_round_and_its_invariants_hold() {
 
 #[test]
 fn every_op_kind_runs_and_failures_are_classified_by_status_and_type() {
-    let _load = exclusive();
+    let _load = shared();
     let spec = dynamo_spec(
         "siblings: 2",
         "{ops: {set: 3, get: 3, insert: 1, update: 1, del: 1, transact: 1, batch: 1, query: 1}, keys: {count: 20}}",
@@ -199,7 +199,7 @@ gates:
 
 #[test]
 fn a_transaction_that_loses_its_condition_is_cancelled_with_its_reasons() {
-    let _load = exclusive();
+    let _load = shared();
     let spec = dynamo_spec(
         "transact_create_only: true",
         "{ops: {transact: 1}, keys: {count: 3, distribution: rounds}}",
@@ -269,7 +269,7 @@ fn python_with_boto3() -> Option<String> {
 /// checker must name, and a table where every key holds them all must pass.
 #[test]
 fn the_update_race_verdict_agrees_with_an_independent_read_of_the_table() {
-    let _load = exclusive();
+    let _load = shared();
     let python = python_with_boto3().expect("boto3 comes with moto (scripts/install-deps.sh all)");
     let (moto, port) = moto_server();
     let spec = format!(
@@ -338,7 +338,7 @@ print(json.dumps({i["pk"]: [int(i["c"]), len(i["l"]), len(set(bytes(v) for v in 
 /// create is left as it was.
 #[test]
 fn a_table_that_lacks_the_specs_index_is_refused_before_any_cell() {
-    let _load = exclusive();
+    let _load = shared();
     let (moto, port) = moto_server();
     let spec = |table: &str| {
         format!(
@@ -377,7 +377,7 @@ gates:
 /// waiting for readiness would not change the answer.
 #[test]
 fn credentials_the_server_refuses_are_a_clear_error_at_once() {
-    let _load = exclusive();
+    let _load = shared();
     let (_moto, port) = moto_server_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]);
     let refused = "ready_timeout: 300s, options: {credentials: {access_key_id: nobody, secret_access_key: wrong}}";
     let (_dir, path) = spec_file(&one_put_spec(port, refused));
@@ -404,7 +404,7 @@ fn credentials_the_server_refuses_are_a_clear_error_at_once() {
 /// racing handlers the campaign test avoids with scripts/moto-serial.
 #[test]
 fn puts_run_against_moto_in_a_container_and_its_stream_is_read() {
-    let _load = exclusive();
+    let _load = shared();
     let spec = r#"name: dynamo-docker
 seed: 3
 targets:
@@ -500,7 +500,7 @@ fn test_certificates(dir: &std::path::Path) -> (String, String, String) {
 /// refuse it and the run says the certificate was not trusted.
 #[test]
 fn an_https_endpoint_is_reached_with_its_ca_or_insecure_and_refused_otherwise() {
-    let _load = exclusive();
+    let _load = shared();
     let dir = tempfile::tempdir().unwrap();
     let (ca, cert, key) = test_certificates(dir.path());
     let (_moto, port) = moto_server_with_args(&["-c", &cert, "-k", &key]);
@@ -538,6 +538,8 @@ gates:
     let errors = run.results()["errors"].to_string();
     assert!(errors.contains("certificate not trusted") && errors.contains("options.ca_file"), "{errors}");
     assert!(errors.contains("options.insecure") && !errors.contains("DispatchFailure"), "{errors}");
+    // No later probe can change an untrusted certificate: the first one ends the wait.
+    assert!(errors.contains("refused faultline"), "{errors}");
     // Plain HTTP to the TLS endpoint: the error says to use https://.
     let (_d, path) = spec_file(&spec("region: us-east-1").replace("https://", "http://").replace("20s", "3s"));
     let plain = crate::support::run(&path, &[]);
@@ -558,7 +560,7 @@ fn teardown(state: &std::path::Path, args: &[&str]) -> (i32, String) {
 /// the run directory's name removes it.
 #[test]
 fn a_killed_runs_table_is_listed_never_adopted_and_removed_by_teardown() {
-    let _load = exclusive();
+    let _load = shared();
     let python = python_with_boto3().expect("boto3 comes with moto (scripts/install-deps.sh all)");
     let (moto, port) = moto_server();
     let state = tempfile::tempdir().unwrap();
@@ -639,7 +641,7 @@ gates:
 /// it to reach (the server is gone) and finishes cleanly.
 #[test]
 fn a_table_on_a_server_faultline_started_is_not_in_the_ledger() {
-    let _load = exclusive();
+    let _load = shared();
     let state = tempfile::tempdir().unwrap();
     let (_spec_dir, spec) = spec_file(
         r#"name: own-server

@@ -14,7 +14,7 @@ fn never_ready_spec(command: &str, args: &str) -> String {
 
 #[test]
 fn a_target_that_never_answers_is_stopped_and_reported() {
-    let _load = exclusive();
+    let _load = shared();
     // `sleep` starts fine but never speaks Redis; the distinctive number lets us find it.
     let (_d, spec) = spec_file(&never_ready_spec("sleep", "[\"987654\", \"{port}\"]"));
     let started = Instant::now();
@@ -48,7 +48,7 @@ fn a_missing_binary_is_a_spec_error_before_anything_starts() {
 }
 
 fn interrupt_with(signal: i32) {
-    let _load = exclusive();
+    let _load = shared();
     let out = tempfile::tempdir().unwrap();
     let mut child = faultline()
         .args(["run", "specs/quickstart.yaml", "--set", "duration=30s", "--out"])
@@ -121,7 +121,7 @@ gates:
 /// 500 ms hang_after), as a hang; cancelling, at its deadline. Every op in
 /// flight when the pause began is given up so, whenever the watchdog runs.
 fn run_with_pause(cancel_at_deadline: bool) -> serde_json::Value {
-    let _load = exclusive();
+    let _load = shared();
     let server = RedisServer::start();
     let (_d, spec) = spec_file(&paused_server_spec(server.port, cancel_at_deadline));
     let run = std::thread::scope(|scope| {
@@ -196,7 +196,7 @@ fn a_client_that_honours_the_deadline_fails_fast_without_hangs() {
 
 #[test]
 fn a_crashed_server_fails_the_ops_on_it_and_clients_reconnect_when_it_is_back() {
-    let _load = exclusive();
+    let _load = shared();
     let server = RedisServer::start();
     let port = server.port;
     let (_d, spec) = spec_file(&paused_server_spec(port, true));

@@ -72,7 +72,7 @@ fn books_add_up(f: &Value) -> Vec<(u64, u64, u64)> {
 
 #[test]
 fn every_message_reaches_every_subscriber_of_its_channel_once_and_variants_compare_on_deliveries() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(EVERY_SUBSCRIBER_READS);
     let run = run(&spec, &[]);
     let r = run.results();
@@ -162,7 +162,7 @@ fn log_lines(dir: &Path, needle: &str) -> usize {
 
 #[test]
 fn a_paused_subscriber_is_dropped_by_the_server_and_its_drops_are_counted_exactly() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(ONE_SUBSCRIBER_PAUSED);
     let run = run(&spec, &[]);
     let r = run.results();

@@ -13,7 +13,7 @@ use crate::support::*;
 /// either way, and the gates' passes on a pass.
 #[test]
 fn a_frozen_process_is_confirmed_healed_and_its_denied_window_measured() {
-    let _load = exclusive();
+    let _load = shared();
     let run = run(&repo().join("specs/process-faults.yaml"), &[]);
     let passed = measured_as_asked(&run, &["denial-bounded", "calm-before", "calm-after", "back-quickly"]);
     let r = run.results();
@@ -76,7 +76,7 @@ fn a_frozen_process_is_confirmed_healed_and_its_denied_window_measured() {
 /// pass with "no denial".
 #[test]
 fn gates_on_a_fault_that_never_took_effect_are_incomplete() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(
         "name: unapplied\ntargets:\n  cache: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\n\
          profiles:\n  p: {closed: 1x4}\ntiming: {warmup: 0s, duration: 2s, deadline: 300ms}\nscenarios:\n\
@@ -131,7 +131,7 @@ gates:
 
 #[test]
 fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(DOCKER_FAULTS);
     let run = run(&spec, &[]);
     // How long the frozen primary denied writes judges this machine's
@@ -261,7 +261,7 @@ fn the_kv_failover_campaign_runs_every_fault_and_counts_what_was_lost() {
 /// thawed 0.5 s later, so it is applied and its gates measure it.
 #[test]
 fn quick_applies_a_fault_at_its_place_in_the_shortened_window() {
-    let _load = exclusive();
+    let _load = shared();
     let run = run(&repo().join("specs/process-faults.yaml"), &["--quick"]);
     assert!(matches!(run.code(), 1 | 2), "{}\n{}", run.stdout(), run.stderr());
     let r = run.results();

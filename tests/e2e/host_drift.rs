@@ -161,7 +161,7 @@ fn a_busy_host_is_drift_and_a_real_change_is_a_regression() {
 
 #[test]
 fn one_repeat_per_side_is_never_a_regression() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(SPEC);
     let a = run(&spec, &["--set", "repeats=1"]);
     let b = run(&spec, &["--set", "repeats=1", "--set", "cand_value=1MiB"]);

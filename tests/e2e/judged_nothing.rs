@@ -27,7 +27,7 @@ const TARGETS: [(&str, &str); 3] = [
 
 #[test]
 fn read_checkers_on_a_workload_of_writes_alone_are_incomplete_on_every_kind() {
-    let _load = exclusive();
+    let _load = shared();
     for (kind, target) in TARGETS {
         let (_d, spec) = spec_file(&read_checkers_spec(target, "{set: 1}"));
         // validate warns, located, and still says ok.
@@ -74,7 +74,7 @@ fn read_checkers_on_a_workload_of_writes_alone_are_incomplete_on_every_kind() {
 /// The control: reads and writes on one key space are judged, and pass.
 #[test]
 fn read_checkers_with_reads_and_writes_judge_them_and_pass() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(&read_checkers_spec(TARGETS[0].1, "{get: 1, set: 1}"));
     let checked = faultline().arg("validate").arg(&spec).output().unwrap();
     assert!(!String::from_utf8_lossy(&checked.stderr).contains("warning"), "{checked:?}");
@@ -92,7 +92,7 @@ fn read_checkers_with_reads_and_writes_judge_them_and_pass() {
 /// located spec error.
 #[test]
 fn the_index_settle_window_is_a_table_option_and_lag_has_its_own_gates() {
-    let _load = exclusive();
+    let _load = shared();
     let spec_text = |settle: &str| {
         format!(
             "name: settle\ntargets:\n  shim: {{kind: dynamodb, provider: process, ready_timeout: 30s,\n\

@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `faultline` binary against real redis-server
-//! processes. Load tests take a global lock so they never share the CPU with
-//! each other (latency gates would flake on a 2-core machine).
+//! processes, containers and plugins. Tests run two at a time: each holds
+//! `support::shared()` or, when it needs the machine alone,
+//! `support::exclusive()` (support.rs says which need it and why).
 
 mod support;
 

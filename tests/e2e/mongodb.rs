@@ -81,7 +81,7 @@ fn the_local_campaign_runs_every_scenario_and_its_checks_hold() {
 /// as hangs 500 ms past it; one that cancels fails them at the deadline.
 #[test]
 fn a_frozen_server_gives_hangs_or_deadline_errors_as_the_client_cancels() {
-    let _load = exclusive();
+    let _load = shared();
     for cancel in [false, true] {
         let spec = mongo_spec(
             "read_concern: majority",
@@ -137,7 +137,7 @@ gates:
 /// saying so; a flood is always the latter.
 #[test]
 fn an_open_loop_on_mongodb_counts_every_op_due() {
-    let _load = exclusive();
+    let _load = shared();
     let spec = |rate: &str| {
         mongo_spec(
             "read_concern: local",
@@ -173,7 +173,7 @@ gates:
 /// Every op kind the MongoDB target runs, and the final read the checkers use.
 #[test]
 fn every_op_kind_runs_and_a_duplicate_insert_is_a_named_server_error() {
-    let _load = exclusive();
+    let _load = shared();
     let spec = mongo_spec(
         "read_concern: majority, write_concern: {w: majority, j: true}",
         "{ops: {get: 40, set: 30, incr: 10, del: 10, insert: 10}, keys: {count: 20}}",
@@ -307,7 +307,7 @@ gates:
 /// Majority reads, which need no primary, are not judged without a fault.
 #[test]
 fn linearizable_reads_without_a_fault_are_judged_by_the_member_that_answered_and_none_counted() {
-    let _load = exclusive();
+    let _load = shared();
     let spec = mongo_spec(
         "read_concern: linearizable, write_concern: {w: majority}, max_time: 5s, seed_documents: 200",
         "{ops: {get: 90, set: 10}, keys: {count: 200}}",
@@ -400,7 +400,7 @@ impl Drop for Secantus {
 
 #[test]
 fn a_server_that_is_not_primary_by_the_ready_timeout_is_refused_clearly() {
-    let _load = exclusive();
+    let _load = shared();
     let server = Secantus::start();
     // The collection is kept: the first run ends with the server stepped
     // down, which accepts no drop.
@@ -444,7 +444,7 @@ fn a_server_that_is_not_primary_by_the_ready_timeout_is_refused_clearly() {
 /// this machine's speed (a FAIL is faultline measuring right).
 #[test]
 fn a_killed_server_restarts_on_its_data_and_the_checks_run_across_the_crash() {
-    let _load = exclusive();
+    let _load = shared();
     let spec = mongo_spec(
         "write_concern: {w: majority, j: true}, read_concern: majority",
         "{ops: {get: 50, set: 50}, keys: {count: 200}, value_size: 64B}",
@@ -481,7 +481,7 @@ gates:
 /// `BadValue` by the server.
 #[test]
 fn a_fault_the_server_refuses_shows_the_servers_reason_on_the_console() {
-    let _load = exclusive();
+    let _load = shared();
     let spec = mongo_spec(
         "read_concern: local",
         "{ops: {get: 1, set: 1}, keys: {count: 10}}",
@@ -528,7 +528,7 @@ fn teardown(state: &std::path::Path, args: &[&str]) -> (i32, String) {
 /// afresh, saying so), and `teardown --run` drops it.
 #[test]
 fn a_killed_runs_collection_on_an_external_server_is_listed_never_adopted_and_dropped_by_teardown() {
-    let _load = exclusive();
+    let _load = shared();
     let server = Secantus::start();
     let uri = format!("mongodb://127.0.0.1:{}/?directConnection=true", server.port);
     let state = tempfile::tempdir().unwrap();

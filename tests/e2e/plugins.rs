@@ -29,7 +29,7 @@ fn spec(port: u16, shape: Option<&str>, gates: &str) -> String {
 /// all pass on a pass.
 #[test]
 fn the_demo_campaign_runs_every_example_and_prints_the_criteria() {
-    let _load = exclusive();
+    let _load = shared();
     let run = run(&repo().join("specs/plugins-demo.yaml"), &[]);
     // The error budget (0.1% of the hot documents' ops) with a 500 ms
     // deadline judges this machine's speed too: an op a busy machine held
@@ -76,7 +76,7 @@ fn the_demo_campaign_runs_every_example_and_prints_the_criteria() {
 
 #[test]
 fn hot_toggle_writes_carry_the_last_acknowledged_revision() {
-    let _load = exclusive();
+    let _load = shared();
     let server = RedisServer::start();
     let shape = format!("{{plugin: {}, config: {{hot: 8, read_fraction: 0.5}}}}", plugin("hot-toggle.wasm"));
     let (_dir, path) = spec_file(&spec(server.port, Some(&shape), "  no-errors: errors == 0\n"));
@@ -106,7 +106,7 @@ fn hot_toggle_writes_carry_the_last_acknowledged_revision() {
 
 #[test]
 fn a_misbehaving_shape_is_stopped_with_its_reason_and_the_run_is_incomplete() {
-    let _load = exclusive();
+    let _load = shared();
     let server = RedisServer::start();
     for (mode, reason) in [
         ("loop", "`next-ops` ran past its 50ms deadline"),
@@ -136,7 +136,7 @@ fn a_misbehaving_shape_is_stopped_with_its_reason_and_the_run_is_incomplete() {
 
 #[test]
 fn gate_plugins_fail_the_run_or_leave_their_gate_incomplete_never_pass() {
-    let _load = exclusive();
+    let _load = shared();
     let server = RedisServer::start();
     let gate = |mode: &str| format!("{{plugin: {}, config: {{mode: {mode}}}}}", plugin("bad/misbehave-gate.wasm"));
     let gates = format!(
@@ -177,7 +177,7 @@ fn gate_plugins_fail_the_run_or_leave_their_gate_incomplete_never_pass() {
 /// ran (the time limit only catches a hang).
 #[test]
 fn a_failed_shape_ends_its_cell_at_once_even_with_faults_scheduled() {
-    let _load = exclusive();
+    let _load = shared();
     let shape = format!("{{plugin: {}, config: {{mode: loop}}}}", plugin("bad/misbehave-shape.wasm"));
     let (_dir, path) = spec_file(&format!(
         "name: loop\ntargets:\n  cache: {{kind: redis, provider: process}}\n\
@@ -199,9 +199,7 @@ fn a_failed_shape_ends_its_cell_at_once_even_with_faults_scheduled() {
 
 #[test]
 fn plugin_check_names_the_world_or_what_is_wrong() {
-    // The first check of the Python component compiles it (seconds of both
-    // cores): not beside a load test.
-    let _load = exclusive();
+    let _load = shared();
     let check = |file: &str| faultline().args(["plugin", "check", &plugin(file)]).output().unwrap();
     for (file, world) in [
         ("zipf-mix.wasm", "workload"),

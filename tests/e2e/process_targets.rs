@@ -115,7 +115,7 @@ fn start(spec: &std::path::Path, out: &std::path::Path) -> Child {
 
 #[test]
 fn nothing_of_a_wrapped_target_is_left_after_a_pass_sigterm_or_sigkill() {
-    let _load = exclusive();
+    let _load = shared();
     for (ending, marker) in [("pass", "731001"), ("SIGTERM", "731002"), ("SIGKILL", "731003")] {
         let (_d, spec) = spec_file(&wrapped_spec(marker, if ending == "pass" { "2s" } else { "30s" }, ""));
         let out = tempfile::tempdir().unwrap();
@@ -147,7 +147,7 @@ fn nothing_of_a_wrapped_target_is_left_after_a_pass_sigterm_or_sigkill() {
 
 #[test]
 fn a_pause_freezes_the_wrapped_server_not_only_its_wrapper() {
-    let _load = exclusive();
+    let _load = shared();
     let faults = ", faults: [{name: frozen, at: 1s, action: pause, target: t, heal_after: 1500ms}]";
     let (_d, spec) = spec_file(&wrapped_spec("731004", "4s", faults));
     let run = run(&spec, &[]);

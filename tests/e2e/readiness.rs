@@ -64,7 +64,7 @@ gates:
 
 #[test]
 fn a_server_loading_its_dataset_is_not_up_until_it_has_loaded() {
-    let _load = exclusive();
+    let _load = shared();
     let data = dataset();
     let (_d, spec) = spec_file(&slow_loading_spec(data.path(), "20s"));
     let run = run(&spec, &[]);
@@ -80,7 +80,7 @@ fn a_server_loading_its_dataset_is_not_up_until_it_has_loaded() {
 
 #[test]
 fn a_server_still_loading_at_its_ready_timeout_says_so() {
-    let _load = exclusive();
+    let _load = shared();
     let data = dataset();
     // Loading takes 2 s at least (100 µs a key, 20,000 keys): at 1.5 s the
     // server has long been up on any machine, and is still loading.
@@ -102,7 +102,7 @@ fn a_server_still_loading_at_its_ready_timeout_says_so() {
 /// began once the server was due, or was still running at the deadline.
 #[test]
 fn the_ready_wait_probes_until_its_deadline() {
-    let _load = exclusive();
+    let _load = shared();
     let spec_text = r#"name: late
 targets:
   t:

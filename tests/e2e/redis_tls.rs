@@ -107,7 +107,7 @@ gates:
 
 #[test]
 fn a_campaign_over_tls_as_an_acl_user_is_served_and_its_refused_commands_are_classified() {
-    let _load = exclusive();
+    let _load = shared();
     let server = TlsRedis::start(false);
     let uri = format!("rediss://bench:bench-pw@127.0.0.1:{}", server.port);
     let (_d, path) = spec_file(&spec(&uri, &format!("{{ca_file: \"{}\"}}", server.ca()), "20s", INCR_TOO, "[]"));
@@ -132,7 +132,7 @@ fn a_campaign_over_tls_as_an_acl_user_is_served_and_its_refused_commands_are_cla
 
 #[test]
 fn a_wrong_password_or_an_untrusted_certificate_ends_readiness_at_once() {
-    let _load = exclusive();
+    let _load = shared();
     let server = TlsRedis::start(false);
     // The ready timeout is never waited out: the refusal is final.
     let uri = format!("rediss://bench:not-the-pw@127.0.0.1:{}", server.port);
@@ -164,7 +164,7 @@ fn a_wrong_password_or_an_untrusted_certificate_ends_readiness_at_once() {
 
 #[test]
 fn a_server_that_requires_a_client_certificate_gets_the_one_given_and_refuses_none_at_once() {
-    let _load = exclusive();
+    let _load = shared();
     let server = TlsRedis::start(true);
     let uri = format!("rediss://bench:bench-pw@127.0.0.1:{}", server.port);
     let (_d, path) = spec_file(&spec(&uri, &format!("{{ca_file: \"{}\"}}", server.ca()), "300s", GET_SET, "[]"));

@@ -52,7 +52,7 @@ fn edited_copy(run: &Path, into: &Path, edit: impl Fn(&mut serde_json::Value)) -
 
 #[test]
 fn compare_catches_a_slower_server_and_ci_outputs_carry_the_gates() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(SPEC);
     let ci = tempfile::tempdir().unwrap();
     let junit = ci.path().join("junit.xml");
@@ -173,7 +173,7 @@ fn compare_catches_a_slower_server_and_ci_outputs_carry_the_gates() {
 
 #[test]
 fn report_into_rewrites_only_its_section_and_is_idempotent() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(SPEC);
     let r = run(&spec, &["--set", "duration=500ms"]);
     let dir = r.dir.clone().expect("a run directory");
@@ -241,7 +241,7 @@ fn report_into_rewrites_only_its_section_and_is_idempotent() {
 /// did not drive: secantusd-rs is never called "mongodb 8.2.11".
 #[test]
 fn every_shipped_template_shows_the_provenance_and_names_only_the_server_that_ran() {
-    let _load = exclusive();
+    let _load = shared();
     let spec = |kind: &str, options: &str, args: &str| {
         format!(
             r#"name: provenance-{kind}
@@ -360,7 +360,7 @@ gates:
 
 #[test]
 fn report_into_nests_under_the_host_heading_and_leaves_fenced_markers_alone() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(NESTED);
     let r = run(&spec, &[]);
     let dir = r.dir.clone().expect("a run directory");

@@ -8,7 +8,7 @@ fn cells(results: &serde_json::Value) -> &Vec<serde_json::Value> {
 
 #[test]
 fn quickstart_passes_and_reports_every_profile() {
-    let _load = exclusive();
+    let _load = shared();
     let run = run(&repo().join("specs/quickstart.yaml"), &["--set", "duration=2s"]);
     let r = run.results();
     let verdict = quickstart_verdict(&r);
@@ -136,7 +136,7 @@ gates:
 
 #[test]
 fn variants_alternate_and_a_failing_gate_fails_the_run() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(TWO_REDIS);
     let run = run(&spec, &[]);
     assert_eq!(run.code(), 1, "{}\n{}", run.stdout(), run.stderr());
@@ -163,7 +163,7 @@ fn variants_alternate_and_a_failing_gate_fails_the_run() {
 
 #[test]
 fn quick_and_only_runs_are_incomplete() {
-    let _load = exclusive();
+    let _load = shared();
     let run = run(&repo().join("specs/quickstart.yaml"), &["--quick", "--only", "latency"]);
     assert_eq!(run.code(), 2, "{}\n{}", run.stdout(), run.stderr());
     let r = run.results();
@@ -174,7 +174,7 @@ fn quick_and_only_runs_are_incomplete() {
 
 #[test]
 fn report_rerenders_with_a_user_template() {
-    let _load = exclusive();
+    let _load = shared();
     let run = run(&repo().join("specs/quickstart.yaml"), &["--quick"]);
     let dir = run.dir.clone().unwrap();
     let template = dir.join("mine.j2");
@@ -238,7 +238,7 @@ fn the_readme_example_is_a_valid_fifteen_line_spec() {
 /// freeze at the start keeps the cell running past the first line.
 #[test]
 fn progress_of_contention_rounds_counts_rounds_not_the_duration_cap() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(
         "name: rounds-progress\ntargets:\n  cache: {kind: redis, provider: process}\n\
          workloads:\n  w: {ops: {set: 1}, keys: {count: 300, distribution: rounds}}\n\

@@ -7,7 +7,7 @@ use crate::support::*;
 
 #[test]
 fn a_healthy_server_passes_every_checker_and_the_export_round_trips() {
-    let _load = exclusive();
+    let _load = shared();
     let run = run(&repo().join("specs/quickstart-safety.yaml"), &["--set", "duration=2s"]);
     let r = run.results();
     let checks = r["cells"][0]["checks"].as_array().unwrap();
@@ -79,7 +79,7 @@ fn check<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 
 #[test]
 fn data_loss_is_caught_as_stale_reads_lost_writes_and_a_linearizability_violation() {
-    let _load = exclusive();
+    let _load = shared();
     let server = RedisServer::start();
     let (_d, spec) = spec_file(&spec_against(
         server.port,
@@ -116,7 +116,7 @@ fn data_loss_is_caught_as_stale_reads_lost_writes_and_a_linearizability_violatio
 
 #[test]
 fn torn_values_are_caught_in_the_final_state() {
-    let _load = exclusive();
+    let _load = shared();
     let server = RedisServer::start();
     let (_d, spec) = spec_file(&spec_against(server.port, 200, "final-state", "torn_values == 0"));
     let port = server.port.to_string();
@@ -151,7 +151,7 @@ fn torn_values_are_caught_in_the_final_state() {
 
 #[test]
 fn the_uri_database_holds_the_load_and_the_final_read() {
-    let _load = exclusive();
+    let _load = shared();
     let server = RedisServer::start();
     let spec = spec_against(server.port, 200, "lost-acknowledged-write, final-state", "lost_acked_writes == 0")
         .replace(&format!("127.0.0.1:{}\"", server.port), &format!("127.0.0.1:{}/3\"", server.port));

@@ -114,7 +114,7 @@ gates:
 
 #[test]
 fn a_redis_password_in_the_uri_and_the_servers_arguments_is_in_no_artefact() {
-    let _load = exclusive();
+    let _load = shared();
     let password = "redis-Pw-7f3a9c21";
     let port = free_port();
     let _server = Server(
@@ -149,7 +149,7 @@ fn a_redis_password_in_the_uri_and_the_servers_arguments_is_in_no_artefact() {
 
 #[test]
 fn a_dynamodb_secret_key_and_session_token_are_in_no_artefact() {
-    let _load = exclusive();
+    let _load = shared();
     let (secret, token) = ("dynamo-Secret-5be1d0e9/+x", "dynamo-Token-0c44aa17");
     let target = format!(
         "{{kind: dynamodb, provider: process, ready_timeout: 30s, options: {{table: {{name: secret-test}}, \
@@ -168,7 +168,7 @@ fn a_dynamodb_secret_key_and_session_token_are_in_no_artefact() {
 
 #[test]
 fn a_mongodb_uri_with_a_user_and_password_is_in_no_artefact() {
-    let _load = exclusive();
+    let _load = shared();
     let password = "mongo-Pw-93ad11e4";
     let data = tempfile::tempdir().unwrap();
     let port = free_port();

@@ -74,7 +74,7 @@ impl Drop for Sentinel {
 
 #[test]
 fn a_demoted_primary_answering_readonly_is_left_for_the_one_the_sentinel_names() {
-    let _load = exclusive();
+    let _load = shared();
     let old = RedisServer::start();
     let new = RedisServer::start();
     // A replica's full sync loads from the socket, so it writes no RDB file
@@ -214,7 +214,7 @@ fn placement(cell: &serde_json::Value) -> &serde_json::Value {
 
 #[test]
 fn a_coordinated_failover_loses_nothing_and_a_plain_ones_losses_lie_in_the_demoted_primary_span() {
-    let _load = exclusive();
+    let _load = shared();
     // Coordinated first, while the group has one primary; it leaves one
     // primary behind (the old one made a replica at once).
     let spec = format!(
@@ -278,7 +278,7 @@ fn a_coordinated_failover_loses_nothing_and_a_plain_ones_losses_lie_in_the_demot
 
 #[test]
 fn lost_writes_of_a_killed_or_isolated_primary_are_counted_and_placed() {
-    let _load = exclusive();
+    let _load = shared();
     // Killed and started again at once, before the Sentinels act: it comes
     // back empty (no persistence) and its replicas copy the empty data set.
     // Then a primary cut off from its peers but not from its clients: the

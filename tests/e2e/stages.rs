@@ -29,7 +29,7 @@ gates:
 
 #[test]
 fn a_ramp_and_a_hold_are_scheduled_and_judged_stage_by_stage() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(SPEC);
     let run = run(&spec, &[]);
     let r = run.results();
@@ -83,7 +83,7 @@ fn a_ramp_and_a_hold_are_scheduled_and_judged_stage_by_stage() {
 /// own, with its clients, and a gate naming a step is judged on it.
 #[test]
 fn a_closed_loop_in_steps_is_measured_step_by_step() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(
         "name: steps
 targets:

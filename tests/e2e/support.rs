@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 pub fn repo() -> PathBuf {
@@ -19,11 +19,26 @@ pub fn faultline() -> Command {
     cmd
 }
 
-static LOAD: Mutex<()> = Mutex::new(());
+/// Tests run two at a time (libtest's default on two cores). Most run beside
+/// another: they assert what faultline recorded and decided, which a shared
+/// CPU does not change. A few must have the machine to themselves: see
+/// [`exclusive`].
+static MACHINE: RwLock<()> = RwLock::new(());
 
-/// Held by every test that puts load on the machine.
-pub fn exclusive() -> MutexGuard<'static, ()> {
-    LOAD.lock().unwrap_or_else(|e| e.into_inner())
+/// Held by a test that runs beside others: servers, load and faults of its
+/// own, and nothing it looks at that another test's run changes.
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Held by a test that needs the machine alone: it reads or clears what
+/// every run shares (all containers, networks, firewall rules, agent
+/// processes, the default state directory's ledger), it loads the host on
+/// purpose, or it keeps both cores busy for a minute or more (a neighbour
+/// would then only wait beside it). A waiting writer holds new readers
+/// back, so an exclusive test is never starved.
+pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(|e| e.into_inner())
 }
 
 pub struct Run {

@@ -28,7 +28,7 @@ fn cell_stats(r: &serde_json::Value) -> &serde_json::Value {
 /// no pass.
 #[test]
 fn an_open_loop_that_cannot_keep_up_is_never_a_pass() {
-    let _load = exclusive();
+    let _load = shared();
     for rate in ["1000000000", "5000000"] {
         let (_d, spec) = spec_file(&open_loop_spec(rate, "errors == 0"));
         let run = run(&spec, &[]);
@@ -62,7 +62,7 @@ fn an_open_loop_that_cannot_keep_up_is_never_a_pass() {
 /// says what it could not send, and every op it did send was answered.
 #[test]
 fn an_open_loop_that_keeps_its_schedule_sends_every_op_due() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(&open_loop_spec_sending("2000", "1", "errors == 0"));
     let run = run(&spec, &[]);
     let passed = measured_as_asked(&run, &[]);
@@ -80,7 +80,7 @@ fn an_open_loop_that_keeps_its_schedule_sends_every_op_due() {
 /// counted, also those that ended after the window.
 #[test]
 fn a_target_that_never_recovers_has_an_unbounded_denied_window() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(
         "name: crash\ntargets:\n  cache: {kind: redis, provider: process}\nworkloads:\n  w: {ops: {get: 1}}\n\
          profiles:\n  p: {closed: 2x8}\ntiming: {warmup: 0s, duration: 3s, deadline: 500ms}\nscenarios:\n\
@@ -126,7 +126,7 @@ fn a_target_that_never_recovers_has_an_unbounded_denied_window() {
 /// whose memory is full refuses writes).
 #[test]
 fn server_errors_are_counted_by_code_with_examples() {
-    let _load = exclusive();
+    let _load = shared();
     let (_d, spec) = spec_file(
         "name: errors\ntargets:\n  cache: {kind: redis, provider: process, args: [--maxmemory, 2mb]}\n\
          workloads:\n  w: {ops: {set: 1}, keys: {count: 100000}, value_size: 1KiB}\n\
