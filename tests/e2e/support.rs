@@ -35,8 +35,8 @@ pub fn shared() -> RwLockReadGuard<'static, ()> {
 /// every run shares (all containers, networks, firewall rules, agent
 /// processes, the default state directory's ledger), it loads the host on
 /// purpose, or it keeps both cores busy for a minute or more (a neighbour
-/// would then only wait beside it). A waiting writer holds new readers
-/// back, so an exclusive test is never starved.
+/// would then only wait beside it). std's RwLock on Linux holds new readers
+/// back while a writer waits, so an exclusive test is not starved.
 pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
     MACHINE.write().unwrap_or_else(|e| e.into_inner())
 }
