@@ -279,7 +279,7 @@ fn competitors_are_frozen_or_started_only_for_their_own_cells() {
 /// none) in the report.
 #[test]
 fn the_durability_campaign_runs_with_quick() {
-    let _load = exclusive();
+    let _load = heavy();
     let run = run(&repo().join("specs/kv-durability.yaml"), &["--quick"]);
     let (stdout, stderr) = (run.stdout(), run.stderr());
     // --quick is never PASS; a FAIL is a gate, which the rows below explain.

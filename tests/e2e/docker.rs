@@ -4,6 +4,7 @@
 //! engine (by the run's label, so concurrent test runs do not count),
 //! however the run ended.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,11 +13,10 @@ use crate::support::*;
 /// The running container of `member` in the run writing into `out`, once
 /// it is there: scoped to this run by its directory's name (see
 /// [`container_in`]), so another run on the engine is never mistaken for it.
-fn wait_for_container(out: &std::path::Path, member: &str, within: Duration) -> String {
+fn wait_for_container(out: &Path, member: &str, within: Duration) -> String {
     let deadline = Instant::now() + within;
     loop {
-        let run = run_dir(out).map(|d| d.file_name().unwrap().to_string_lossy().into_owned());
-        if let Some(id) = run.and_then(|run| container_in(&run, member)) {
+        if let Some(id) = run_dir(out).and_then(|run| container_in(&run, member)) {
             return id;
         }
         assert!(Instant::now() < deadline, "container {member} did not appear within {within:?}");
@@ -253,8 +253,7 @@ fn teardown_removes_what_a_killed_faultline_left() {
 
     child.kill().unwrap(); // SIGKILL: no cleanup
     child.wait().unwrap();
-    let run_name = run_dir.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(container_in(&run_name, "kv-0").is_some(), "a killed faultline cannot clean up");
+    assert!(container_in(&run_dir, "kv-0").is_some(), "a killed faultline cannot clean up");
 
     let listed = faultline().args(["teardown", "--dry-run", "--run", &run_id]).output().unwrap();
     let text = String::from_utf8_lossy(&listed.stdout);
@@ -270,20 +269,21 @@ fn teardown_removes_what_a_killed_faultline_left() {
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to remove"));
 }
 
-/// The running container of `member` in the run whose directory is named
-/// `run` (container names are `fl-<run dir name>-<hash>-<member>`), so
-/// another run on the machine at the same time is not mistaken for this one.
-fn container_in(run: &str, member: &str) -> Option<String> {
+/// The running container of `member` in the run whose directory is `run`,
+/// found by the run's `faultline.run` label. Not by its name: two runs of one
+/// spec started in the same second in different output folders share the run
+/// directory's name, and only the label's hash of the full path tells them apart.
+fn container_in(run: &Path, member: &str) -> Option<String> {
     let out = Command::new("docker")
         .args(["ps", "-q", "--filter", &format!("label=faultline.member={member}")])
-        .args(["--filter", &format!("name=fl-{run}-")])
+        .args(["--filter", &format!("label=faultline.run={}", docker_run_id(run))])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).lines().next().map(str::to_string)
 }
 
 /// Each member's `ROLE` now, by member name (containers that answer).
-fn member_roles(run: &str, members: &[&str]) -> Vec<(String, String)> {
+fn member_roles(run: &Path, members: &[&str]) -> Vec<(String, String)> {
     members
         .iter()
         .filter_map(|m| container_in(run, m).map(|id| (m, id)))
@@ -293,7 +293,7 @@ fn member_roles(run: &str, members: &[&str]) -> Vec<(String, String)> {
 
 /// Load clients on a member: normal clients whose last command was the
 /// load's (a replica's link to its primary runs SETs too, with flag M).
-fn load_clients_on(run: &str, member: &str) -> usize {
+fn load_clients_on(run: &Path, member: &str) -> usize {
     let Some(id) = container_in(run, member) else { return 0 };
     docker_exec(&id, "redis-cli client list")
         .lines()
@@ -311,8 +311,7 @@ fn after_a_sentinel_failover_mid_run_the_load_goes_on_on_the_new_primary() {
     let out = tempfile::tempdir().unwrap();
     let out_path = out.path().to_path_buf();
     let failover = std::thread::spawn(move || {
-        let dir = wait_for_log(&out_path, "target `kv` is up", Duration::from_secs(60));
-        let run = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let run = wait_for_log(&out_path, "target `kv` is up", Duration::from_secs(60));
         assert!(wait_until(Duration::from_secs(20), || load_clients_on(&run, "kv-0") == 2), "the load starts on kv-0");
         let sentinel = container_in(&run, "kv-sentinels-0").unwrap();
         let ask = "redis-cli -p 26379 sentinel get-master-addr-by-name kv";

@@ -200,9 +200,50 @@ fn every_container_fault_is_confirmed_and_healed_and_nothing_is_left() {
     assert_eq!(left_behind(run.dir.as_ref().unwrap()), Vec::<String>::new());
 }
 
+/// A fault due while an earlier one holds its member: the frozen primary is
+/// thawed when its `heal_after` says, not once the later fault's apply ends,
+/// and the later fault, asking who is primary, gets its answer then.
+#[test]
+fn a_fault_on_a_member_another_fault_froze_waits_for_its_heal_on_time() {
+    let _load = shared();
+    let spec = r#"name: overlapping-faults
+targets:
+  kv: {kind: redis, provider: docker, image: "faultline/redis:bookworm", members: 1, ready_timeout: 30s}
+workloads:
+  w: {ops: {get: 50, set: 50}, keys: {count: 100}}
+profiles:
+  p: {closed: 1x1}
+timing: {warmup: 300ms, duration: 4s, deadline: 500ms}
+scenarios:
+  - name: s
+    target: kv
+    workload: w
+    profiles: [p]
+    faults:
+      - {name: frozen, at: 500ms, action: pause, target: kv.primary, heal_after: 2s}
+      - {name: ask, at: 1s, action: exec, target: kv.primary, command: [redis-cli, PING]}
+gates:
+  served: ops > 0
+"#;
+    let (_d, spec) = spec_file(spec);
+    let run = run(&spec, &[]);
+    let r = run.results();
+    let faults = r["cells"][0]["faults"].as_array().unwrap_or_else(|| panic!("{}", run.stderr()));
+    let names: Vec<&str> = faults.iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["frozen", "ask"], "{}", run.stderr());
+    let (frozen, ask) = (&faults[0], &faults[1]);
+    assert!(frozen.get("error").is_none() && ask.get("error").is_none(), "{frozen} {ask}");
+    let healed = frozen["healed_s"].as_f64().unwrap();
+    assert!(healed - frozen["confirmed_s"].as_f64().unwrap() >= 1.99, "{frozen}");
+    // Answered only once thawed: the thaw did not wait for the ask.
+    assert!(ask["confirmed_s"].as_f64().unwrap() >= healed, "{frozen} {ask}");
+    assert!(ask["output"].as_str().unwrap().contains("PONG"), "{ask}");
+    assert_eq!(left_behind(run.dir.as_ref().unwrap()), Vec::<String>::new());
+}
+
 #[test]
 fn the_kv_failover_campaign_runs_every_fault_and_counts_what_was_lost() {
-    let _load = exclusive();
+    let _load = heavy();
     let run = run(&repo().join("specs/kv-failover.yaml"), &["--quick"]);
     // --quick is never PASS; lost or stale data FAILs it, honestly.
     assert!(matches!(run.code(), 1 | 2), "{}\n{}", run.stdout(), run.stderr());

@@ -1,7 +1,8 @@
 //! End-to-end tests: the real `faultline` binary against real redis-server
 //! processes, containers and plugins. Tests run two at a time: each holds
-//! `support::shared()` or, when it needs the machine alone,
-//! `support::exclusive()` (support.rs says which need it and why).
+//! `support::shared()`; one that needs the machine alone holds
+//! `support::exclusive()`, and a long shipped campaign `support::heavy()`
+//! (support.rs says which and why).
 
 mod support;
 

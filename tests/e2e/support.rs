@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 pub fn repo() -> PathBuf {
@@ -39,6 +39,20 @@ pub fn shared() -> RwLockReadGuard<'static, ()> {
 /// back while a writer waits, so an exclusive test is not starved.
 pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
     MACHINE.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Held by the shipped campaigns that keep about one core busy for a minute
+/// or more while asserting only what they recorded (every cell completed,
+/// every fault confirmed and healed, nothing acknowledged lost): one such
+/// test at a time, beside a light one. Two of them together would only slow
+/// each other; a light test beside one uses the core it leaves (the
+/// durability campaign: 99 s of wall time for 90 s of CPU).
+pub fn heavy() -> (MutexGuard<'static, ()>, RwLockReadGuard<'static, ()>) {
+    static HEAVY: Mutex<()> = Mutex::new(());
+    // HEAVY first: a test never waits for it while holding the machine, so
+    // an exclusive test waiting for the machine is never held up by it.
+    let one_heavy = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    (one_heavy, shared())
 }
 
 pub struct Run {

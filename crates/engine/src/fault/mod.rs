@@ -69,8 +69,7 @@ pub async fn run_schedule(
 ) -> Vec<FaultRecord> {
     let since = |t: Instant| t.saturating_duration_since(window_start).as_secs_f64();
     let mut records: Vec<FaultRecord> = Vec::new();
-    // The ledger: faults in force, with when to heal them.
-    let mut in_force: Vec<(usize, Option<Instant>, Heal)> = Vec::new();
+    let mut in_force: Ledger = Vec::new();
     let mut pending: Vec<(usize, Instant)> =
         faults.iter().enumerate().map(|(i, f)| (i, window_start + f.at.0)).collect();
     pending.sort_by_key(|(_, at)| *at);
@@ -91,12 +90,7 @@ pub async fn run_schedule(
             _ = cancel.cancelled() => break,
         }
         let now = Instant::now();
-        // Heals due now.
-        let (due, keep): (Vec<_>, Vec<_>) = in_force.into_iter().partition(|(_, at, _)| at.is_some_and(|a| a <= now));
-        in_force = keep;
-        for (i, _, undo) in due {
-            settle(&mut records[i], heal(target, &undo).await, since(Instant::now()));
-        }
+        heal_due(target, &mut in_force, &mut records, &since).await;
         // Faults due now.
         while let Some((i, at)) = pending.peek().copied() {
             if at > now {
@@ -106,7 +100,7 @@ pub async fn run_schedule(
             let fault = &faults[i];
             let mut record =
                 FaultRecord::requested(&fault.name, fault.action.as_str(), &fault.target, since(Instant::now()));
-            match apply(target, fault, spec).await {
+            match apply_healing_on_time(target, fault, spec, &mut in_force, &mut records, &since).await {
                 Ok(applied) => {
                     record.confirmed_s = Some(since(Instant::now()));
                     record.hit = applied.hit;
@@ -127,6 +121,53 @@ pub async fn run_schedule(
         settle(&mut records[i], heal(target, &undo).await, since(Instant::now()));
     }
     records
+}
+
+/// The faults in force: each one's record, when to heal it (None: at the
+/// end of the cell) and what undoes it.
+type Ledger = Vec<(usize, Option<Instant>, Heal)>;
+
+/// Heals every fault in force whose time has come.
+async fn heal_due(
+    target: &RunningTarget,
+    in_force: &mut Ledger,
+    records: &mut [FaultRecord],
+    since: &impl Fn(Instant) -> f64,
+) {
+    let now = Instant::now();
+    let (due, keep): (Vec<_>, Vec<_>) =
+        std::mem::take(in_force).into_iter().partition(|(_, at, _)| at.is_some_and(|a| a <= now));
+    *in_force = keep;
+    for (i, _, undo) in due {
+        settle(&mut records[i], heal(target, &undo).await, since(Instant::now()));
+    }
+}
+
+/// Applies `fault` while still healing the faults in force on time. An
+/// apply can wait for seconds: a fault on `kv.primary` asks every member
+/// its role, and a member an earlier fault froze answers only once thawed.
+/// Healing only after the apply would stretch that earlier fault past its
+/// `heal_after` (and the apply would wait out its whole limit); healed on
+/// time, the frozen member answers and the apply goes on.
+async fn apply_healing_on_time(
+    target: &RunningTarget,
+    fault: &FaultSpec,
+    spec: &Spec,
+    in_force: &mut Ledger,
+    records: &mut [FaultRecord],
+    since: &impl Fn(Instant) -> f64,
+) -> anyhow::Result<Applied> {
+    let applying = apply(target, fault, spec);
+    tokio::pin!(applying);
+    loop {
+        let Some(next_heal) = in_force.iter().filter_map(|(_, at, _)| *at).min() else {
+            return applying.await;
+        };
+        tokio::select! {
+            applied = &mut applying => return applied,
+            _ = tokio::time::sleep_until(next_heal) => heal_due(target, in_force, records, since).await,
+        }
+    }
 }
 
 fn settle(record: &mut FaultRecord, healed: anyhow::Result<String>, at: f64) {

@@ -1,8 +1,6 @@
 //! Redis primaries and replicas: `--replicaof` to build them, `INFO
 //! replication` to tell who is who now, Sentinels to find the primary.
 
-use std::time::Duration;
-
 use anyhow::Context;
 use redis::AsyncConnectionConfig;
 
@@ -48,9 +46,10 @@ impl TopologyKind for RedisTopology {
 
     async fn role(&self, uri: &str) -> anyhow::Result<Role> {
         let client = redis::Client::open(uri).with_context(|| format!("invalid redis uri `{uri}`"))?;
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_response_timeout(Some(Duration::from_secs(1)));
+        // No limits of the driver's own (1 s to connect, 500 ms to answer by
+        // default): the caller's `limit` bounds the ask, and a member an
+        // earlier fault froze answers once it is thawed within it.
+        let config = AsyncConnectionConfig::new().set_connection_timeout(None).set_response_timeout(None);
         let mut conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await
