@@ -1,8 +1,10 @@
 //! End-to-end tests: the real `faultline` binary against real redis-server
 //! processes, containers and plugins. Tests run two at a time: each holds
 //! `support::shared()`; one that needs the machine alone holds
-//! `support::exclusive()`, and a long shipped campaign `support::heavy()`
-//! (support.rs says which and why).
+//! `support::exclusive()` and is `#[ignore = "alone: …"]`, run after the
+//! rest by scripts/test.sh (`-- --ignored`), and a long shipped campaign
+//! holds `support::heavy()` (support.rs says which and why). Everything,
+//! as one pass: `cargo test --release --test e2e -- --include-ignored`.
 
 mod support;
 

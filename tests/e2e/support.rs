@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 pub fn repo() -> PathBuf {
@@ -27,18 +27,23 @@ static MACHINE: RwLock<()> = RwLock::new(());
 
 /// Held by a test that runs beside others: servers, load and faults of its
 /// own, and nothing it looks at that another test's run changes.
-pub fn shared() -> RwLockReadGuard<'static, ()> {
-    MACHINE.read().unwrap_or_else(|e| e.into_inner())
+pub fn shared() -> Hold<RwLockReadGuard<'static, ()>> {
+    Hold::take("shared", || MACHINE.read().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// Held by a test that needs the machine alone: it reads or clears what
 /// every run shares (all containers, networks, firewall rules, agent
 /// processes, the default state directory's ledger), it loads the host on
-/// purpose, or it keeps both cores busy for a minute or more (a neighbour
-/// would then only wait beside it). std's RwLock on Linux holds new readers
-/// back while a writer waits, so an exclusive test is not starved.
-pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
-    MACHINE.write().unwrap_or_else(|e| e.into_inner())
+/// purpose, or its own timing bounds are what it tests. Such a test is also
+/// `#[ignore = "alone: …"]`: scripts/test.sh runs them after the others, in
+/// a pass of their own (`-- --ignored`). Queued among the others, each one
+/// waited in a libtest thread for its neighbour to end while the other
+/// place stayed empty: 143 s of a 627 s suite, 84 s of it behind one
+/// campaign (docs/testing.md). std's RwLock on Linux holds new readers back
+/// while a writer waits, so an exclusive test run among others
+/// (`--include-ignored`) is not starved.
+pub fn exclusive() -> Hold<RwLockWriteGuard<'static, ()>> {
+    Hold::take("exclusive", || MACHINE.write().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// Held by the shipped campaigns that keep about one core busy for a minute
@@ -47,12 +52,56 @@ pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
 /// test at a time, beside a light one. Two of them together would only slow
 /// each other; a light test beside one uses the core it leaves (the
 /// durability campaign: 99 s of wall time for 90 s of CPU).
-pub fn heavy() -> (MutexGuard<'static, ()>, RwLockReadGuard<'static, ()>) {
+pub fn heavy() -> Hold<(MutexGuard<'static, ()>, RwLockReadGuard<'static, ()>)> {
     static HEAVY: Mutex<()> = Mutex::new(());
-    // HEAVY first: a test never waits for it while holding the machine, so
-    // an exclusive test waiting for the machine is never held up by it.
-    let one_heavy = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
-    (one_heavy, shared())
+    Hold::take("heavy", || {
+        // HEAVY first: a test never waits for it while holding the machine,
+        // so an exclusive test waiting for the machine is never held up by it.
+        let one_heavy = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+        (one_heavy, MACHINE.read().unwrap_or_else(|e| e.into_inner()))
+    })
+}
+
+/// A test's hold on the machine. With `FAULTLINE_E2E_TIMINGS=FILE` set,
+/// letting go appends one line to FILE: the hold's kind, the test, and when
+/// it asked, got and let go (seconds since the binary's first ask), from
+/// which docs/testing.md says where the suite's time goes.
+pub struct Hold<G> {
+    _guard: G,
+    kind: &'static str,
+    asked: Duration,
+    got: Duration,
+}
+
+impl<G> Hold<G> {
+    fn take(kind: &'static str, lock: impl FnOnce() -> G) -> Hold<G> {
+        let asked = suite_clock();
+        let guard = lock();
+        Hold { _guard: guard, kind, asked, got: suite_clock() }
+    }
+}
+
+impl<G> Drop for Hold<G> {
+    fn drop(&mut self) {
+        let Some(file) = std::env::var_os("FAULTLINE_E2E_TIMINGS") else { return };
+        let test = std::thread::current().name().unwrap_or("?").to_string();
+        let line = format!(
+            "{}\t{test}\t{:.1}\t{:.1}\t{:.1}\n",
+            self.kind,
+            self.asked.as_secs_f64(),
+            self.got.as_secs_f64(),
+            suite_clock().as_secs_f64()
+        );
+        // A figure lost is no reason to fail a test, nor to abort one that panicked.
+        if let Ok(mut out) = std::fs::OpenOptions::new().create(true).append(true).open(file) {
+            let _ = std::io::Write::write_all(&mut out, line.as_bytes());
+        }
+    }
+}
+
+fn suite_clock() -> Duration {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed()
 }
 
 pub struct Run {

@@ -3,10 +3,11 @@
 //! confirmation, readiness waits, limits, the drop guard, and role
 //! resolution through the docker provider. Specs are loaded against a
 //! catalog of the Redis kind alone (the build's list of kinds is the
-//! runner's).
+//! runner's). Each test's containers and network carry a run label of its
+//! own and every count is of that label, so the tests run side by side.
 
 use std::net::Ipv4Addr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
@@ -41,13 +42,6 @@ pub(crate) fn parse(path: &str, yaml: &str) -> Spec {
 }
 
 pub(crate) const IMAGE: &str = "faultline/redis:bookworm";
-
-static DOCKER: Mutex<()> = Mutex::new(());
-
-/// Docker tests run one at a time: they count containers.
-pub(crate) fn exclusive() -> MutexGuard<'static, ()> {
-    DOCKER.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
@@ -116,7 +110,6 @@ async fn peer_ping(d: &Docker, from: &Container, to_ip: Ipv4Addr) -> bool {
 
 #[test]
 fn every_container_operation_is_confirmed() {
-    let _one = exclusive();
     runtime().block_on(async {
         let d = Docker::connect().await.unwrap();
         d.require_image(IMAGE).await.unwrap();
@@ -220,7 +213,6 @@ fn every_container_operation_is_confirmed() {
 
 #[test]
 fn the_drop_guard_removes_everything_when_a_task_panics() {
-    let _one = exclusive();
     runtime().block_on(async {
         let d = Docker::connect().await.unwrap();
         let labels = Labels::run(&unique("guard"));
@@ -284,7 +276,6 @@ scenarios:
     /// Roles are asked of the servers when resolved, so a promotion shows at once.
     #[test]
     fn roles_are_resolved_at_the_moment_they_are_asked_for() {
-        let _one = exclusive();
         let spec = parse("roles.yaml", SPEC);
         let dir = tempfile::tempdir().unwrap();
         let log_dir = dir.path().join("roles-run").join("logs");
