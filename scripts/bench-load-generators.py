@@ -16,8 +16,12 @@ memtier_benchmark is not packaged in Debian: build it with
 ../shared/tools/build-memtier.sh (it prints the binary's path) and pass
 --memtier PATH; without it the memtier columns are skipped.
 
+With --baseline BINARY it compares faultline with another build of itself
+instead (the same cases, the two taking turns in rotated order): the ratio
+this build / baseline, and each one's CPU per million ops.
+
 Usage: scripts/bench-load-generators.py [--rounds 3] [--seconds 6] [--memtier PATH]
-       [--faultline-args "--load-threads 1"] [--soak 300]
+       [--faultline-args "--load-threads 1"] [--soak 300] [--baseline BINARY]
 """
 import argparse
 import json
@@ -175,13 +179,17 @@ def main():
     ap.add_argument("--cases", default=",".join(c.name for c in CASES))
     ap.add_argument("--faultline", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "/var/cache/faultline/target"),
                                                          "release", "faultline"))
+    ap.add_argument("--baseline", default=None, help="another faultline build to compare with, instead of the others")
     args = ap.parse_args()
     extra = shlex.split(args.faultline_args)
     cases = [c for c in CASES if c.name in args.cases.split(",")]
     port = free_port()
     server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
                               stdout=subprocess.DEVNULL)
-    clients = ["fl", "rb"] + (["mt"] if args.memtier else [])
+    if args.baseline:
+        clients = ["fl", "base"]
+    else:
+        clients = ["fl", "rb"] + (["mt"] if args.memtier else [])
     try:
         for _ in range(100):
             if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout.strip() == "PONG":
@@ -192,9 +200,14 @@ def main():
         print(f"redis-server {version}, {os.cpu_count()} CPUs, {KEYS} keys, {VALUE}B values, {args.rounds} rotated "
               f"rounds of {args.seconds}s; faultline {' '.join(extra) or '(defaults)'}")
         workdir = tempfile.mkdtemp()
-        print("\n| case | faultline ops/s | redis-benchmark ops/s | memtier ops/s | faultline / memtier | "
-              "faultline / redis-benchmark | CPU s/M: faultline · redis-benchmark · memtier |")
-        print("|---|---|---|---|---|---|---|")
+        if args.baseline:
+            print(f"\nthis build: {args.faultline}\nbaseline: {args.baseline}")
+            print("\n| case | this build ops/s | baseline ops/s | this build / baseline | CPU s/M: this build · baseline |")
+            print("|---|---|---|---|---|")
+        else:
+            print("\n| case | faultline ops/s | redis-benchmark ops/s | memtier ops/s | faultline / memtier | "
+                  "faultline / redis-benchmark | CPU s/M: faultline · redis-benchmark · memtier |")
+            print("|---|---|---|---|---|---|---|")
         for case in cases:
             runs = {c: [] for c in clients}
             for r in range(args.rounds):
@@ -202,6 +215,8 @@ def main():
                 for who in order:
                     if who == "fl":
                         runs["fl"].append(run_faultline(args.faultline, extra, port, case, args.seconds, workdir))
+                    elif who == "base":
+                        runs["base"].append(run_faultline(args.baseline, extra, port, case, args.seconds, workdir))
                     elif who == "rb" and case.redis_benchmark_test:
                         # Sized from faultline's last rate so both run about as long.
                         rate = runs["fl"][-1][0] if runs["fl"] else 100_000 * case.depth ** 0.5
@@ -213,6 +228,11 @@ def main():
                 cell[who] = summary(rs) if rs else None
             fmt = lambda s: f"{s[0]:,.0f} ({s[1]:,.0f}–{s[2]:,.0f})" if s else "–"
             ratio = lambda a, b: f"{cell[a][0] / cell[b][0]:.2f}" if cell.get(a) and cell.get(b) else "–"
+            if args.baseline:
+                cpu = f"{cell['fl'][3]:.2f} · {cell['base'][3]:.2f}"
+                print(f"| {case.name} | {fmt(cell['fl'])} | {fmt(cell['base'])} | {ratio('fl', 'base')} | {cpu} |",
+                      flush=True)
+                continue
             cpu = " · ".join(f"{cell[w][3]:.2f}" if cell.get(w) else "–" for w in ("fl", "rb", "mt"))
             print(f"| {case.name} | {fmt(cell['fl'])} | {fmt(cell.get('rb'))} | {fmt(cell.get('mt'))} | "
                   f"{ratio('fl', 'mt')} | {ratio('fl', 'rb')} | {cpu} |", flush=True)
