@@ -43,6 +43,13 @@ pub fn shared() -> Hold<RwLockReadGuard<'static, ()>> {
 /// while a writer waits, so an exclusive test run among others
 /// (`--include-ignored`) is not starved.
 pub fn exclusive() -> Hold<RwLockWriteGuard<'static, ()>> {
+    // libtest runs an ignored test only when asked for them: an exclusive
+    // test that got here without being asked lacks its #[ignore], and would
+    // leave the other place idle in the first pass again.
+    assert!(
+        std::env::args().any(|a| a == "--ignored" || a == "--include-ignored"),
+        "a test that holds exclusive() is #[ignore = \"alone: needs the machine to itself; scripts/test.sh runs it after the rest\"]"
+    );
     Hold::take("exclusive", || MACHINE.write().unwrap_or_else(|e| e.into_inner()))
 }
 
