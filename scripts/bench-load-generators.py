@@ -18,10 +18,15 @@ memtier_benchmark is not packaged in Debian: build it with
 
 With --baseline BINARY it compares faultline with another build of itself
 instead (the same cases, the two taking turns in rotated order): the ratio
-this build / baseline, and each one's CPU per million ops.
+this build / baseline, and each one's CPU per million ops. Add --instructions
+to count instead of time: each build runs under valgrind's callgrind for 2 s
+and for 2 + --seconds s, and the difference in instructions executed over the
+difference in ops is its instructions per op, start-up and report excluded.
+Counted instructions repeat from run to run whatever else the machine does,
+where CPU seconds per op on a shared VM spread by several per cent.
 
 Usage: scripts/bench-load-generators.py [--rounds 3] [--seconds 6] [--memtier PATH]
-       [--faultline-args "--load-threads 1"] [--soak 300] [--baseline BINARY]
+       [--faultline-args "--load-threads 1"] [--soak 300] [--baseline BINARY [--instructions]]
 """
 import argparse
 import json
@@ -105,6 +110,35 @@ def run_faultline(binary, extra, port, case, seconds, workdir, target=None):
     return stats["throughput"], stats["ok"], cpu
 
 
+def counted_faultline(binary, extra, port, case, seconds, workdir):
+    """(ops, instructions) of one run under callgrind."""
+    spec = os.path.join(workdir, "spec.yaml")
+    with open(spec, "w") as f:
+        f.write(faultline_spec(port, case.ops, case.clients, case.depth, seconds))
+    out_dir = tempfile.mkdtemp(dir=workdir)
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_dir}/callgrind.out",
+           binary, "run", spec, "--out", out_dir] + extra
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"Collected : (\d+)", out.stderr)
+    if out.returncode not in (0, 1, 2) or not m:
+        sys.exit(f"callgrind run failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    run_dir = next(os.path.join(out_dir, d) for d in os.listdir(out_dir) if os.path.isdir(os.path.join(out_dir, d)))
+    with open(os.path.join(run_dir, "results.json")) as f:
+        stats = json.load(f)["cells"][0]["stats"]
+    if stats["failed"]:
+        sys.exit(f"faultline saw {stats['failed']} errors under callgrind")
+    return stats["ok"], int(m.group(1))
+
+
+def instructions_per_op(binary, extra, port, case, seconds, workdir):
+    """Instructions per op: the longer run's extra instructions over its extra ops."""
+    short_ops, short_ir = counted_faultline(binary, extra, port, case, 2, workdir)
+    long_ops, long_ir = counted_faultline(binary, extra, port, case, 2 + seconds, workdir)
+    if long_ops <= short_ops:
+        sys.exit(f"{binary}: the longer run did no more ops ({long_ops} vs {short_ops})")
+    return (long_ir - short_ir) / (long_ops - short_ops), long_ops - short_ops
+
+
 def run_redis_benchmark(port, case, requests):
     cmd = ["redis-benchmark", "-p", str(port), "-c", str(CONNECTIONS), "-P", str(case.depth), "-n", str(requests),
            "-r", str(KEYS), "-d", str(VALUE), "-t", case.redis_benchmark_test, "-q"]
@@ -180,7 +214,11 @@ def main():
     ap.add_argument("--faultline", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "/var/cache/faultline/target"),
                                                          "release", "faultline"))
     ap.add_argument("--baseline", default=None, help="another faultline build to compare with, instead of the others")
+    ap.add_argument("--instructions", action="store_true",
+                    help="with --baseline: count instructions per op under callgrind instead of timing")
     args = ap.parse_args()
+    if args.instructions and not args.baseline:
+        ap.error("--instructions compares two builds: give --baseline too")
     extra = shlex.split(args.faultline_args)
     cases = [c for c in CASES if c.name in args.cases.split(",")]
     port = free_port()
@@ -200,6 +238,22 @@ def main():
         print(f"redis-server {version}, {os.cpu_count()} CPUs, {KEYS} keys, {VALUE}B values, {args.rounds} rotated "
               f"rounds of {args.seconds}s; faultline {' '.join(extra) or '(defaults)'}")
         workdir = tempfile.mkdtemp()
+        if args.instructions:
+            print(f"\nthis build: {args.faultline}\nbaseline: {args.baseline}")
+            print("\n| case | this build instructions/op | baseline instructions/op | this build / baseline | ops counted |")
+            print("|---|---|---|---|---|")
+            for case in cases:
+                counts = {}
+                for r in range(args.rounds):
+                    for who in (["fl", "base"] if r % 2 == 0 else ["base", "fl"]):
+                        binary = args.faultline if who == "fl" else args.baseline
+                        counts.setdefault(who, []).append(instructions_per_op(binary, extra, port, case, args.seconds, workdir))
+                med = {w: statistics.median(c[0] for c in cs) for w, cs in counts.items()}
+                spread = lambda w: f"{min(c[0] for c in counts[w]):,.0f}–{max(c[0] for c in counts[w]):,.0f}"
+                ops = " · ".join(f"{sum(c[1] for c in counts[w]):,}" for w in ("fl", "base"))
+                print(f"| {case.name} | {med['fl']:,.0f} ({spread('fl')}) | {med['base']:,.0f} ({spread('base')}) | "
+                      f"{med['fl'] / med['base']:.3f} | {ops} |", flush=True)
+            return
         if args.baseline:
             print(f"\nthis build: {args.faultline}\nbaseline: {args.baseline}")
             print("\n| case | this build ops/s | baseline ops/s | this build / baseline | CPU s/M: this build · baseline |")

@@ -71,11 +71,13 @@ impl OpKind {
     }
 
     /// Dense index for per-kind metric arrays.
+    #[inline]
     pub fn index(self) -> usize {
         self as usize
     }
 
     /// Whether the op writes its own value, which reads can then observe.
+    #[inline]
     pub fn writes_value(self) -> bool {
         matches!(self, OpKind::Set | OpKind::Insert | OpKind::Update | OpKind::Transact | OpKind::Batch)
     }

@@ -116,6 +116,7 @@ impl Lane {
     }
 
     /// Makes room at the end of the read buffer.
+    #[inline]
     fn compact(&mut self) {
         if self.read_start == self.read_end {
             (self.read_start, self.read_end) = (0, 0);
@@ -189,6 +190,7 @@ impl Lane {
     }
 
     /// When the oldest op still in play must be given up.
+    #[inline]
     fn watchdog_at(&self) -> Option<Instant> {
         let p = self.outstanding.iter().find(|p| !p.abandoned)?;
         Some(self.books.give_up_at(p))

@@ -134,6 +134,7 @@ impl Issuer {
     /// window has ended (or its shape ran out) and nothing is in flight,
     /// and no op due before the end waits for the free slots of the lane's
     /// first look past the end.
+    #[inline]
     pub fn done(&self, now: Instant, live: u32) -> bool {
         (now >= self.stop_at || self.exhausted()) && live == 0 && !self.owes_late(now)
     }

@@ -388,6 +388,9 @@ pub struct Recorder {
     /// ones are in `shared`.
     timeline: Recent<Second>,
     step_us: u64,
+    /// How many `step_us` buckets make the seconds a recorder keeps
+    /// (worked out once: a division per op showed in the instruction counts).
+    keep_buckets: usize,
     schedule_lag: Option<Histogram<u64>>,
     /// Cells with faults: the 10 ms timeline of each op kind their impact is
     /// measured on (its last seconds; the earlier ones are in `shared`).
@@ -484,6 +487,7 @@ impl Recorder {
             kinds: slots,
             timeline: Recent::default(),
             step_us: shared.step_us,
+            keep_buckets: (KEEP_SECONDS as u64 * 1_000_000 / shared.step_us).max(1) as usize,
             schedule_lag: open_loop.then(new_histogram),
             fine,
             shared,
@@ -545,7 +549,7 @@ impl Recorder {
         if let Some(stage) = self.stages.as_mut().and_then(|s| s.at(c.issued)) {
             stage.record(c.kind, us, ok);
         }
-        let keep = (KEEP_SECONDS as u64 * 1_000_000 / self.step_us).max(1) as usize;
+        let keep = self.keep_buckets;
         if slot >= self.timeline.base() + 2 * keep {
             self.hand_over(slot + 1 - keep);
         }

@@ -291,6 +291,7 @@ impl OpStream {
     /// Called while the connection waits for replies: an external source
     /// makes the next `need` ops now, off the path from a reply to the next
     /// request. The built-in generator is cheap enough per op.
+    #[inline]
     pub fn prepare(&mut self, need: usize) {
         if let Source::External(s) = &mut self.source {
             s.prepare(need);
@@ -299,6 +300,7 @@ impl OpStream {
 
     /// Whether the next op opens a new contention round: it waits until the
     /// lane's calls of the last round are answered.
+    #[inline]
     pub fn starts_a_round(&self) -> bool {
         match &self.source {
             Source::Builtin(b) => {
@@ -317,10 +319,12 @@ impl OpStream {
     }
 
     /// Whether the source wants to hear how its ops ended.
+    #[inline]
     pub fn observes(&self) -> bool {
         matches!(&self.source, Source::External(s) if s.observes())
     }
 
+    #[inline]
     pub fn completed(&mut self, op: &Op, ok: bool) {
         if let Source::External(s) = &mut self.source {
             s.completed(op, ok);
@@ -351,7 +355,8 @@ impl BuiltinStream {
     #[inline]
     fn next_op(&mut self) -> Option<Op> {
         let w = &*self.workload;
-        let round = self.issued / self.per_round;
+        // Only contention rounds need the round (a division per op otherwise).
+        let round = if w.distribution == KeyDistribution::Rounds { self.issued / self.per_round } else { 0 };
         if w.distribution == KeyDistribution::Rounds && round >= w.key_count {
             return None;
         }

@@ -39,8 +39,9 @@ pub struct MongoOptions {
     /// Talk to the one server in the URI, not the replica set it belongs to.
     #[serde(default)]
     pub direct_connection: Option<bool>,
-    /// Connections per client (default: the profile's in-flight ops, so a
-    /// client never waits for its own pool).
+    /// Connections per client (default 100, the driver's own: above any
+    /// profile's in-flight ops per client, so a client never waits for its
+    /// own pool).
     #[serde(default)]
     pub pool_size: Option<u32>,
     /// The driver retries a read once after a retryable error (default true,
