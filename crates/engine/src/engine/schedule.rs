@@ -9,6 +9,7 @@
 //! take then: faultline's own lateness is schedule lag, not a target that
 //! left ops unsent.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -228,11 +229,20 @@ impl Issuer {
     }
 
     /// Resolves when the round the lane is held at may start; never, when
-    /// it is not held.
-    pub async fn round_opened(&self) {
-        match (&self.rounds, self.held_at) {
-            (Some(seat), Some(done)) => seat.opened(done).await,
-            _ => std::future::pending().await,
+    /// it is not held. The wait is boxed, and made only while held: a
+    /// lane's `select!` holds this future every turn, and unboxed (a
+    /// `Notified` and its state) it made every turn of every lane copy
+    /// the futures with `memcpy` (counted: docs/performance.md).
+    pub fn round_opened(&self) -> impl Future<Output = ()> + '_ {
+        let held = match (&self.rounds, self.held_at) {
+            (Some(seat), Some(done)) => Some(Box::pin(seat.opened(done))),
+            _ => None,
+        };
+        async move {
+            match held {
+                Some(wait) => wait.await,
+                None => std::future::pending().await,
+            }
         }
     }
 
