@@ -96,38 +96,42 @@ CASES = [
 ]
 
 
-def run_faultline(binary, extra, port, case, seconds, workdir, target=None):
+def write_spec(workdir, port, case, seconds, target=None):
     spec = os.path.join(workdir, "spec.yaml")
     with open(spec, "w") as f:
         f.write(faultline_spec(port, case.ops, case.clients, case.depth, seconds, target))
-    out_dir = tempfile.mkdtemp(dir=workdir)
-    _, cpu = timed([binary, "run", spec, "--out", out_dir] + extra)
+    return spec
+
+
+def cell_stats(out_dir):
+    """The one cell's stats of the run written under `out_dir`; exits on errors."""
     run_dir = os.path.join(out_dir, os.listdir(out_dir)[0])
     with open(os.path.join(run_dir, "results.json")) as f:
         stats = json.load(f)["cells"][0]["stats"]
     if stats["failed"]:
         sys.exit(f"faultline saw {stats['failed']} errors")
+    return stats
+
+
+def run_faultline(binary, extra, port, case, seconds, workdir, target=None):
+    spec = write_spec(workdir, port, case, seconds, target)
+    out_dir = tempfile.mkdtemp(dir=workdir)
+    _, cpu = timed([binary, "run", spec, "--out", out_dir] + extra)
+    stats = cell_stats(out_dir)
     return stats["throughput"], stats["ok"], cpu
 
 
 def counted_faultline(binary, extra, port, case, seconds, workdir):
     """(ops, instructions) of one run under callgrind."""
-    spec = os.path.join(workdir, "spec.yaml")
-    with open(spec, "w") as f:
-        f.write(faultline_spec(port, case.ops, case.clients, case.depth, seconds))
+    spec = write_spec(workdir, port, case, seconds)
     out_dir = tempfile.mkdtemp(dir=workdir)
-    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_dir}/callgrind.out",
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={workdir}/callgrind.out",
            binary, "run", spec, "--out", out_dir] + extra
     out = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"Collected : (\d+)", out.stderr)
     if out.returncode not in (0, 1, 2) or not m:
         sys.exit(f"callgrind run failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    run_dir = next(os.path.join(out_dir, d) for d in os.listdir(out_dir) if os.path.isdir(os.path.join(out_dir, d)))
-    with open(os.path.join(run_dir, "results.json")) as f:
-        stats = json.load(f)["cells"][0]["stats"]
-    if stats["failed"]:
-        sys.exit(f"faultline saw {stats['failed']} errors under callgrind")
-    return stats["ok"], int(m.group(1))
+    return cell_stats(out_dir)["ok"], int(m.group(1))
 
 
 def instructions_per_op(binary, extra, port, case, seconds, workdir):
