@@ -28,7 +28,12 @@ const OPTIONAL: &[&str] = &["mongodb", "dynamodb"];
 
 /// The one catalog: every spec is loaded against it, and the engine and
 /// teardown find kinds in it.
-pub static CATALOG: Kinds = Kinds { held: KINDS, optional: OPTIONAL, checkers: faultline_check::checker::declared };
+pub static CATALOG: Kinds = Kinds {
+    held: KINDS,
+    optional: OPTIONAL,
+    checkers: faultline_check::checker::declared,
+    provider_faults: faultline_engine::fault::provider_faults,
+};
 
 /// The spec's JSON schema as this build knows it (`faultline schema`):
 /// `kind` is one of the kinds it holds, and each kind's `options` are
@@ -58,6 +63,14 @@ pub fn spec_schema() -> serde_json::Value {
         let items = root.pointer_mut(at).unwrap_or_else(|| panic!("the spec schema has {at}"));
         items["enum"] = checkers.clone().into();
     }
+    // Faults, too: each registered action with its own fields.
+    let mut generator = schemars::SchemaGenerator::default();
+    let faults = faultline_spec::fault::schema_of(&faultline_spec::Catalog::every_fault(&CATALOG), &mut generator);
+    let defs = root.pointer_mut("/$defs").expect("the spec schema has $defs");
+    defs["FaultSpec"] = faults;
+    for (name, schema) in generator.take_definitions(true) {
+        defs.as_object_mut().expect("$defs is an object").entry(name).or_insert(schema);
+    }
     root
 }
 
@@ -82,6 +95,7 @@ mod tests {
             held: &[faultline_kind_redis::KIND],
             optional: OPTIONAL,
             checkers: faultline_check::checker::declared,
+            provider_faults: faultline_engine::fault::provider_faults,
         };
         let message = redis_only.find(&TargetKind::new("dynamodb")).err().unwrap();
         assert!(message.contains("--features dynamodb") && message.contains("holds redis"), "{message}");

@@ -350,7 +350,7 @@ fn execute(
         targets: outcome.targets,
         comparisons,
         manifest: provenance::manifest(spec, &args.spec),
-        crash_recovery: faultline_check::durability::matrix(&outcome.cells, &fault_signals(spec)),
+        crash_recovery: faultline_check::durability::matrix(&outcome.cells),
         cells: outcome.cells,
         errors: outcome.errors,
     };
@@ -382,16 +382,6 @@ fn execute(
     // What the servers wrote (their logs) may quote a credential too.
     crate::redact::sweep(&run_dir);
     Ok(verdict_code(results.verdict))
-}
-
-/// Per scenario, the signal each fault names (a clean restart is a SIGTERM one).
-fn fault_signals(spec: &spec::Spec) -> indexmap::IndexMap<String, indexmap::IndexMap<String, Option<String>>> {
-    spec.scenarios
-        .iter()
-        .map(|s| {
-            (s.name.clone(), s.faults.iter().map(|f| (f.name.clone(), f.action.signal().map(str::to_string))).collect())
-        })
-        .collect()
 }
 
 /// SIGINT and SIGTERM, caught from the moment they are installed; one that

@@ -174,7 +174,7 @@ pub fn results(spec: &Spec, plan: &Plan) -> Results {
         comparisons: crate::comparison::compare(spec, &cells),
         errors: vec!["a target did not come up".into()],
         manifest: Default::default(),
-        crash_recovery: faultline_check::durability::matrix(&cells, &Default::default()),
+        crash_recovery: faultline_check::durability::matrix(&cells),
         cells,
     }
 }

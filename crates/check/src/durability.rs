@@ -7,8 +7,6 @@
 //! and when it had been acknowledged, relative to the kill. The rows
 //! ([`RecoveryRow`]) are results.json's; the report renders them.
 
-use indexmap::IndexMap;
-
 use faultline_model::checks::CheckStatus;
 
 use crate::checker::lost_write;
@@ -17,30 +15,20 @@ use faultline_model::results::CellResult;
 
 pub use faultline_model::recovery::RecoveryRow;
 
-/// Whether a fault is a restart, and of which kind: `restart`, or a `kill`
-/// that was healed by starting the server again.
-fn restart_kind(fault: &FaultRecord, signals: &IndexMap<String, Option<String>>) -> Option<&'static str> {
-    let restarted = fault.action == "restart" || (fault.action == "kill" && fault.healed_s.is_some());
-    if !restarted {
-        return None;
-    }
-    let signal = signals.get(&fault.name).cloned().flatten();
-    match signal.as_deref().map(|s| s.trim_start_matches("SIG")) {
-        Some("TERM") | Some("INT") => Some("clean"),
-        _ => Some("crash"),
-    }
+/// Whether the fault took the server down and started it again on its own
+/// data, and how it went down: what the fault itself recorded
+/// ([`FaultRecord::restart`]).
+fn restart_kind(fault: &FaultRecord) -> Option<&'static str> {
+    fault.restart.map(|r| r.as_str())
 }
 
-/// The rows for every cell whose faults restarted a server; `signals` maps
-/// each scenario's fault names to the signal the spec gave them.
-pub fn matrix(cells: &[CellResult], signals: &IndexMap<String, IndexMap<String, Option<String>>>) -> Vec<RecoveryRow> {
+/// The rows for every cell whose faults restarted a server.
+pub fn matrix(cells: &[CellResult]) -> Vec<RecoveryRow> {
     let mut rows: Vec<RecoveryRow> = Vec::new();
-    let none = IndexMap::new();
     for cell in cells {
-        let faults = signals.get(&cell.scenario).unwrap_or(&none);
         let check = cell.checks.iter().find(|c| c.checker == lost_write::NAME);
         for fault in &cell.faults {
-            let Some(kind) = restart_kind(fault, faults) else { continue };
+            let Some(kind) = restart_kind(fault) else { continue };
             let index = rows.iter().position(|r| {
                 r.scenario == cell.scenario
                     && r.matrix == cell.matrix
@@ -109,7 +97,7 @@ pub fn matrix(cells: &[CellResult], signals: &IndexMap<String, IndexMap<String, 
                 .rev()
                 .find(|r| r.scenario == cell.scenario && r.matrix == cell.matrix && r.variant == cell.variant()),
         ) {
-            if cell.faults.iter().any(|f| restart_kind(f, faults).is_some() && f.confirmed_s.is_some()) {
+            if cell.faults.iter().any(|f| restart_kind(f).is_some() && f.confirmed_s.is_some()) {
                 row.acknowledged += c.checked;
                 row.lost += c.violations;
                 for w in c.witnesses.iter().take(3usize.saturating_sub(row.examples.len())) {
@@ -128,10 +116,12 @@ pub fn matrix(cells: &[CellResult], signals: &IndexMap<String, IndexMap<String, 
 mod tests {
     use super::*;
     use faultline_model::checks::{CheckResult, LostWritesAround, Spread};
+    use faultline_model::faults::Restart;
 
-    fn cell(repeat: u32, lost: u64) -> CellResult {
+    fn cell(repeat: u32, lost: u64, restart: Restart) -> CellResult {
         let mut fault = FaultRecord::requested("crash", "restart", "cache", 2.0);
         fault.confirmed_s = Some(2.3);
+        fault.restart = Some(restart);
         if lost > 0 {
             fault.lost_writes = Some(LostWritesAround {
                 lost: Spread { count: lost, first_s: Some(1.1), last_s: Some(1.95) },
@@ -162,9 +152,8 @@ mod tests {
 
     #[test]
     fn counts_crashes_with_nothing_lost_and_says_when_the_lost_writes_were_acknowledged() {
-        let signals: IndexMap<String, IndexMap<String, Option<String>>> =
-            [("crash".to_string(), [("crash".to_string(), None)].into_iter().collect())].into_iter().collect();
-        let rows = matrix(&[cell(1, 0), cell(2, 40), cell(3, 0)], &signals);
+        let crash = Restart::Crash;
+        let rows = matrix(&[cell(1, 0, crash), cell(2, 40, crash), cell(3, 0, crash)]);
         assert_eq!(rows.len(), 1);
         let r = &rows[0];
         assert_eq!((r.restarts, r.nothing_lost, r.lost, r.acknowledged), (3, 2, 40, 3000));
@@ -173,10 +162,9 @@ mod tests {
             r.sentence(),
             "2/3 crashes with nothing lost; 40 of 3,000 acknowledged writes lost, acknowledged from -900.0 ms to -50.0 ms around the restart request"
         );
-        let clean: IndexMap<String, IndexMap<String, Option<String>>> =
-            [("crash".to_string(), [("crash".to_string(), Some("SIGTERM".to_string()))].into_iter().collect())]
-                .into_iter()
-                .collect();
-        assert_eq!(matrix(&[cell(1, 0)], &clean)[0].sentence(), "1/1 clean restarts with nothing lost");
+        assert_eq!(matrix(&[cell(1, 0, Restart::Clean)])[0].sentence(), "1/1 clean restarts with nothing lost");
+        let mut not_restarted = cell(1, 0, crash);
+        not_restarted.faults[0].restart = None;
+        assert!(matrix(&[not_restarted]).is_empty());
     }
 }

@@ -8,7 +8,7 @@
 //! - [`members`]: who is who among a running target's containers, roles
 //!   asked of the servers now;
 //! - [`provider`]: the docker provider, which brings a target up and down;
-//! - [`fault`]: the container faults and what undoes them;
+//! - [`fault`]: the docker provider's registered faults and what undoes them;
 //! - [`swarm`]: a run's agents as a Docker Swarm service.
 //!
 //! It sits beside the kinds, above `faultline-kind` (a kind's
@@ -20,9 +20,9 @@
 //!   `TopologyKind` rather than looking it up;
 //! - `RunningTarget`, the one type every provider returns: the provider
 //!   returns a [`provider::Started`], which the runner wraps;
-//! - the fault ledger (`Heal`, with the process and kind backends' undos):
-//!   [`fault::apply`] returns a [`fault::Applied`] with this crate's own
-//!   [`fault::Undo`], which the runner files under `Heal::Docker`.
+//! - the fault ledger: [`fault::apply`] returns faultline-kind's `Applied`
+//!   with an undo of this crate's own, which the ledger heals through
+//!   without knowing it is a container's.
 
 pub mod client;
 pub mod fault;

@@ -34,6 +34,18 @@ impl Catalog for RedisOnly {
         assert_eq!(kind.as_str(), faultline_kind_redis::KIND.name);
         (faultline_kind_redis::KIND.driver)(options).map(|d| d as Arc<dyn KindInfo>)
     }
+
+    fn kind_faults(&self, _: &TargetKind) -> Vec<&'static dyn faultline_spec::FaultType> {
+        Vec::new()
+    }
+
+    /// This crate's container faults; no process target in these specs.
+    fn provider_faults(&self, provider: faultline_spec::ProviderKind) -> Vec<&'static dyn faultline_spec::FaultType> {
+        match provider {
+            faultline_spec::ProviderKind::Docker => fault::declared(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// A spec loaded against the Redis kind.

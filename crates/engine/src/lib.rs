@@ -15,7 +15,7 @@
 //! engine the build's list as a [`faultline_kind::registry::Kinds`].
 
 mod engine;
-mod fault;
+pub mod fault;
 pub mod gate;
 mod metrics;
 mod probe;

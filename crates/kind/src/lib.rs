@@ -10,6 +10,7 @@
 
 pub mod cause;
 pub mod fanout;
+pub mod fault;
 pub mod ledger;
 pub mod registry;
 #[cfg(feature = "tls")]
@@ -26,7 +27,7 @@ use tokio::net::TcpStream;
 
 use faultline_model::items::StoredItem;
 use faultline_model::stats::ErrorClass;
-use faultline_spec::{FaultAction, KindInfo};
+use faultline_spec::KindInfo;
 use workload::{Op, Workload};
 
 /// A probe's answer from a server that refuses faultline (its credentials):
@@ -98,8 +99,9 @@ pub trait TargetDriver: KindInfo {
         None
     }
     /// Faults the kind applies itself through its own API (MongoDB's
-    /// step-down), one of [`KindInfo::faults`]; None for kinds without any.
-    fn kind_faults(&self) -> Option<&dyn KindFaults> {
+    /// step-down), those its registration lists ([`registry::Kind::faults`]);
+    /// None for kinds without any.
+    fn kind_faults(&self) -> Option<&dyn fault::KindFaults> {
         None
     }
     /// Publish/subscribe, for fan-out workloads (Redis); None for kinds
@@ -120,14 +122,6 @@ pub trait StoredItems: Send + Sync {
     fn budget(&self) -> Duration {
         FINAL_READ_BUDGET
     }
-}
-
-/// A capability: faults the kind applies through its own API.
-#[async_trait::async_trait]
-pub trait KindFaults: Send + Sync {
-    /// Applies `action` to the server at `uri` and confirms it took effect;
-    /// the evidence comes back.
-    async fn apply(&self, uri: &str, action: &FaultAction) -> anyhow::Result<String>;
 }
 
 /// How the engine drives a target's load: the executor follows the variant.

@@ -13,7 +13,7 @@ use crate::ledger::Resource;
 use crate::topology::TopologyKind;
 use crate::TargetDriver;
 use faultline_spec::options::OptionsError;
-use faultline_spec::TargetKind;
+use faultline_spec::{FaultType, ProviderKind, TargetKind};
 
 /// Makes a kind's driver from the options a target gave it.
 pub type MakeDriver = fn(Option<&serde_json::Value>) -> Result<Arc<dyn TargetDriver>, OptionsError>;
@@ -35,6 +35,10 @@ pub struct Kind {
     /// The schema of the kind's typed options, for `faultline schema`
     /// (None: the kind takes no options).
     pub options: Option<fn(&mut schemars::SchemaGenerator) -> schemars::Schema>,
+    /// The faults the kind applies through its own API (its driver's
+    /// [`crate::fault::KindFaults`]), as validation sees them: `Vec::new`
+    /// for none.
+    pub faults: fn() -> Vec<&'static dyn FaultType>,
     /// How teardown removes what the kind lists in a run ledger
     /// ([`Resource::created_by`] names the kind); None: it lists nothing.
     pub remove_listed: Option<RemoveListed>,
@@ -51,6 +55,9 @@ pub struct Kinds {
     /// The build's checkers (faultline-check's registry, which this crate
     /// does not depend on).
     pub checkers: fn() -> &'static [&'static dyn faultline_spec::CheckerInfo],
+    /// The faults each provider applies (the engine's process faults,
+    /// faultline-docker's container faults), as validation sees them.
+    pub provider_faults: fn(ProviderKind) -> Vec<&'static dyn FaultType>,
 }
 
 impl Kinds {
@@ -111,6 +118,14 @@ impl faultline_spec::Catalog for Kinds {
         options: Option<&serde_json::Value>,
     ) -> Result<Arc<dyn faultline_spec::KindInfo>, OptionsError> {
         self.driver(kind, options).map(|d| d as Arc<dyn faultline_spec::KindInfo>)
+    }
+
+    fn kind_faults(&self, kind: &TargetKind) -> Vec<&'static dyn FaultType> {
+        self.find(kind).map(|k| (k.faults)()).unwrap_or_default()
+    }
+
+    fn provider_faults(&self, provider: ProviderKind) -> Vec<&'static dyn FaultType> {
+        (self.provider_faults)(provider)
     }
 }
 

@@ -30,6 +30,11 @@ pub struct FaultRecord {
     /// Output of an `exec` fault.
     #[serde(skip_serializing_if = "String::is_empty", default)]
     pub output: String,
+    /// The server went down this way and was started again on its own
+    /// data (a `restart`, or a `kill` once healed): a row of the
+    /// crash-recovery matrix. Said by the fault that did it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub restart: Option<Restart>,
     /// With lost-acknowledged-write: this fault's share of the lost writes,
     /// held against the spans a demoted primary was still primary.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -51,7 +56,36 @@ impl FaultRecord {
             heal_evidence: String::new(),
             error: None,
             output: String::new(),
+            restart: None,
             lost_writes: None,
+        }
+    }
+}
+
+/// How a server went down before it was started again on its own data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Restart {
+    /// Killed without warning (SIGKILL): what it had not written is gone.
+    Crash,
+    /// Asked to shut down (SIGTERM, SIGINT, a container stop) and given the time to.
+    Clean,
+}
+
+impl Restart {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Restart::Crash => "crash",
+            Restart::Clean => "clean",
+        }
+    }
+
+    /// A crash for SIGKILL (or no signal named), clean for the signals a
+    /// server shuts down on.
+    pub fn by_signal(signal: Option<&str>) -> Restart {
+        match signal.map(|s| s.trim_start_matches("SIG")) {
+            Some("TERM") | Some("INT") => Restart::Clean,
+            _ => Restart::Crash,
         }
     }
 }

@@ -1,9 +1,10 @@
 //! What the spec language needs to know of the target kinds a build
 //! holds, asked through a [`Catalog`] the caller passes to [`crate::load`]:
 //! whether a kind's options parse, its default program, whether a URI is
-//! one it can reach, the op kinds and faults it supports and what its
-//! answers let the checkers judge; and the checkers it holds
-//! ([`CheckerInfo`]). The kinds (drivers, clients) and the checkers live
+//! one it can reach, the op kinds it supports and what its answers let
+//! the checkers judge; the checkers it holds ([`CheckerInfo`]); and the
+//! fault actions its backends register ([`FaultType`]): each kind's own
+//! and each provider's. The kinds (drivers, clients) and the checkers live
 //! above this crate; the CLI's catalog answers from them.
 
 use std::sync::Arc;
@@ -11,8 +12,9 @@ use std::sync::Arc;
 use faultline_model::ops::{OpKind, TargetKind};
 
 use crate::checkers::CheckerInfo;
-use crate::fault::FaultKind;
+use crate::fault::FaultType;
 pub use crate::memory::KindCost;
+use crate::model::ProviderKind;
 use crate::options::OptionsError;
 
 /// A kind, with the options one target (or scenario) gave it, as validation
@@ -41,11 +43,6 @@ pub trait KindInfo: Send + Sync {
     fn returns_old_images(&self) -> bool {
         false
     }
-    /// The kind's own faults (e.g. MongoDB's `stepdown`), sent to its
-    /// servers on any provider: its fault backend, as validation sees it.
-    fn faults(&self) -> &'static [FaultKind] {
-        &[]
-    }
     /// What one client and one op in flight of this kind cost faultline's
     /// memory, for the estimate that refuses a load too big to hold.
     fn cost(&self) -> KindCost;
@@ -70,6 +67,21 @@ pub trait Catalog: Sync {
     /// `kind` with `options` (the target's, overlaid by a scenario's); the
     /// error names the field under `options` and what is wrong.
     fn kind(&self, kind: &TargetKind, options: Option<&serde_json::Value>) -> Result<Arc<dyn KindInfo>, OptionsError>;
+    /// The faults `kind` sends its own servers through its own API
+    /// (MongoDB's `stepdown`), on any provider.
+    fn kind_faults(&self, kind: &TargetKind) -> Vec<&'static dyn FaultType>;
+    /// The faults a provider applies itself (none for `external`).
+    fn provider_faults(&self, provider: ProviderKind) -> Vec<&'static dyn FaultType>;
+    /// Every fault action the build registers: the providers' (docker's,
+    /// then process's) and each kind's own, in that order.
+    fn every_fault(&self) -> Vec<&'static dyn FaultType> {
+        let mut every = self.provider_faults(ProviderKind::Docker);
+        every.extend(self.provider_faults(ProviderKind::Process));
+        for name in self.names() {
+            every.extend(self.kind_faults(&TargetKind::new(name)));
+        }
+        every
+    }
 }
 
 /// The catalog this crate's own tests load specs against: every kind takes
@@ -111,6 +123,20 @@ pub(crate) mod plain {
             match options {
                 Some(serde_json::Value::Object(m)) if !m.is_empty() => Err((String::new(), "takes no options".into())),
                 _ => Ok(Arc::new(Plain)),
+            }
+        }
+        /// `mongodb` has a fault of its own (the tests' stepdown).
+        fn kind_faults(&self, kind: &TargetKind) -> Vec<&'static dyn FaultType> {
+            match kind.as_str() {
+                "mongodb" => crate::fault::testing::OWN.to_vec(),
+                _ => Vec::new(),
+            }
+        }
+        fn provider_faults(&self, provider: ProviderKind) -> Vec<&'static dyn FaultType> {
+            match provider {
+                ProviderKind::Process => crate::fault::testing::PROCESS.to_vec(),
+                ProviderKind::Docker => crate::fault::testing::DOCKER.to_vec(),
+                ProviderKind::External => Vec::new(),
             }
         }
     }

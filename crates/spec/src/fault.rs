@@ -1,26 +1,38 @@
-//! Faults as a spec writes them: each action carries the fields it takes
-//! (`signal` belongs to kill and restart, `command` to exec, …), and the
-//! fault backends say which actions a target takes. The YAML keeps every
-//! field beside `name`, `at`, `action` and `target`; a field the action does
-//! not take is refused where it stands, with the actions that take it.
+//! Faults as a spec writes them, and what the spec language knows of the
+//! fault actions a build registers.
 //!
-//! Backends: the process and docker providers are spec-level kinds, so their
-//! [`FaultBackend`]s live here ([`ProcessFaults`], [`DockerFaults`]) and the
-//! runner's fault/process.rs and faultline-docker's fault.rs apply what they declare; a
-//! target kind's own faults (MongoDB's stepdown) come from its catalog entry,
-//! [`crate::KindInfo::faults`], and its driver applies them.
+//! A fault is `name`, `at`, `target`, `action`, `heal_after` and the
+//! action's own fields beside them ([`FaultSpec`]). The language does not
+//! list the actions: each backend that applies faults (the process and
+//! docker providers, a kind's own API) owns one typed struct per action
+//! ([`Action`]: its fields, their checks, its JSON Schema, whether it
+//! heals) and registers it as [`Registered<A>`], which validation sees as a
+//! [`FaultType`]. The build's catalog ([`crate::Catalog`]) hands over the
+//! registered types; validation holds every fault to them: the action is
+//! one some backend registers, each field one an action of that name takes,
+//! and the target's own backend (its kind's, else its provider's) takes the
+//! action with these fields aimed where they are. The backends that apply
+//! them live above this crate (faultline-kind's `fault` module).
 
-use std::collections::BTreeMap;
+use std::marker::PhantomData;
 
 use faultline_model::units::Dur;
 use schemars::JsonSchema;
-use serde::de::{Error as _, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::de::{DeserializeOwned, Error as _, MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::model::ProviderKind;
+use crate::model::TargetSpec;
+use crate::selector::Selector;
+
+/// An action's own fields as the spec wrote them.
+pub type Fields = serde_json::Map<String, serde_json::Value>;
+
+/// The fields every fault has, whatever its action.
+const COMMON: [&str; 5] = ["name", "at", "action", "target", "heal_after"];
 
 /// One scheduled fault.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FaultSpec {
     /// Names it in results, the report and gates (`denied_window(NAME)`).
     pub name: String,
@@ -29,454 +41,169 @@ pub struct FaultSpec {
     /// What it hits: a process target's name, or a docker target's selector
     /// (`kv.primary`, `kv.replicas`, `kv.member[1]`, `kv-2`, `kv.sentinels[0]`).
     pub target: String,
-    /// What it does, with the fields that belong to that action.
-    #[serde(flatten)]
-    pub action: FaultAction,
+    /// The registered action's name (`kill`, `pause`, `stepdown`, …).
+    pub action: String,
+    /// Undo the fault after this long (kill and stop: start; pause:
+    /// unpause; …); without it, the fault is undone at the end of the cell.
+    /// Only actions that leave something to undo take it.
+    pub heal_after: Option<Dur>,
+    /// The action's own fields, which the backend that applies it parses
+    /// into its typed struct (validation already did, once).
+    pub fields: Fields,
 }
 
-/// A fault's action and its own fields, written beside `name`, `at` and
-/// `target` (`action: kill`, `signal: SIGTERM`, `heal_after: 1s`).
-/// `heal_after` undoes the fault after that long (kill and stop: start;
-/// pause: unpause; disconnect: reconnect; isolate: rejoin; freeze: thaw);
-/// without it, the fault is undone at the end of the cell.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-#[serde(tag = "action", rename_all = "lowercase", deny_unknown_fields)]
-pub enum FaultAction {
-    /// Send a signal to the server (a process target's process group, a
-    /// container's main process).
-    Kill {
-        /// The signal (default SIGKILL): SIGKILL, SIGTERM, SIGINT.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        signal: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        heal_after: Option<Dur>,
-    },
-    Stop {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        heal_after: Option<Dur>,
-    },
-    Start,
-    /// A kill and a start, confirmed by the kind's readiness probe.
-    Restart {
-        /// Process targets: SIGKILL (a crash, the default) or SIGTERM (a
-        /// clean restart). A docker restart takes none.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        signal: Option<String>,
-    },
-    Pause {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        heal_after: Option<Dur>,
-    },
-    Unpause,
-    Disconnect {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        heal_after: Option<Dur>,
-    },
-    Reconnect,
-    /// Cut a member off from its peers while clients still reach it.
-    Isolate {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        heal_after: Option<Dur>,
-    },
-    Rejoin,
-    /// Run a command in each selected container; its output is recorded.
-    Exec {
-        /// The command and its arguments, e.g. `[redis-cli, info]`.
-        command: Vec<String>,
-    },
-    /// Switch the primary through the target's Sentinels.
-    Failover {
-        /// Stop writes on the primary and let every replica catch up before
-        /// switching, and demote the old primary the moment the new one is
-        /// promoted, so nothing acknowledged is lost (default: a plain
-        /// `SENTINEL FAILOVER`).
-        #[serde(default)]
-        coordinated: bool,
-    },
-    /// MongoDB: `replSetStepDown` on the primary, confirmed by the role change.
-    Stepdown {
-        /// How long the old primary may not stand for election again (default 60s).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        seconds: Option<Dur>,
-        /// How long the primary waits for a secondary to catch up before it
-        /// steps down (default 10s).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        catch_up: Option<Dur>,
-        /// Step down even when no secondary has caught up (a lone member has none).
-        #[serde(default)]
-        force: bool,
-    },
-    /// MongoDB: `replSetFreeze` on a member, so it does not stand for election.
-    Freeze {
-        /// How long the member may not stand (default 60s; `0s` thaws).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        seconds: Option<Dur>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        heal_after: Option<Dur>,
-    },
-    /// MongoDB: `replSetStepUp` on a member, which calls an election it wins
-    /// if it can (with a partition, a second primary).
-    Stepup,
+/// Where a fault is aimed, for the checks an action makes of it.
+pub struct Site<'a> {
+    /// The target's name in the spec.
+    pub target_name: &'a str,
+    pub target: &'a TargetSpec,
+    /// The members it selects, for docker targets (`kv.primary`).
+    pub selector: Option<&'a Selector>,
 }
 
-/// Which action a fault is, without its fields: what backends declare they
-/// support and what results.json records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FaultKind {
-    Kill,
-    Stop,
-    Start,
-    Restart,
-    Pause,
-    Unpause,
-    Disconnect,
-    Reconnect,
-    Isolate,
-    Rejoin,
-    Exec,
-    Failover,
-    Stepdown,
-    Freeze,
-    Stepup,
-}
-
-impl FaultKind {
-    pub const ALL: [FaultKind; 15] = [
-        FaultKind::Kill,
-        FaultKind::Stop,
-        FaultKind::Start,
-        FaultKind::Restart,
-        FaultKind::Pause,
-        FaultKind::Unpause,
-        FaultKind::Disconnect,
-        FaultKind::Reconnect,
-        FaultKind::Isolate,
-        FaultKind::Rejoin,
-        FaultKind::Exec,
-        FaultKind::Failover,
-        FaultKind::Stepdown,
-        FaultKind::Freeze,
-        FaultKind::Stepup,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FaultKind::Kill => "kill",
-            FaultKind::Stop => "stop",
-            FaultKind::Start => "start",
-            FaultKind::Restart => "restart",
-            FaultKind::Pause => "pause",
-            FaultKind::Unpause => "unpause",
-            FaultKind::Disconnect => "disconnect",
-            FaultKind::Reconnect => "reconnect",
-            FaultKind::Isolate => "isolate",
-            FaultKind::Rejoin => "rejoin",
-            FaultKind::Exec => "exec",
-            FaultKind::Failover => "failover",
-            FaultKind::Stepdown => "stepdown",
-            FaultKind::Freeze => "freeze",
-            FaultKind::Stepup => "stepup",
-        }
-    }
-
-    /// The fields the action takes besides `name`, `at`, `action` and
-    /// `target`: its variant's fields in [`FaultAction`] (a test holds the
-    /// two together).
-    pub fn fields(self) -> &'static [&'static str] {
-        match self {
-            FaultKind::Kill => &["signal", "heal_after"],
-            FaultKind::Restart => &["signal"],
-            FaultKind::Stop | FaultKind::Pause | FaultKind::Disconnect | FaultKind::Isolate => &["heal_after"],
-            FaultKind::Exec => &["command"],
-            FaultKind::Failover => &["coordinated"],
-            FaultKind::Stepdown => &["seconds", "catch_up", "force"],
-            FaultKind::Freeze => &["seconds", "heal_after"],
-            FaultKind::Start | FaultKind::Unpause | FaultKind::Reconnect | FaultKind::Rejoin | FaultKind::Stepup => &[],
-        }
-    }
-
-    /// Whether the action leaves something to undo (and so takes
-    /// `heal_after`). A `restart` undoes itself: it is a kill and a start.
-    pub fn heals(self) -> bool {
-        self.fields().contains(&"heal_after")
-    }
-
-    /// `kill, stop and pause`: actions as a sentence lists them.
-    pub fn listed(kinds: &[FaultKind]) -> String {
-        let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-        match names.split_last() {
-            None => "none".into(),
-            Some((last, [])) => last.to_string(),
-            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-        }
-    }
-}
-
-impl FaultAction {
-    pub fn kind(&self) -> FaultKind {
-        match self {
-            FaultAction::Kill { .. } => FaultKind::Kill,
-            FaultAction::Stop { .. } => FaultKind::Stop,
-            FaultAction::Start => FaultKind::Start,
-            FaultAction::Restart { .. } => FaultKind::Restart,
-            FaultAction::Pause { .. } => FaultKind::Pause,
-            FaultAction::Unpause => FaultKind::Unpause,
-            FaultAction::Disconnect { .. } => FaultKind::Disconnect,
-            FaultAction::Reconnect => FaultKind::Reconnect,
-            FaultAction::Isolate { .. } => FaultKind::Isolate,
-            FaultAction::Rejoin => FaultKind::Rejoin,
-            FaultAction::Exec { .. } => FaultKind::Exec,
-            FaultAction::Failover { .. } => FaultKind::Failover,
-            FaultAction::Stepdown { .. } => FaultKind::Stepdown,
-            FaultAction::Freeze { .. } => FaultKind::Freeze,
-            FaultAction::Stepup => FaultKind::Stepup,
-        }
-    }
-
-    pub fn as_str(&self) -> &'static str {
-        self.kind().as_str()
-    }
-
-    /// When to undo the fault, for the actions that take `heal_after`.
-    pub fn heal_after(&self) -> Option<Dur> {
-        match *self {
-            FaultAction::Kill { heal_after, .. }
-            | FaultAction::Stop { heal_after }
-            | FaultAction::Pause { heal_after }
-            | FaultAction::Disconnect { heal_after }
-            | FaultAction::Isolate { heal_after }
-            | FaultAction::Freeze { heal_after, .. } => heal_after,
-            _ => None,
-        }
-    }
-
-    /// The given `heal_after`, to scale (`--quick`).
-    pub fn heal_after_mut(&mut self) -> Option<&mut Dur> {
-        match self {
-            FaultAction::Kill { heal_after, .. }
-            | FaultAction::Stop { heal_after }
-            | FaultAction::Pause { heal_after }
-            | FaultAction::Disconnect { heal_after }
-            | FaultAction::Isolate { heal_after }
-            | FaultAction::Freeze { heal_after, .. } => heal_after.as_mut(),
-            _ => None,
-        }
-    }
-
-    /// The signal a kill or restart names (None: the default, SIGKILL).
-    pub fn signal(&self) -> Option<&str> {
-        match self {
-            FaultAction::Kill { signal, .. } | FaultAction::Restart { signal } => signal.as_deref(),
-            _ => None,
-        }
-    }
-}
-
-/// What validation knows of a fault backend: the actions it applies and
-/// what it asks of an action's fields beyond their types.
-pub trait FaultBackend: Sync {
-    /// How errors name its targets: `process` in "process targets take …".
-    fn name(&self) -> &'static str;
-    fn supports(&self) -> &'static [FaultKind];
-    /// A field of a supported action this backend cannot apply as given:
-    /// the field and what to write instead.
-    fn check(&self, action: &FaultAction) -> Result<(), (&'static str, String)> {
-        let _ = action;
+/// One fault action of one backend, typed: its fields are the struct's
+/// (serde with `deny_unknown_fields`, so the schema is exact), its checks
+/// [`Action::check`]. A backend registers it as `&Registered::<A>::NEW`.
+pub trait Action: DeserializeOwned + JsonSchema + Send + Sync + 'static {
+    /// The name a spec's `action:` writes.
+    const NAME: &'static str;
+    /// Whether applying it leaves something to undo (so it takes `heal_after`).
+    const HEALS: bool = false;
+    /// What it asks of its fields beyond their types, and of where it is
+    /// aimed: the field at fault (`""`: the fault as a whole; `target`) and
+    /// what to write instead.
+    fn check(&self, site: &Site) -> Result<(), (&'static str, String)> {
+        let _ = site;
         Ok(())
     }
 }
 
-/// Signals to a process target's process group (crates/engine/src/fault/process.rs).
-pub struct ProcessFaults;
-
-impl FaultBackend for ProcessFaults {
-    fn name(&self) -> &'static str {
-        "process"
-    }
-    fn supports(&self) -> &'static [FaultKind] {
-        &[FaultKind::Kill, FaultKind::Stop, FaultKind::Pause, FaultKind::Restart]
-    }
-    fn check(&self, action: &FaultAction) -> Result<(), (&'static str, String)> {
-        match action {
-            FaultAction::Restart { signal: Some(s) } if !matches!(s.trim_start_matches("SIG"), "KILL" | "TERM") => {
-                Err(("signal", "a restart takes SIGKILL (a crash, the default) or SIGTERM (a clean restart)".into()))
-            }
-            _ => Ok(()),
-        }
-    }
+/// What validation knows of a registered action: [`Registered<A>`] for
+/// every [`Action`]; the backends' own registries hand these out.
+pub trait FaultType: Sync {
+    fn name(&self) -> &'static str;
+    fn heals(&self) -> bool;
+    /// The fields it takes besides the common ones.
+    fn fields(&self) -> Vec<String>;
+    /// The fields parsed as its struct and checked where the fault is aimed.
+    fn check(&self, fields: &Fields, site: &Site) -> Result<(), (String, String)>;
+    /// The JSON Schema of its own fields (an object).
+    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
 }
 
-/// Confirmed operations on containers and their network
-/// (faultline-docker, crates/docker/src/fault.rs).
-pub struct DockerFaults;
+/// An [`Action`] registered with its backend.
+pub struct Registered<A>(PhantomData<fn() -> A>);
 
-impl FaultBackend for DockerFaults {
-    fn name(&self) -> &'static str {
-        "docker"
-    }
-    fn supports(&self) -> &'static [FaultKind] {
-        &[
-            FaultKind::Kill,
-            FaultKind::Stop,
-            FaultKind::Start,
-            FaultKind::Restart,
-            FaultKind::Pause,
-            FaultKind::Unpause,
-            FaultKind::Disconnect,
-            FaultKind::Reconnect,
-            FaultKind::Isolate,
-            FaultKind::Rejoin,
-            FaultKind::Exec,
-            FaultKind::Failover,
-        ]
-    }
-    fn check(&self, action: &FaultAction) -> Result<(), (&'static str, String)> {
-        match action {
-            FaultAction::Restart { signal: Some(_) } => Err((
-                "signal",
-                "a docker restart stops the container with SIGTERM and a grace period: drop `signal`, or use kill with heal_after"
-                    .into(),
-            )),
-            _ => Ok(()),
-        }
-    }
+impl<A> Registered<A> {
+    pub const NEW: Self = Registered(PhantomData);
 }
 
-impl ProviderKind {
-    /// The faults the provider applies itself; an external target has none
-    /// (it gets only its kind's own).
-    pub fn faults(self) -> Option<&'static dyn FaultBackend> {
-        match self {
-            ProviderKind::Process => Some(&ProcessFaults),
-            ProviderKind::Docker => Some(&DockerFaults),
-            ProviderKind::External => None,
-        }
-    }
-
-    /// Whether some provider applies `kind` (else it is a kind's own fault).
-    pub fn any_applies(kind: FaultKind) -> bool {
-        [ProviderKind::Process, ProviderKind::Docker]
-            .into_iter()
-            .filter_map(ProviderKind::faults)
-            .any(|b| b.supports().contains(&kind))
-    }
-}
-
-/// serde puts an error raised once the map is read on the map, not on one
-/// of its fields, and the action that refuses a field may come after it.
-/// So the message starts `fault field `NAME`: `, and [`crate::parse`] moves
-/// the field into the error's path (with [`refused_field`]).
-const REFUSED: &str = "fault field `";
-
-fn refused(field: &str, kind: FaultKind) -> String {
-    let takers: Vec<FaultKind> = FaultKind::ALL.into_iter().filter(|k| k.fields().contains(&field)).collect();
-    let takers = FaultKind::listed(&takers);
-    match field {
-        "heal_after" => format!(
-            "{REFUSED}{field}`: `{}` leaves nothing to heal; heal_after applies only to action: {takers}",
-            kind.as_str()
-        ),
-        _ => format!("{REFUSED}{field}`: applies only to action: {takers}, not {}", kind.as_str()),
-    }
-}
-
-/// The field a fault's error names and the rest of the message, for an
-/// error [`refused`] made.
-pub(crate) fn refused_field(message: &str) -> Option<(&str, &str)> {
-    message.strip_prefix(REFUSED)?.split_once("`: ")
-}
-
-/// The fields a fault's map may hold, in the order errors list them.
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "snake_case")]
-enum Field {
-    Name,
-    At,
-    Action,
-    Target,
-    Signal,
-    Command,
-    Coordinated,
-    Seconds,
-    CatchUp,
-    Force,
-    HealAfter,
-}
-
-const FIELDS: &[&str] = &[
-    "name",
-    "at",
-    "action",
-    "target",
-    "signal",
-    "command",
-    "coordinated",
-    "seconds",
-    "catch_up",
-    "force",
-    "heal_after",
-];
-
-/// The action's own fields as the map gave them, each `Some` when written.
-#[derive(Default)]
-struct Given {
-    signal: Option<Option<String>>,
-    command: Option<Vec<String>>,
-    coordinated: Option<bool>,
-    seconds: Option<Option<Dur>>,
-    catch_up: Option<Option<Dur>>,
-    force: Option<bool>,
-    heal_after: Option<Option<Dur>>,
-}
-
-impl Given {
-    fn written(&self) -> impl Iterator<Item = &'static str> + '_ {
-        [
-            ("signal", self.signal.is_some()),
-            ("command", self.command.is_some()),
-            ("coordinated", self.coordinated.is_some()),
-            ("seconds", self.seconds.is_some()),
-            ("catch_up", self.catch_up.is_some()),
-            ("force", self.force.is_some()),
-            ("heal_after", self.heal_after.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(field, written)| written.then_some(field))
-    }
-
-    /// The action, once every written field is one `kind` takes.
-    fn into_action<E: serde::de::Error>(self, kind: FaultKind) -> Result<FaultAction, E> {
-        if let Some(field) = self.written().find(|f| !kind.fields().contains(f)) {
-            return Err(E::custom(refused(field, kind)));
-        }
-        let (signal, heal_after) = (self.signal.flatten(), self.heal_after.flatten());
-        let (seconds, catch_up) = (self.seconds.flatten(), self.catch_up.flatten());
-        Ok(match kind {
-            FaultKind::Kill => FaultAction::Kill { signal, heal_after },
-            FaultKind::Stop => FaultAction::Stop { heal_after },
-            FaultKind::Start => FaultAction::Start,
-            FaultKind::Restart => FaultAction::Restart { signal },
-            FaultKind::Pause => FaultAction::Pause { heal_after },
-            FaultKind::Unpause => FaultAction::Unpause,
-            FaultKind::Disconnect => FaultAction::Disconnect { heal_after },
-            FaultKind::Reconnect => FaultAction::Reconnect,
-            FaultKind::Isolate => FaultAction::Isolate { heal_after },
-            FaultKind::Rejoin => FaultAction::Rejoin,
-            FaultKind::Exec => match self.command {
-                Some(command) if !command.is_empty() => FaultAction::Exec { command },
-                _ => return Err(E::custom("action: exec needs `command`, e.g. [redis-cli, info]")),
-            },
-            FaultKind::Failover => FaultAction::Failover { coordinated: self.coordinated.unwrap_or(false) },
-            FaultKind::Stepdown => FaultAction::Stepdown { seconds, catch_up, force: self.force.unwrap_or(false) },
-            FaultKind::Freeze => FaultAction::Freeze { seconds, heal_after },
-            FaultKind::Stepup => FaultAction::Stepup,
+impl<A: Action> Registered<A> {
+    /// The fields as `A`; the error names the field (`""`: the whole fault).
+    pub fn parse(&self, fields: &Fields) -> Result<A, (String, String)> {
+        let value = serde_json::Value::Object(fields.clone());
+        serde_path_to_error::deserialize(&value).map_err(|e| {
+            let path = e.path().to_string();
+            (if path == "." { String::new() } else { path }, e.into_inner().to_string())
         })
     }
 }
 
-/// By hand: the action's fields stand beside `name`, `at` and `target`,
-/// and `#[serde(flatten)]` cannot be combined with `deny_unknown_fields`.
+impl<A: Action> FaultType for Registered<A> {
+    fn name(&self) -> &'static str {
+        A::NAME
+    }
+    fn heals(&self) -> bool {
+        A::HEALS
+    }
+    fn fields(&self) -> Vec<String> {
+        let schema = schemars::SchemaGenerator::default().into_root_schema_for::<A>();
+        let properties = schema.get("properties").and_then(|p| p.as_object());
+        properties.map(|p| p.keys().cloned().collect()).unwrap_or_default()
+    }
+    fn check(&self, fields: &Fields, site: &Site) -> Result<(), (String, String)> {
+        let action = self.parse(fields)?;
+        action.check(site).map_err(|(field, message)| (field.to_string(), message))
+    }
+    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        A::json_schema(generator)
+    }
+}
+
+/// `kill, stop and pause`: names as a sentence lists them, each once.
+pub fn listed<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let mut once: Vec<&str> = Vec::new();
+    for name in names {
+        if !once.contains(&name) {
+            once.push(name);
+        }
+    }
+    match once.split_last() {
+        None => "none".into(),
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// The fields `fault` wrote, held to the actions of its name among every
+/// registered one (`every`): the field (`""` for the fault, `action`, or
+/// the field's name) and what is wrong.
+pub(crate) fn check_written(fault: &FaultSpec, every: &[&'static dyn FaultType]) -> Result<(), (String, String)> {
+    let action = fault.action.as_str();
+    let same: Vec<&dyn FaultType> = every.iter().copied().filter(|t| t.name() == action).collect();
+    if same.is_empty() {
+        let known = listed(every.iter().map(|t| t.name()));
+        return Err(("action".into(), format!("`{action}` is not a fault faultline knows: use one of {known}")));
+    }
+    if fault.heal_after.is_some() && !same.iter().any(|t| t.heals()) {
+        let takers = listed(every.iter().filter(|t| t.heals()).map(|t| t.name()));
+        return Err((
+            "heal_after".into(),
+            format!("`{action}` leaves nothing to heal; heal_after applies only to action: {takers}"),
+        ));
+    }
+    for field in fault.fields.keys() {
+        if same.iter().any(|t| t.fields().contains(field)) {
+            continue;
+        }
+        let takers: Vec<&str> =
+            every.iter().filter(|t| t.fields().contains(field)).map(|t| t.name()).collect::<Vec<_>>();
+        let message = match takers.is_empty() {
+            true => {
+                let mut all: Vec<String> = COMMON.iter().map(|c| c.to_string()).collect();
+                for t in every {
+                    all.extend(t.fields().into_iter().filter(|f| !all.contains(f)).collect::<Vec<_>>());
+                }
+                let all: Vec<String> = all.iter().map(|f| format!("`{f}`")).collect();
+                format!("unknown field `{field}`, expected one of {}", all.join(", "))
+            }
+            false => format!("applies only to action: {}, not {action}", listed(takers)),
+        };
+        return Err((field.clone(), message));
+    }
+    Ok(())
+}
+
+/// The common fields first, then the action's own, as written.
+impl Serialize for FaultSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("name", &self.name)?;
+        map.serialize_entry("at", &self.at)?;
+        map.serialize_entry("target", &self.target)?;
+        map.serialize_entry("action", &self.action)?;
+        if let Some(heal_after) = &self.heal_after {
+            map.serialize_entry("heal_after", heal_after)?;
+        }
+        for (field, value) in &self.fields {
+            map.serialize_entry(field, value)?;
+        }
+        map.end()
+    }
+}
+
+/// By hand: the action's fields stand beside the common ones and are kept
+/// as written, for validation to hold to the registered actions.
 impl<'de> Deserialize<'de> for FaultSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct FaultVisitor;
@@ -494,234 +221,265 @@ impl<'de> Deserialize<'de> for FaultSpec {
                         }
                     };
                 }
-                let (mut name, mut at, mut kind, mut target) = (None, None, None, None);
-                let mut given = Given::default();
-                while let Some(field) = map.next_key::<Field>()? {
-                    match field {
-                        Field::Name => once!(name, "name"),
-                        Field::At => once!(at, "at"),
-                        Field::Action => once!(kind, "action"),
-                        Field::Target => once!(target, "target"),
-                        Field::Signal => once!(given.signal, "signal"),
-                        Field::Command => once!(given.command, "command"),
-                        Field::Coordinated => once!(given.coordinated, "coordinated"),
-                        Field::Seconds => once!(given.seconds, "seconds"),
-                        Field::CatchUp => once!(given.catch_up, "catch_up"),
-                        Field::Force => once!(given.force, "force"),
-                        Field::HealAfter => once!(given.heal_after, "heal_after"),
+                let (mut name, mut at, mut action, mut target) = (None, None, None, None);
+                let mut heal_after: Option<Option<Dur>> = None;
+                let mut fields = Fields::new();
+                while let Some(field) = map.next_key::<String>()? {
+                    match field.as_str() {
+                        "name" => once!(name, "name"),
+                        "at" => once!(at, "at"),
+                        "action" => once!(action, "action"),
+                        "target" => once!(target, "target"),
+                        "heal_after" => once!(heal_after, "heal_after"),
+                        _ => {
+                            let value: serde_json::Value = map.next_value()?;
+                            fields.insert(field, value);
+                        }
                     }
                 }
-                let name: String = name.ok_or_else(|| A::Error::missing_field("name"))?;
-                let at: Dur = at.ok_or_else(|| A::Error::missing_field("at"))?;
-                let kind: FaultKind = kind.ok_or_else(|| A::Error::missing_field("action"))?;
-                let target: String = target.ok_or_else(|| A::Error::missing_field("target"))?;
-                Ok(FaultSpec { name, at, target, action: given.into_action(kind)? })
+                Ok(FaultSpec {
+                    name: name.ok_or_else(|| A::Error::missing_field("name"))?,
+                    at: at.ok_or_else(|| A::Error::missing_field("at"))?,
+                    action: action.ok_or_else(|| A::Error::missing_field("action"))?,
+                    target: target.ok_or_else(|| A::Error::missing_field("target"))?,
+                    heal_after: heal_after.flatten(),
+                    fields,
+                })
             }
         }
-        d.deserialize_struct("FaultSpec", FIELDS, FaultVisitor)
+        d.deserialize_map(FaultVisitor)
     }
 }
 
-/// One object schema per action (FaultAction's), each with the fields
-/// every fault has.
+/// The common fields and any other: the build's registered actions, each
+/// with its own fields, are in `faultline schema` ([`schema_of`]).
 impl JsonSchema for FaultSpec {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "FaultSpec".into()
     }
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let mut schema = FaultAction::json_schema(generator);
-        let common: BTreeMap<&str, serde_json::Value> = [
-            ("name", schemars::json_schema!({"type": "string", "description": "Names it in results, the report and gates (`denied_window(NAME)`)."})),
-            ("at", {
-                let mut at = generator.subschema_for::<Dur>();
-                at.insert("description".into(), "Offset into the measured window.".into());
-                at
-            }),
-            ("target", schemars::json_schema!({"type": "string", "description": "A process target's name, or a docker target's selector (`kv.primary`, `kv.replicas`, `kv.member[1]`, `kv-2`, `kv.sentinels[0]`)."})),
-        ]
-        .into_iter()
-        .map(|(k, s)| (k, s.to_value()))
-        .collect();
-        let variants = schema.get_mut("oneOf").and_then(|v| v.as_array_mut()).expect("FaultAction is a tagged enum");
-        for variant in variants {
-            let properties = variant["properties"].as_object_mut().expect("each action is an object");
-            for (field, s) in &common {
-                properties.insert(field.to_string(), s.clone());
-            }
-            let required = variant["required"].as_array_mut().expect("the tag is required");
-            required.extend(common.keys().map(|k| serde_json::Value::from(*k)));
-        }
-        schema.insert(
-            "description".into(),
-            "One scheduled fault: name, at, target, and the action with its own fields".into(),
-        );
+        let mut schema = schemars::json_schema!({
+            "type": "object",
+            "description": "One scheduled fault: name, at, target, and the action with its own fields",
+            "required": ["name", "at", "action", "target"],
+        });
+        schema.insert("properties".into(), common_properties(generator).into());
         schema
     }
 }
 
+fn common_properties(generator: &mut schemars::SchemaGenerator) -> serde_json::Map<String, serde_json::Value> {
+    let described = |mut s: schemars::Schema, about: &str| {
+        s.insert("description".into(), about.into());
+        s.to_value()
+    };
+    let duration = generator.subschema_for::<Dur>();
+    [
+        ("name", schemars::json_schema!({"type": "string", "description": "Names it in results, the report and gates (`denied_window(NAME)`)."}).to_value()),
+        ("at", described(duration.clone(), "Offset into the measured window.")),
+        ("target", schemars::json_schema!({"type": "string", "description": "A process target's name, or a docker target's selector (`kv.primary`, `kv.replicas`, `kv.member[1]`, `kv-2`, `kv.sentinels[0]`)."}).to_value()),
+        ("heal_after", described(duration, "Undo the fault after this long; without it, at the end of the cell.")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// A fault as the build's actions (`every`, each name once) allow it: one
+/// object schema per action, its own fields beside the common ones.
+pub fn schema_of(every: &[&'static dyn FaultType], generator: &mut schemars::SchemaGenerator) -> serde_json::Value {
+    let mut variants = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for t in every {
+        if seen.contains(&t.name()) {
+            continue;
+        }
+        seen.push(t.name());
+        let own = t.schema(generator).to_value();
+        let mut properties = common_properties(generator);
+        if !t.heals() {
+            properties.remove("heal_after");
+        }
+        properties.insert("action".into(), serde_json::json!({"const": t.name()}));
+        if let Some(fields) = own.get("properties").and_then(|p| p.as_object()) {
+            properties.extend(fields.clone());
+        }
+        let mut required = vec![serde_json::json!("name"), "at".into(), "action".into(), "target".into()];
+        required.extend(own.get("required").and_then(|r| r.as_array()).cloned().unwrap_or_default());
+        let mut variant = serde_json::json!({"type": "object", "properties": properties, "required": required,
+                                             "additionalProperties": false});
+        if let Some(about) = own.get("description") {
+            variant["description"] = about.clone();
+        }
+        variants.push(variant);
+    }
+    serde_json::json!({"description": "One scheduled fault: name, at, target, and the action with its own fields",
+                       "oneOf": variants})
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod testing {
+    //! Actions that exist only in this crate's tests, registered the way a
+    //! backend registers its own: the spec language knows nothing of them
+    //! but what [`FaultType`] tells.
     use super::*;
 
-    fn fault(yaml: &str) -> Result<FaultSpec, String> {
-        serde_yaml_ng::from_str(yaml).map_err(|e| e.to_string())
+    /// Like a provider's kill: a signal, and it heals.
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct Kill {
+        #[allow(dead_code)]
+        pub signal: Option<String>,
+    }
+    impl Action for Kill {
+        const NAME: &'static str = "kill";
+        const HEALS: bool = true;
     }
 
-    /// `FaultKind::fields` is what each variant holds: an action given every
-    /// field it takes writes back exactly those.
-    #[test]
-    fn each_action_takes_the_fields_its_variant_holds() {
-        let value = |field: &str| match field {
-            "signal" => "SIGTERM",
-            "command" => "[redis-cli, info]",
-            "coordinated" | "force" => "true",
-            _ => "2s",
-        };
-        for kind in FaultKind::ALL {
-            let own: String = kind.fields().iter().map(|f| format!(", {f}: {}", value(f))).collect();
-            let yaml = format!("{{name: f, at: 1s, action: {}, target: t{own}}}", kind.as_str());
-            let parsed = fault(&yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
-            assert_eq!(parsed.action.kind(), kind);
-            let written = serde_json::to_value(&parsed).unwrap();
-            let mut keys: Vec<&str> = written.as_object().unwrap().keys().map(String::as_str).collect();
-            let mut want = [&["name", "at", "target", "action"][..], kind.fields()].concat();
-            keys.sort();
-            want.sort();
-            assert_eq!(keys, want, "{}", kind.as_str());
-            assert_eq!(kind.heals(), parsed.action.heal_after().is_some(), "{}", kind.as_str());
+    /// Like a provider's restart, refusing signals it cannot send.
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct Restart {
+        pub signal: Option<String>,
+    }
+    impl Action for Restart {
+        const NAME: &'static str = "restart";
+        fn check(&self, _: &Site) -> Result<(), (&'static str, String)> {
+            match self.signal.as_deref() {
+                Some(s) if s != "SIGTERM" => Err(("signal", "a restart takes SIGKILL or SIGTERM".into())),
+                _ => Ok(()),
+            }
         }
     }
 
-    #[test]
-    fn a_field_of_another_action_is_refused_wherever_it_stands() {
-        for yaml in [
-            "{name: f, at: 1s, action: pause, target: t, signal: SIGTERM}",
-            "{name: f, signal: SIGTERM, at: 1s, action: pause, target: t}",
-        ] {
-            let e = fault(yaml).unwrap_err();
-            assert!(e.starts_with("fault field `signal`: applies only to action: kill and restart, not pause"), "{e}");
-        }
-        let e = fault("{name: f, at: 1s, action: restart, target: t, heal_after: 1s}").unwrap_err();
-        assert!(e.contains("`restart` leaves nothing to heal"), "{e}");
-        assert!(e.contains("kill, stop, pause, disconnect, isolate and freeze"), "{e}");
-        assert_eq!(refused_field("fault field `force`: applies only"), Some(("force", "applies only")));
-        let e = fault("{name: f, at: 1s, action: exec, target: t, command: []}").unwrap_err();
-        assert!(e.contains("action: exec needs `command`"), "{e}");
-        let e = fault("{name: f, at: 1s, target: t}").unwrap_err();
-        assert!(e.contains("missing field `action`"), "{e}");
-        let e = fault("{name: f, at: 1s, action: kill, target: t, sigal: x}").unwrap_err();
-        assert!(e.contains("unknown field `sigal`, expected one of `name`, `at`, `action`, `target`, `signal`"), "{e}");
+    /// Like a provider's pause: no fields; it heals.
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct Pause {}
+    impl Action for Pause {
+        const NAME: &'static str = "pause";
+        const HEALS: bool = true;
+    }
+
+    /// Like docker's isolate: no fields; it heals.
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct Isolate {}
+    impl Action for Isolate {
+        const NAME: &'static str = "isolate";
+        const HEALS: bool = true;
+    }
+
+    /// Like a kind's own fault (MongoDB's stepdown).
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct Stepdown {
+        #[allow(dead_code)]
+        pub seconds: Option<Dur>,
+        #[allow(dead_code)]
+        #[serde(default)]
+        pub force: bool,
+    }
+    impl Action for Stepdown {
+        const NAME: &'static str = "stepdown";
+    }
+
+    pub static PROCESS: [&dyn FaultType; 3] =
+        [&Registered::<Kill>::NEW, &Registered::<Restart>::NEW, &Registered::<Pause>::NEW];
+    pub static DOCKER: [&dyn FaultType; 2] = [&Registered::<Kill>::NEW, &Registered::<Isolate>::NEW];
+    pub static OWN: [&dyn FaultType; 1] = [&Registered::<Stepdown>::NEW];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::*;
+
+    fn fault(yaml: &str) -> FaultSpec {
+        serde_yaml_ng::from_str(yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"))
+    }
+
+    fn every() -> Vec<&'static dyn FaultType> {
+        DOCKER.iter().chain(PROCESS.iter()).chain(OWN.iter()).copied().collect()
     }
 
     #[test]
-    fn the_schema_holds_each_action_with_the_common_fields() {
-        let schema = schemars::schema_for!(FaultSpec).to_value();
+    fn a_fault_keeps_the_common_fields_and_the_actions_own_as_written() {
+        let f = fault("{name: f, at: 1s, action: kill, target: t, heal_after: 2s, signal: SIGTERM}");
+        assert_eq!((f.action.as_str(), f.heal_after.map(|d| d.0.as_secs())), ("kill", Some(2)));
+        assert_eq!(f.fields.get("signal"), Some(&serde_json::json!("SIGTERM")));
+        let written = serde_json::to_value(&f).unwrap();
+        let back: FaultSpec = serde_json::from_value(written).unwrap();
+        assert_eq!(back, f);
+        let e = serde_yaml_ng::from_str::<FaultSpec>("{name: f, at: 1s, target: t}").unwrap_err();
+        assert!(e.to_string().contains("missing field `action`"), "{e}");
+    }
+
+    #[test]
+    fn written_fields_are_held_to_the_registered_actions() {
+        let every = every();
+        let check = |yaml: &str| check_written(&fault(yaml), &every);
+        assert!(check("{name: f, at: 1s, action: kill, target: t, signal: SIGTERM, heal_after: 1s}").is_ok());
+        let (field, message) = check("{name: f, signal: SIGTERM, at: 1s, action: isolate, target: t}").unwrap_err();
+        assert_eq!(
+            (field.as_str(), message.as_str()),
+            ("signal", "applies only to action: kill and restart, not isolate")
+        );
+        let (field, message) = check("{name: f, at: 1s, action: restart, target: t, heal_after: 1s}").unwrap_err();
+        assert_eq!(field, "heal_after");
+        assert_eq!(
+            message,
+            "`restart` leaves nothing to heal; heal_after applies only to action: kill, isolate and pause"
+        );
+        let (field, message) = check("{name: f, at: 1s, action: kill, target: t, sigal: x}").unwrap_err();
+        assert_eq!(field, "sigal");
+        assert!(message.starts_with("unknown field `sigal`, expected one of `name`, `at`, `action`"), "{message}");
+        assert!(message.contains("`signal`") && message.contains("`force`"), "{message}");
+        let (field, message) = check("{name: f, at: 1s, action: explode, target: t}").unwrap_err();
+        assert_eq!(field, "action");
+        assert_eq!(
+            message,
+            "`explode` is not a fault faultline knows: use one of kill, isolate, restart, pause and stepdown"
+        );
+    }
+
+    #[test]
+    fn a_registered_type_parses_and_checks_its_own_fields() {
+        let target: TargetSpec = serde_yaml_ng::from_str("{kind: redis, provider: process}").unwrap();
+        let site = Site { target_name: "t", target: &target, selector: None };
+        let restart = &Registered::<Restart>::NEW;
+        let fields = |yaml: &str| fault(yaml).fields;
+        assert!(restart
+            .check(&fields("{name: f, at: 1s, action: restart, target: t, signal: SIGTERM}"), &site)
+            .is_ok());
+        let (field, message) =
+            restart.check(&fields("{name: f, at: 1s, action: restart, target: t, signal: SIGHUP}"), &site).unwrap_err();
+        assert_eq!((field.as_str(), message.as_str()), ("signal", "a restart takes SIGKILL or SIGTERM"));
+        let stepdown = &Registered::<Stepdown>::NEW;
+        let (field, message) = stepdown
+            .check(&fields("{name: f, at: 1s, action: stepdown, target: t, seconds: soon}"), &site)
+            .unwrap_err();
+        assert_eq!(field, "seconds");
+        assert!(!message.is_empty());
+        assert_eq!(stepdown.fields(), vec!["force".to_string(), "seconds".to_string()]);
+    }
+
+    #[test]
+    fn the_schema_holds_each_action_once_with_the_common_fields() {
+        let mut generator = schemars::SchemaGenerator::default();
+        let schema = schema_of(&every(), &mut generator);
         let variants = schema["oneOf"].as_array().unwrap();
-        assert_eq!(variants.len(), FaultKind::ALL.len());
+        let names: Vec<&str> = variants.iter().map(|v| v["properties"]["action"]["const"].as_str().unwrap()).collect();
+        assert_eq!(names, ["kill", "isolate", "restart", "pause", "stepdown"]);
         for v in variants {
-            let required = v["required"].as_array().unwrap();
             for field in ["name", "at", "action", "target"] {
-                assert!(required.iter().any(|r| r == field), "{v}");
+                assert!(v["required"].as_array().unwrap().iter().any(|r| r == field), "{v}");
             }
             assert_eq!(v["additionalProperties"], false, "{v}");
         }
-    }
-
-    /// A catalog whose kinds send their servers stepdown, freeze and
-    /// stepup (as MongoDB does) and are otherwise the plain test kind.
-    struct OwnFaults;
-
-    impl crate::KindInfo for OwnFaults {
-        fn default_command(&self) -> &'static str {
-            "true"
-        }
-        fn check_uri(&self, _uri: &str) -> Result<(), String> {
-            Ok(())
-        }
-        fn supports(&self, _op: faultline_model::ops::OpKind) -> bool {
-            true
-        }
-        fn faults(&self) -> &'static [FaultKind] {
-            &[FaultKind::Stepdown, FaultKind::Freeze, FaultKind::Stepup]
-        }
-        fn cost(&self) -> crate::KindCost {
-            crate::KindCost { connection: 32 << 10, slot: 256 }
-        }
-    }
-
-    impl crate::Catalog for OwnFaults {
-        fn checkers(&self) -> &[&'static dyn crate::CheckerInfo] {
-            &[]
-        }
-        fn names(&self) -> Vec<&'static str> {
-            vec!["redis", "mongodb"]
-        }
-        fn kind(
-            &self,
-            _kind: &faultline_model::ops::TargetKind,
-            _options: Option<&serde_json::Value>,
-        ) -> Result<std::sync::Arc<dyn crate::KindInfo>, crate::options::OptionsError> {
-            Ok(std::sync::Arc::new(OwnFaults))
-        }
-    }
-
-    /// A spec whose one scenario has `fault` (block lines, indented 6) on
-    /// target `t` of `target`: the error, if any.
-    fn spec_error(target: &str, fault: &str, catalog: &dyn crate::Catalog) -> Option<crate::SpecError> {
-        let text = format!(
-            "name: x\ntargets:\n  t: {target}\nworkloads:\n  w: {{ops: {{get: 1}}}}\nprofiles:\n  p: {{closed: 1x1}}\n\
-             scenarios:\n  - name: s\n    target: t\n    workload: w\n    profiles: [p]\n    faults:\n{fault}"
+        assert!(
+            variants[0]["properties"].get("heal_after").is_some() && variants[0]["properties"].get("signal").is_some()
         );
-        crate::parse(std::path::Path::new("t.yaml"), &text, &[], catalog).err()
-    }
-
-    const PROCESS: &str = "{kind: redis, provider: process}";
-    const EXTERNAL: &str = "{kind: mongodb, provider: external, uri: 'mongodb://127.0.0.1:1'}";
-
-    #[test]
-    fn a_refused_field_is_located_where_it_stands() {
-        let plain = crate::catalog::plain::Plain;
-        let e = spec_error(
-            PROCESS,
-            "      - name: f\n        signal: SIGTERM\n        action: pause\n        at: 1s\n        target: t\n",
-            &plain,
-        )
-        .unwrap();
-        assert_eq!((e.line, e.column), (Some(15), Some(17)), "{e}");
-        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].signal"));
-        assert_eq!(e.message, "applies only to action: kill and restart, not pause");
-        let e =
-            spec_error(PROCESS, "      - {name: f, at: 1s, action: kill, target: t, command: [x]}\n", &plain).unwrap();
-        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].command"));
-        assert_eq!(e.line, Some(14));
-        assert!(e.message.starts_with("applies only to action: exec"), "{e}");
-        let e = spec_error(PROCESS, "      - {name: f, at: 1s, action: kill, target: t, heal_after: 2 s}\n", &plain)
-            .unwrap();
-        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].heal_after"), "{e}");
-    }
-
-    #[test]
-    fn the_backends_decide_which_target_takes_which_action() {
-        let plain = crate::catalog::plain::Plain;
-        let fault = |action: &str| format!("      - {{name: f, at: 1s, action: {action}, target: t}}\n");
-        let e = spec_error(PROCESS, &fault("isolate"), &plain).unwrap();
-        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].action"));
-        assert_eq!(e.message, "process targets take kill, stop, pause and restart");
-        let e = spec_error(PROCESS, &fault("stepdown"), &plain).unwrap();
-        assert_eq!(e.message, "`stepdown` is not a fault of redis targets (`t`)");
-        let e = spec_error(PROCESS, &fault("isolate"), &OwnFaults).unwrap();
-        assert_eq!(
-            e.message,
-            "process targets take kill, stop, pause and restart (and redis's own: stepdown, freeze and stepup)"
-        );
-        assert!(spec_error(PROCESS, &fault("stepdown"), &OwnFaults).is_none());
-        assert!(spec_error(EXTERNAL, &fault("stepup"), &OwnFaults).is_none());
-        let e = spec_error(EXTERNAL, &fault("kill"), &OwnFaults).unwrap();
-        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].target"));
-        assert_eq!(e.message, "`t` is external: faultline can only send it its kind's own faults (mongodb's: stepdown, freeze and stepup)");
-        let e = spec_error(PROCESS, "      - {name: f, at: 1s, action: restart, target: t, signal: SIGHUP}\n", &plain)
-            .unwrap();
-        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].signal"));
-        assert!(e.message.starts_with("a restart takes SIGKILL"), "{e}");
+        assert!(variants[2]["properties"].get("heal_after").is_none());
     }
 }

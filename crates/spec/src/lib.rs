@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 pub use catalog::{Catalog, KindCost, KindInfo};
 pub use checkers::CheckerInfo;
-pub use fault::{FaultAction, FaultBackend, FaultKind, FaultSpec};
+pub use fault::{Action, FaultSpec, FaultType, Registered};
 pub use model::*;
 
 /// A problem with a spec, located in its file.
@@ -322,11 +322,7 @@ fn typed(
             (Some(parent), None) => parent.to_string(),
             (None, _) => raw_path,
         };
-        // A fault's field its action does not take is named in the message.
-        let (field, message) = match fault::refused_field(&inner_message) {
-            Some((name, rest)) => (format!("{field}.{name}"), rest.to_string()),
-            None => (field, inner_message),
-        };
+        let message = inner_message;
         let inner = e.into_inner();
         // serde_yaml_ng places errors raised while converting a value (a bad
         // duration) at the start of the enclosing mapping; the field's own

@@ -74,6 +74,17 @@ pub enum ProviderKind {
     Docker,
 }
 
+impl ProviderKind {
+    /// As a spec writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Process => "process",
+            ProviderKind::External => "external",
+            ProviderKind::Docker => "docker",
+        }
+    }
+}
+
 /// A database to drive. Fields beyond `kind` and `provider` depend on the provider.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

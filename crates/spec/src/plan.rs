@@ -78,7 +78,7 @@ impl CellTiming {
             .map(|f| {
                 let mut f = f.clone();
                 f.at.0 = scale(f.at.0);
-                if let Some(heal_after) = f.action.heal_after_mut() {
+                if let Some(heal_after) = f.heal_after.as_mut() {
                     heal_after.0 = scale(heal_after.0);
                 }
                 f
@@ -449,7 +449,7 @@ mod tests {
             cell.timing
                 .scaled_faults(&scenario.faults)
                 .iter()
-                .map(|f| (f.at.0, f.action.heal_after().map(|d| d.0)))
+                .map(|f| (f.at.0, f.heal_after.map(|d| d.0)))
                 .collect::<Vec<_>>()
         };
         let s = Duration::from_millis;

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use super::model::*;
 use crate::catalog::{Catalog, KindInfo};
 use crate::checkers::{CheckerInfo, UnmetAt};
-use crate::fault::FaultKind;
+use crate::fault::{listed, FaultType};
 use crate::units::Dur;
 
 /// The failing field's dotted path and the message.
@@ -880,29 +880,36 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
     Ok(())
 }
 
-/// A scenario's faults: names, times, and a target that takes the action,
-/// asked of the backends (the kind's own faults, else the provider's). The
-/// fields each action takes are the type's (crate::fault).
+/// A scenario's faults: names, times, and a target that takes the action:
+/// its fields are ones the action takes ([`crate::fault::check_written`]),
+/// its target's backend (the kind's own faults, else the provider's)
+/// registers it, and that backend's type accepts the fields aimed there.
 fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn Catalog) -> Result<(), Problem> {
     let duration = s.timing.as_ref().and_then(|t| t.duration).unwrap_or(spec.timing.duration);
     let unstaged = s.profiles.iter().any(|p| spec.profiles.get(p).is_some_and(|p| p.stages_length().is_none()));
     let targets = s.target.names();
+    let every = catalog.every_fault();
     let mut names = HashSet::new();
     for (i, f) in s.faults.iter().enumerate() {
         let at = format!("{at}.faults[{i}]");
+        let within = |(field, message): (String, String)| match field.is_empty() {
+            true => (at.clone(), message),
+            false => (format!("{at}.{field}"), message),
+        };
         if f.name.trim().is_empty() || !names.insert(f.name.as_str()) {
             return Err((format!("{at}.name"), format!("fault names must be unique and not empty (`{}`)", f.name)));
         }
+        crate::fault::check_written(f, &every).map_err(within)?;
         // A staged profile's window is its stages' (validate_stages_window).
         if f.at >= duration && unstaged {
             return Err((format!("{at}.at"), format!("is not inside the {duration} measured window")));
         }
         // The fault must hit one of the scenario's own targets.
         let field = format!("{at}.target");
-        let (target, docker) = match spec.targets.get(f.target.as_str()) {
-            Some(t) => (f.target.clone(), t.provider == ProviderKind::Docker),
+        let (target, selection) = match spec.targets.get(f.target.as_str()) {
+            Some(_) => (f.target.clone(), None),
             None => match crate::selector::parse_selector(&f.target, spec) {
-                Ok(sel) => (sel.target, true),
+                Ok(sel) => (sel.target.clone(), Some(sel)),
                 Err(e) => return Err((field, e)),
             },
         };
@@ -910,74 +917,71 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn Catalo
             return Err((field, format!("`{}` is not a target of scenario `{}`", f.target, s.name)));
         }
         let t = &spec.targets[&target];
-        let kind = f.action.kind();
-        let own = catalog
-            .kind(&t.kind, t.options.as_ref())
-            .map_err(|(f, e)| (format!("targets.{target}.options.{f}"), e))?
-            .faults();
-        // A kind's own faults are commands to its server, which any provider
-        // takes; the others are the provider's to apply.
-        if !own.contains(&kind) {
-            let backend = provider_faults(&at, &target, t, kind, own)?;
-            backend.check(&f.action).map_err(|(name, message)| (format!("{at}.{name}"), message))?;
-        }
-        if docker && spec.targets.contains_key(f.target.as_str()) {
+        if t.provider == ProviderKind::Docker && selection.is_none() {
             return Err((
                 field,
                 format!("name the members of `{target}`, e.g. `{target}.primary` or `{target}.member[0]`"),
             ));
         }
-        if kind == FaultKind::Failover {
-            let on_primary = crate::selector::parse_selector(&f.target, spec)
-                .is_ok_and(|s| s.selector == crate::selector::Selector::Primary);
-            if !on_primary {
-                return Err((field, format!("a failover switches away from the primary: name it, `{target}.primary`")));
-            }
-            if t.discovery.is_none() {
-                return Err((field, format!("`{target}` has no `discovery`: a failover goes through its Sentinels")));
+        let site =
+            crate::fault::Site { target_name: &target, target: t, selector: selection.as_ref().map(|s| &s.selector) };
+        let own = catalog.kind_faults(&t.kind);
+        let provider = catalog.provider_faults(t.provider);
+        // A kind's own faults are commands to its server, which any provider
+        // takes; the others are the provider's to apply.
+        match own.iter().chain(provider.iter()).find(|ty| ty.name() == f.action) {
+            Some(ty) => ty.check(&f.fields, &site).map_err(within)?,
+            None => {
+                // First what is wrong with the fields as the action's, then
+                // that this target does not take it.
+                let checked: Vec<_> =
+                    every.iter().filter(|ty| ty.name() == f.action).map(|ty| ty.check(&f.fields, &site)).collect();
+                if let Some(Err(first)) = checked.first().filter(|_| checked.iter().all(Result::is_err)) {
+                    return Err(within(first.clone()));
+                }
+                let any_provider = [ProviderKind::Process, ProviderKind::Docker]
+                    .into_iter()
+                    .any(|p| catalog.provider_faults(p).iter().any(|ty| ty.name() == f.action));
+                return Err(not_taken(&at, &target, t, &f.action, &own, &provider, any_provider));
             }
         }
     }
     Ok(())
 }
 
-/// The provider's fault backend for an action that is not the kind's own
-/// (`own`), or why the target does not take it.
-fn provider_faults(
+/// Why `target` does not take `action`, which no backend of its kind
+/// (`own`) or provider (`provider`) registers; `any_provider`: whether
+/// some provider registers it at all.
+fn not_taken(
     at: &str,
     target: &str,
     t: &TargetSpec,
-    kind: FaultKind,
-    own: &'static [FaultKind],
-) -> Result<&'static dyn crate::fault::FaultBackend, Problem> {
+    action: &str,
+    own: &[&'static dyn FaultType],
+    provider: &[&'static dyn FaultType],
+    any_provider: bool,
+) -> Problem {
     let kind_name = t.kind.as_str();
-    if !ProviderKind::any_applies(kind) {
-        return Err((
-            format!("{at}.action"),
-            format!("`{}` is not a fault of {kind_name} targets (`{target}`)", kind.as_str()),
-        ));
+    let own_names = || listed(own.iter().map(|ty| ty.name()));
+    if !any_provider {
+        return (format!("{at}.action"), format!("`{action}` is not a fault of {kind_name} targets (`{target}`)"));
+    }
+    if t.provider == ProviderKind::External {
+        let own_ones = match own {
+            [] => format!(", and {kind_name} has none"),
+            _ => format!(" ({kind_name}'s: {})", own_names()),
+        };
+        return (
+            format!("{at}.target"),
+            format!("`{target}` is external: faultline can only send it its kind's own faults{own_ones}"),
+        );
     }
     let own_ones = match own {
         [] => String::new(),
-        own => format!(" (and {kind_name}'s own: {})", FaultKind::listed(own)),
+        _ => format!(" (and {kind_name}'s own: {})", own_names()),
     };
-    match t.provider.faults() {
-        None => Err((
-            format!("{at}.target"),
-            format!(
-                "`{target}` is external: faultline can only send it its kind's own faults{}",
-                match own {
-                    [] => format!(", and {kind_name} has none"),
-                    own => format!(" ({kind_name}'s: {})", FaultKind::listed(own)),
-                }
-            ),
-        )),
-        Some(backend) if !backend.supports().contains(&kind) => Err((
-            format!("{at}.action"),
-            format!("{} targets take {}{own_ones}", backend.name(), FaultKind::listed(backend.supports())),
-        )),
-        Some(backend) => Ok(backend),
-    }
+    let takes = listed(provider.iter().map(|ty| ty.name()));
+    (format!("{at}.action"), format!("{} targets take {takes}{own_ones}", t.provider.as_str()))
 }
 
 fn undefined<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a String>) -> String {
@@ -1109,5 +1113,68 @@ mod stage_tests {
         let e = error(open, "", "  g: {expr: \"max(stage: peak) < 1s\", profile: c}\n").unwrap();
         assert!(e.message.contains("profile `c` has no stages"), "{e}");
         assert!(error(open, "", "  g: {expr: \"achieved_rate(stage: peak) > 1\", profile: p}\n").is_none());
+    }
+}
+
+#[cfg(test)]
+mod fault_tests {
+    //! Faults held to the actions the catalog's backends register (here the
+    //! test actions of crate::fault::testing: process kill and restart,
+    //! docker kill and isolate, mongodb's own stepdown).
+    use crate::catalog::plain::Plain;
+
+    /// A spec whose one scenario has `fault` (block lines, indented 6) on
+    /// target `t` of `target`: the error, if any.
+    fn spec_error(target: &str, fault: &str) -> Option<crate::SpecError> {
+        let text = format!(
+            "name: x\ntargets:\n  t: {target}\nworkloads:\n  w: {{ops: {{get: 1}}}}\nprofiles:\n  p: {{closed: 1x1}}\n\
+             scenarios:\n  - name: s\n    target: t\n    workload: w\n    profiles: [p]\n    faults:\n{fault}"
+        );
+        crate::parse(std::path::Path::new("t.yaml"), &text, &[], &Plain).err()
+    }
+
+    const PROCESS: &str = "{kind: redis, provider: process}";
+    const OWN_PROCESS: &str = "{kind: mongodb, provider: process}";
+    const EXTERNAL: &str = "{kind: mongodb, provider: external, uri: 'mongodb://127.0.0.1:1'}";
+
+    #[test]
+    fn a_refused_field_is_located_where_it_stands() {
+        let e = spec_error(
+            PROCESS,
+            "      - name: f\n        signal: SIGTERM\n        action: isolate\n        at: 1s\n        target: t\n",
+        )
+        .unwrap();
+        assert_eq!((e.line, e.column), (Some(15), Some(17)), "{e}");
+        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].signal"));
+        assert_eq!(e.message, "applies only to action: kill and restart, not isolate");
+        let e = spec_error(PROCESS, "      - {name: f, at: 1s, action: kill, target: t, heal_after: 2 s}\n").unwrap();
+        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].heal_after"), "{e}");
+    }
+
+    #[test]
+    fn the_backends_decide_which_target_takes_which_action() {
+        let fault = |action: &str| format!("      - {{name: f, at: 1s, action: {action}, target: t}}\n");
+        let e = spec_error(PROCESS, &fault("isolate")).unwrap();
+        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].action"));
+        assert_eq!(e.message, "process targets take kill, restart and pause");
+        let e = spec_error(PROCESS, &fault("stepdown")).unwrap();
+        assert_eq!(e.message, "`stepdown` is not a fault of redis targets (`t`)");
+        let e = spec_error(OWN_PROCESS, &fault("isolate")).unwrap();
+        assert_eq!(e.message, "process targets take kill, restart and pause (and mongodb's own: stepdown)");
+        assert!(spec_error(OWN_PROCESS, &fault("stepdown")).is_none());
+        assert!(spec_error(EXTERNAL, &fault("stepdown")).is_none());
+        let e = spec_error(EXTERNAL, &fault("kill")).unwrap();
+        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].target"));
+        assert_eq!(
+            e.message,
+            "`t` is external: faultline can only send it its kind's own faults (mongodb's: stepdown)"
+        );
+        // The target's own backend checks the fields: its restart refuses SIGHUP.
+        let e = spec_error(PROCESS, "      - {name: f, at: 1s, action: restart, target: t, signal: SIGHUP}\n").unwrap();
+        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].signal"));
+        assert_eq!(e.message, "a restart takes SIGKILL or SIGTERM");
+        // Fields wrong for the action come before "this target does not take it".
+        let e = spec_error(PROCESS, "      - {name: f, at: 1s, action: stepdown, target: t, seconds: soon}\n").unwrap();
+        assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].seconds"), "{e}");
     }
 }

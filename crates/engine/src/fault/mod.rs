@@ -2,58 +2,50 @@
 //! window, confirmed (the container really is paused, the link really is
 //! gone), recorded with its times, and healed — after `heal_after`, or at the
 //! end of the cell, or on abort, by the ledger of what is still in force.
+//!
+//! The scheduler knows no action: it finds the fault's backend (the kind's
+//! own faults through its driver, else the provider's registry: docker's in
+//! faultline-docker, processes' in process.rs), applies it there, and files
+//! the undo that came back (faultline_kind::fault::Undo) in its ledger.
 
-mod admin;
+mod own;
 mod process;
+#[cfg(test)]
+mod tests;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::RunningTarget;
-use crate::spec::{FaultSpec, Spec};
+use crate::spec::{FaultSpec, FaultType, ProviderKind, Spec};
+use faultline_kind::fault::{Applied, Healed, Undo};
+use faultline_kind::registry::Kinds;
 
 pub use faultline_model::faults::FaultRecord;
 
-/// A fault the provider applied, with what undoes it.
-pub struct Applied {
-    pub hit: Vec<String>,
-    pub evidence: String,
-    pub output: String,
-    /// Undoes the fault; None when there is nothing to undo (exec, start, …).
-    pub heal: Option<Heal>,
-}
-
-/// How to undo an applied fault, for the ledger.
-pub enum Heal {
-    Docker(faultline_docker::fault::Undo),
-    Process(process::Undo),
-    Admin(admin::Undo),
-}
-
-/// The backend that applies the fault: the kind's own (its driver), else the
-/// provider's (containers: faultline_docker::fault; processes: process.rs);
-/// validation asked the same backends (faultline_spec::fault).
-async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
-    if target.driver.faults().contains(&fault.action.kind()) {
-        admin::apply(target, fault, spec).await
-    } else if let Some(topology) = target.topology() {
-        let applied = faultline_docker::fault::apply(topology, fault, spec).await?;
-        let faultline_docker::fault::Applied { hit, evidence, output, undo } = applied;
-        Ok(Applied { hit, evidence, output, heal: undo.map(Heal::Docker) })
-    } else if target.process().is_some() {
-        process::apply(target, fault).await
-    } else {
-        anyhow::bail!("target `{}` is external: faultline cannot inject faults into it", target.name)
+/// The faults each provider applies itself, as validation sees them (the
+/// CLI's catalog hands this to the spec loader).
+pub fn provider_faults(provider: ProviderKind) -> Vec<&'static dyn FaultType> {
+    match provider {
+        ProviderKind::Process => faultline_kind::fault::declared(process::FAULTS),
+        ProviderKind::Docker => faultline_docker::fault::declared(),
+        ProviderKind::External => Vec::new(),
     }
 }
 
-async fn heal(target: &RunningTarget, heal: &Heal) -> anyhow::Result<String> {
-    match heal {
-        Heal::Docker(undo) => {
-            faultline_docker::fault::heal(target.topology().expect("docker undo on a docker target"), undo).await
-        }
-        Heal::Process(undo) => process::heal(target, undo).await,
-        Heal::Admin(undo) => admin::heal(target, undo).await,
+/// The backend that applies the fault: the kind's own (its driver), else
+/// the provider's (containers: faultline_docker::fault; processes:
+/// process.rs), as validation chose it.
+async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec, kinds: &Kinds) -> anyhow::Result<Applied> {
+    let kind = spec.targets.get(&target.name).and_then(|t| kinds.find(&t.kind).ok());
+    if kind.is_some_and(|k| (k.faults)().iter().any(|f| f.name() == fault.action)) {
+        own::apply(target, fault, spec).await
+    } else if let Some(topology) = target.topology() {
+        faultline_docker::fault::apply(topology, fault, spec).await
+    } else if let Some(slot) = target.process() {
+        process::apply(&target.name, slot, fault).await
+    } else {
+        anyhow::bail!("target `{}` is external: faultline cannot inject faults into it", target.name)
     }
 }
 
@@ -61,6 +53,7 @@ async fn heal(target: &RunningTarget, heal: &Heal) -> anyhow::Result<String> {
 /// cancellation), then heals every fault still in force.
 pub async fn run_schedule(
     spec: &Spec,
+    kinds: &Kinds,
     target: &RunningTarget,
     faults: &[FaultSpec],
     window_start: Instant,
@@ -90,7 +83,7 @@ pub async fn run_schedule(
             _ = cancel.cancelled() => break,
         }
         let now = Instant::now();
-        heal_due(target, &mut in_force, &mut records, &since).await;
+        heal_due(&mut in_force, &mut records, &since).await;
         // Faults due now.
         while let Some((i, at)) = pending.peek().copied() {
             if at > now {
@@ -98,16 +91,17 @@ pub async fn run_schedule(
             }
             pending.next();
             let fault = &faults[i];
-            let mut record =
-                FaultRecord::requested(&fault.name, fault.action.as_str(), &fault.target, since(Instant::now()));
-            match apply_healing_on_time(target, fault, spec, &mut in_force, &mut records, &since).await {
+            let mut record = FaultRecord::requested(&fault.name, &fault.action, &fault.target, since(Instant::now()));
+            let applying = apply(target, fault, spec, kinds);
+            match apply_healing_on_time(applying, &mut in_force, &mut records, &since).await {
                 Ok(applied) => {
                     record.confirmed_s = Some(since(Instant::now()));
                     record.hit = applied.hit;
                     record.evidence = applied.evidence;
                     record.output = applied.output;
-                    if let Some(undo) = applied.heal {
-                        let heal_at = fault.action.heal_after().map(|d| Instant::now() + d.0);
+                    record.restart = applied.restart;
+                    if let Some(undo) = applied.undo {
+                        let heal_at = fault.heal_after.map(|d| Instant::now() + d.0);
                         in_force.push((records.len(), heal_at, undo));
                     }
                 }
@@ -118,28 +112,23 @@ pub async fn run_schedule(
     }
     // The end of the cell, or an abort: undo whatever is still in force.
     for (i, _, undo) in in_force.into_iter().rev() {
-        settle(&mut records[i], heal(target, &undo).await, since(Instant::now()));
+        settle(&mut records[i], undo.heal().await, since(Instant::now()));
     }
     records
 }
 
 /// The faults in force: each one's record, when to heal it (None: at the
 /// end of the cell) and what undoes it.
-type Ledger = Vec<(usize, Option<Instant>, Heal)>;
+type Ledger = Vec<(usize, Option<Instant>, Box<dyn Undo>)>;
 
 /// Heals every fault in force whose time has come.
-async fn heal_due(
-    target: &RunningTarget,
-    in_force: &mut Ledger,
-    records: &mut [FaultRecord],
-    since: &impl Fn(Instant) -> f64,
-) {
+async fn heal_due(in_force: &mut Ledger, records: &mut [FaultRecord], since: &impl Fn(Instant) -> f64) {
     let now = Instant::now();
     let (due, keep): (Vec<_>, Vec<_>) =
         std::mem::take(in_force).into_iter().partition(|(_, at, _)| at.is_some_and(|a| a <= now));
     *in_force = keep;
     for (i, _, undo) in due {
-        settle(&mut records[i], heal(target, &undo).await, since(Instant::now()));
+        settle(&mut records[i], undo.heal().await, since(Instant::now()));
     }
 }
 
@@ -150,14 +139,11 @@ async fn heal_due(
 /// `heal_after` (and the apply would wait out its whole limit); healed on
 /// time, the frozen member answers and the apply goes on.
 async fn apply_healing_on_time(
-    target: &RunningTarget,
-    fault: &FaultSpec,
-    spec: &Spec,
+    applying: impl std::future::Future<Output = anyhow::Result<Applied>>,
     in_force: &mut Ledger,
     records: &mut [FaultRecord],
     since: &impl Fn(Instant) -> f64,
 ) -> anyhow::Result<Applied> {
-    let applying = apply(target, fault, spec);
     tokio::pin!(applying);
     loop {
         let Some(next_heal) = in_force.iter().filter_map(|(_, at, _)| *at).min() else {
@@ -165,16 +151,17 @@ async fn apply_healing_on_time(
         };
         tokio::select! {
             applied = &mut applying => return applied,
-            _ = tokio::time::sleep_until(next_heal) => heal_due(target, in_force, records, since).await,
+            _ = tokio::time::sleep_until(next_heal) => heal_due(in_force, records, since).await,
         }
     }
 }
 
-fn settle(record: &mut FaultRecord, healed: anyhow::Result<String>, at: f64) {
+fn settle(record: &mut FaultRecord, healed: anyhow::Result<Healed>, at: f64) {
     match healed {
-        Ok(evidence) => {
+        Ok(healed) => {
             record.healed_s = Some(at);
-            record.heal_evidence = evidence;
+            record.heal_evidence = healed.evidence;
+            record.restart = record.restart.or(healed.restart);
         }
         Err(e) => {
             let message = format!("healing failed: {e:#}");

@@ -26,7 +26,7 @@ pub struct RunningTarget {
     /// The port it listens on, where faultline knows it (process targets).
     pub port: Option<u16>,
     /// Kept so the process is stopped when the target is (also on drop).
-    process: Option<process::ProcessSlot>,
+    process: Option<Arc<process::ProcessSlot>>,
     /// Docker targets: the containers (removed when the target stops, also
     /// on drop).
     docker: Option<faultline_docker::provider::DockerTarget>,
@@ -73,7 +73,7 @@ impl RunningTarget {
     }
 
     /// A process target's server: its working directory and program.
-    pub fn process(&self) -> Option<&process::ProcessSlot> {
+    pub fn process(&self) -> Option<&Arc<process::ProcessSlot>> {
         self.process.as_ref()
     }
 

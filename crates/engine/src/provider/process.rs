@@ -155,8 +155,11 @@ impl ProcessSlot {
         &self.launch.command
     }
 
-    pub async fn stop(self) {
-        if let Some(p) = self.current.into_inner() {
+    /// Stops the server, for good: the target is stopping.
+    pub async fn stop(&self) {
+        let current = self.current.lock().await.take();
+        self.pgid.store(0, Ordering::SeqCst);
+        if let Some(p) = current {
             p.stop().await;
         }
     }
@@ -250,11 +253,11 @@ pub async fn start(
             server,
             provider: ProviderKind::Process,
             port: Some(port),
-            process: Some(ProcessSlot {
+            process: Some(Arc::new(ProcessSlot {
                 pgid: AtomicI32::new(process.pgid),
                 current: tokio::sync::Mutex::new(Some(process)),
                 launch,
-            }),
+            })),
             docker: None,
             driver: target_driver,
         }),

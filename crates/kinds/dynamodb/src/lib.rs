@@ -57,6 +57,7 @@ pub const KIND: Kind = Kind {
     },
     members: || Arc::new(DynamoTopology),
     options: Some(|generator| generator.subschema_for::<DynamoOptions>()),
+    faults: Vec::new,
     remove_listed: Some(DynamoDriver::delete_listed_table),
 };
 

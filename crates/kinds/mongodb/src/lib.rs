@@ -24,11 +24,13 @@ use mongodb::bson::{doc, Bson, Document};
 use mongodb::options::ClientOptions;
 use mongodb::Client;
 
+use faultline_kind::fault::{Applied, KindFaults, Server};
 use faultline_kind::registry::{parse_options, Kind};
 use faultline_kind::workload::Workload;
-use faultline_kind::{Connection, KindFaults, ServerInfo, TargetDriver};
+use faultline_kind::{Connection, ServerInfo, TargetDriver};
+use faultline_spec::fault::Fields;
 use faultline_spec::KindCost;
-use faultline_spec::{FaultAction, FaultKind, OpKind};
+use faultline_spec::OpKind;
 pub use options::MongoOptions;
 use topology::MongoTopology;
 
@@ -42,9 +44,11 @@ pub const KIND: Kind = Kind {
     },
     members: || Arc::new(MongoTopology),
     options: Some(|generator| generator.subschema_for::<MongoOptions>()),
+    faults: admin::declared,
     remove_listed: Some(collection::drop_listed),
 };
 
+#[derive(Clone)]
 pub struct MongoDriver {
     pub options: MongoOptions,
 }
@@ -95,10 +99,6 @@ impl faultline_spec::KindInfo for MongoDriver {
 
     fn acknowledges_writes(&self) -> bool {
         self.options.acknowledged_writes()
-    }
-
-    fn faults(&self) -> &'static [FaultKind] {
-        &[FaultKind::Stepdown, FaultKind::Freeze, FaultKind::Stepup]
     }
 
     /// A client is a driver pool with its monitor; an op in flight holds a
@@ -265,14 +265,13 @@ impl TargetDriver for MongoDriver {
     }
 }
 
-/// Step-down and freeze, through the server's own admin commands.
+/// Step-down, freeze and step-up, through the server's own admin commands
+/// ([`admin::FAULTS`]), with this target's options.
 #[async_trait::async_trait]
 impl KindFaults for MongoDriver {
-    async fn apply(&self, uri: &str, action: &FaultAction) -> anyhow::Result<String> {
-        let client = self.admin_client(uri).await?;
-        let done = admin::apply(&client, action).await;
-        client.shutdown().immediate(true).await;
-        done
+    async fn apply(&self, action: &str, fields: &Fields, servers: &[Server]) -> anyhow::Result<Applied> {
+        let on = admin::Members { driver: self.clone(), servers: servers.to_vec() };
+        faultline_kind::fault::apply(admin::FAULTS, "mongodb", action, fields, &on).await
     }
 }
 

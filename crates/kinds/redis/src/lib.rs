@@ -49,6 +49,7 @@ pub const KIND: Kind = Kind {
     },
     members: || Arc::new(topology::RedisTopology),
     options: Some(|generator| generator.subschema_for::<RedisOptions>()),
+    faults: Vec::new,
     remove_listed: None,
 };
 

@@ -395,7 +395,8 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         match faults.is_empty() {
             true => Vec::new(),
             false => {
-                fault::run_schedule(run.spec(), run.running, faults, measure_from, stop_at, load_ended.clone()).await
+                let (spec, kinds) = (run.spec(), engine.kinds);
+                fault::run_schedule(spec, kinds, run.running, faults, measure_from, stop_at, load_ended.clone()).await
             }
         }
     };

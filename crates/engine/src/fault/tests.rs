@@ -1,0 +1,220 @@
+//! The fault registry and the scheduler's ledger, proven with a fault that
+//! exists only here: `mark`, a kind's own fault of a kind that exists only
+//! here (`marker`), registered the way MongoDB registers `stepdown`. The
+//! spec loader takes it from the registration (its fields, that it heals),
+//! the scheduler applies it at its time and heals it through the undo it
+//! returned, exactly once, also when another fault's apply fails.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::run_schedule;
+use crate::provider::RunningTarget;
+use crate::spec::{Action, KindCost, KindInfo, OpKind, Registered};
+use faultline_kind::fault::{Applied, Apply, Fault, Healed, KindFaults, Server, Undo};
+use faultline_kind::registry::{Kind, Kinds};
+use faultline_kind::topology::TopologyKind;
+use faultline_kind::{Connection, ServerInfo, TargetDriver};
+use faultline_model::roles::Role;
+
+/// Appends `applied NAME` to its log for each server; undone by appending
+/// `healed NAME`. `fail: true` fails after the first server, half-way, and
+/// undoes what it did, as a backend must: a failed fault leaves nothing in
+/// force, so the ledger has nothing to heal for it.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Mark {
+    log: String,
+    #[serde(default)]
+    fail: bool,
+}
+
+impl Action for Mark {
+    const NAME: &'static str = "mark";
+    const HEALS: bool = true;
+}
+
+fn append(log: &str, line: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+    Ok(writeln!(file, "{line}")?)
+}
+
+#[async_trait::async_trait]
+impl Apply<[Server]> for Mark {
+    async fn apply(&self, on: &[Server]) -> anyhow::Result<Applied> {
+        for (i, server) in on.iter().enumerate() {
+            append(&self.log, &format!("applied {}", server.name))?;
+            if self.fail {
+                Unmark { log: self.log.clone(), servers: on[..=i].to_vec() }.heal().await?;
+                anyhow::bail!("the marker failed half-way");
+            }
+        }
+        let hit = on.iter().map(|s| s.name.clone()).collect();
+        Ok(Applied::undone_by(
+            hit,
+            format!("marked {}", on.len()),
+            Unmark { log: self.log.clone(), servers: on.to_vec() },
+        ))
+    }
+}
+
+struct Unmark {
+    log: String,
+    servers: Vec<Server>,
+}
+
+#[async_trait::async_trait]
+impl Undo for Unmark {
+    async fn heal(&self) -> anyhow::Result<Healed> {
+        for server in &self.servers {
+            append(&self.log, &format!("healed {}", server.name))?;
+        }
+        Ok(format!("unmarked {}", self.servers.len()).into())
+    }
+}
+
+static MARKS: &[&dyn Fault<[Server]>] = &[&Registered::<Mark>::NEW];
+
+/// A kind whose only capability is its own fault.
+struct Marker;
+
+impl KindInfo for Marker {
+    fn default_command(&self) -> &'static str {
+        "true"
+    }
+    fn check_uri(&self, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+    fn supports(&self, _: OpKind) -> bool {
+        true
+    }
+    fn cost(&self) -> KindCost {
+        KindCost { connection: 1 << 10, slot: 64 }
+    }
+}
+
+#[async_trait::async_trait]
+impl TargetDriver for Marker {
+    fn listen_args(&self, _: u16, _: &Path) -> Vec<String> {
+        Vec::new()
+    }
+    fn uri(&self, host: &str, port: u16) -> String {
+        format!("marker://{host}:{port}")
+    }
+    async fn ready(&self, _: &str) -> anyhow::Result<ServerInfo> {
+        Ok(ServerInfo { version: "marker".into() })
+    }
+    async fn connect(&self, _: &str, _: Arc<faultline_kind::workload::Workload>) -> anyhow::Result<Connection> {
+        anyhow::bail!("the marker kind takes no load")
+    }
+    async fn read_values(&self, _: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+        Ok(vec![None; keys.len()])
+    }
+    fn kind_faults(&self) -> Option<&dyn KindFaults> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl KindFaults for Marker {
+    async fn apply(
+        &self,
+        action: &str,
+        fields: &faultline_spec::fault::Fields,
+        servers: &[Server],
+    ) -> anyhow::Result<Applied> {
+        faultline_kind::fault::apply(MARKS, "marker", action, fields, servers).await
+    }
+}
+
+struct NoContainers;
+
+#[async_trait::async_trait]
+impl TopologyKind for NoContainers {
+    fn container_port(&self) -> u16 {
+        1
+    }
+    fn member_args(&self, _: u16, _: Option<(&str, u16)>) -> Vec<String> {
+        Vec::new()
+    }
+    async fn role(&self, _: &str) -> anyhow::Result<Role> {
+        Ok(Role::Primary)
+    }
+}
+
+static HELD: [Kind; 1] = [Kind {
+    name: "marker",
+    driver: |_| Ok(Arc::new(Marker)),
+    members: || Arc::new(NoContainers),
+    options: None,
+    faults: || faultline_kind::fault::declared(MARKS),
+    remove_listed: None,
+}];
+
+static KINDS: Kinds = Kinds { held: &HELD, optional: &[], checkers: || &[], provider_faults: super::provider_faults };
+
+fn spec(faults: &str) -> Result<crate::spec::Spec, crate::spec::SpecError> {
+    let text = format!(
+        "name: registry\ntargets:\n  m: {{kind: marker, provider: external, uri: 'marker://127.0.0.1:1'}}\n\
+         workloads:\n  w: {{ops: {{get: 1}}}}\nprofiles:\n  p: {{closed: 1x1}}\n\
+         scenarios:\n  - name: s\n    target: m\n    workload: w\n    profiles: [p]\n    faults:\n{faults}"
+    );
+    crate::spec::parse(Path::new("registry.yaml"), &text, &[], &KINDS).map(|loaded| loaded.spec)
+}
+
+#[test]
+fn the_spec_loader_knows_a_registered_fault_by_its_registration() {
+    let every: Vec<&str> = crate::spec::Catalog::every_fault(&KINDS).iter().map(|f| f.name()).collect();
+    assert!(every.contains(&"mark") && every.contains(&"kill") && every.contains(&"isolate"), "{every:?}");
+    assert!(spec("      - {name: f, at: 1s, action: mark, target: m, log: x, heal_after: 1s}\n").is_ok());
+    let e = spec("      - {name: f, at: 1s, action: mark, target: m, log: x, colour: red}\n").unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0].colour"));
+    assert!(e.message.starts_with("unknown field `colour`, expected one of"), "{e}");
+    assert!(e.message.contains("`log`") && e.message.contains("`fail`"), "{e}");
+    let e = spec("      - {name: f, at: 1s, action: mark, target: m}\n").unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("scenarios[0].faults[0]"), "{e}");
+    assert!(e.message.contains("missing field `log`"), "{e}");
+    // The provider's faults are not an external target's.
+    let e = spec("      - {name: f, at: 1s, action: kill, target: m}\n").unwrap_err();
+    assert_eq!(e.message, "`m` is external: faultline can only send it its kind's own faults (marker's: mark)");
+}
+
+#[tokio::test]
+async fn the_ledger_heals_each_applied_fault_once_through_its_own_undo() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("marks.log");
+    let log = log.to_str().unwrap();
+    let spec = spec(&format!(
+        "      - {{name: early, at: 0s, action: mark, target: m, log: '{log}', heal_after: 50ms}}\n\
+         \x20     - {{name: broken, at: 20ms, action: mark, target: m, log: '{log}', fail: true}}\n\
+         \x20     - {{name: late, at: 40ms, action: mark, target: m, log: '{log}'}}\n"
+    ))
+    .unwrap();
+    let target = RunningTarget::reached("m", "marker://127.0.0.1:1", Arc::new(Marker));
+    let start = Instant::now();
+    let faults = &spec.scenarios[0].faults;
+    let stop_at = start + Duration::from_millis(300);
+    let records = run_schedule(&spec, &KINDS, &target, faults, start, stop_at, CancellationToken::new()).await;
+
+    let by_name = |name: &str| records.iter().find(|r| r.name == name).unwrap();
+    let early = by_name("early");
+    assert_eq!((early.action.as_str(), early.hit.as_slice()), ("mark", &["m".to_string()][..]));
+    assert_eq!((early.evidence.as_str(), early.heal_evidence.as_str()), ("marked 1", "unmarked 1"));
+    let (confirmed, healed) = (early.confirmed_s.unwrap(), early.healed_s.unwrap());
+    assert!(healed - confirmed >= 0.05 && healed < 0.3, "healed after heal_after, before the end: {early:?}");
+    let broken = by_name("broken");
+    assert!(broken.confirmed_s.is_none() && broken.healed_s.is_none(), "{broken:?}");
+    assert!(broken.error.as_deref().unwrap().contains("failed half-way"), "{broken:?}");
+    let late = by_name("late");
+    assert!(late.healed_s.unwrap() >= 0.3, "no heal_after: healed at the end of the cell: {late:?}");
+    let lines = std::fs::read_to_string(log).unwrap();
+    let want = "applied m\napplied m\nhealed m\napplied m\nhealed m\nhealed m\n";
+    assert_eq!(lines, want, "each fault healed once: the broken one by itself, the others by the ledger");
+}
