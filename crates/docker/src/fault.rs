@@ -247,6 +247,9 @@ pub struct Restart {
 
 impl Action for Restart {
     const NAME: &'static str = "restart";
+    fn restarts(&self) -> Option<RestartKind> {
+        Some(RestartKind::Clean)
+    }
     fn check(&self, _: &Site) -> Result<(), (&'static str, String)> {
         match self.signal {
             Some(_) => Err((
@@ -262,9 +265,7 @@ impl Action for Restart {
 #[async_trait::async_trait]
 impl Apply<Containers> for Restart {
     async fn apply(&self, on: &Containers) -> anyhow::Result<Applied> {
-        let mut applied = on.each(restart, None).await?;
-        applied.restart = Some(RestartKind::Clean);
-        Ok(applied)
+        on.each(restart, None).await
     }
 }
 

@@ -23,15 +23,12 @@ pub struct Applied {
     pub output: String,
     /// What undoes it; None when nothing is left to undo (`restart`, `exec`).
     pub undo: Option<Box<dyn Undo>>,
-    /// The server went down this way and is already back on its own data
-    /// (a `restart`): a row of the crash-recovery matrix.
-    pub restart: Option<Restart>,
 }
 
 impl Applied {
     /// A fault with nothing to undo.
     pub fn done(hit: Vec<String>, evidence: String) -> Applied {
-        Applied { hit, evidence, output: String::new(), undo: None, restart: None }
+        Applied { hit, evidence, output: String::new(), undo: None }
     }
 
     /// A fault that `undo` heals.

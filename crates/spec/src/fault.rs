@@ -16,6 +16,7 @@
 
 use std::marker::PhantomData;
 
+use faultline_model::faults::Restart;
 use faultline_model::units::Dur;
 use schemars::JsonSchema;
 use serde::de::{DeserializeOwned, Error as _, MapAccess, Visitor};
@@ -76,6 +77,13 @@ pub trait Action: DeserializeOwned + JsonSchema + Send + Sync + 'static {
         let _ = site;
         Ok(())
     }
+    /// How the server goes down when the action itself takes it down and
+    /// starts it again on its own data (a `restart`): the fault is then a
+    /// row of the crash-recovery matrix, also when it fails. A fault whose
+    /// undo restarts the server (a healed `kill`) says so when it heals.
+    fn restarts(&self) -> Option<Restart> {
+        None
+    }
 }
 
 /// What validation knows of a registered action: [`Registered<A>`] for
@@ -89,6 +97,8 @@ pub trait FaultType: Sync {
     fn check(&self, fields: &Fields, site: &Site) -> Result<(), (String, String)>;
     /// The JSON Schema of its own fields (an object).
     fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
+    /// [`Action::restarts`] of the action these fields make (None when they do not parse).
+    fn restarts(&self, fields: &Fields) -> Option<Restart>;
 }
 
 /// An [`Action`] registered with its backend.
@@ -127,6 +137,9 @@ impl<A: Action> FaultType for Registered<A> {
     }
     fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         A::json_schema(generator)
+    }
+    fn restarts(&self, fields: &Fields) -> Option<Restart> {
+        self.parse(fields).ok()?.restarts()
     }
 }
 
@@ -339,10 +352,10 @@ pub(crate) mod testing {
     /// Like a provider's restart, refusing signals it cannot send.
     #[derive(Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
-    pub struct Restart {
+    pub struct Restarting {
         pub signal: Option<String>,
     }
-    impl Action for Restart {
+    impl Action for Restarting {
         const NAME: &'static str = "restart";
         fn check(&self, _: &Site) -> Result<(), (&'static str, String)> {
             match self.signal.as_deref() {
@@ -385,7 +398,7 @@ pub(crate) mod testing {
     }
 
     pub static PROCESS: [&dyn FaultType; 3] =
-        [&Registered::<Kill>::NEW, &Registered::<Restart>::NEW, &Registered::<Pause>::NEW];
+        [&Registered::<Kill>::NEW, &Registered::<Restarting>::NEW, &Registered::<Pause>::NEW];
     pub static DOCKER: [&dyn FaultType; 2] = [&Registered::<Kill>::NEW, &Registered::<Isolate>::NEW];
     pub static OWN: [&dyn FaultType; 1] = [&Registered::<Stepdown>::NEW];
 }
@@ -447,7 +460,7 @@ mod tests {
     fn a_registered_type_parses_and_checks_its_own_fields() {
         let target: TargetSpec = serde_yaml_ng::from_str("{kind: redis, provider: process}").unwrap();
         let site = Site { target_name: "t", target: &target, selector: None };
-        let restart = &Registered::<Restart>::NEW;
+        let restart = &Registered::<Restarting>::NEW;
         let fields = |yaml: &str| fault(yaml).fields;
         assert!(restart
             .check(&fields("{name: f, at: 1s, action: restart, target: t, signal: SIGTERM}"), &site)

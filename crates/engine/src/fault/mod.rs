@@ -33,6 +33,19 @@ pub fn provider_faults(provider: ProviderKind) -> Vec<&'static dyn FaultType> {
     }
 }
 
+/// The registered type of the fault's action in the backend that applies
+/// it (as [`apply`] chooses it).
+fn backend_type(
+    target: &RunningTarget,
+    fault: &FaultSpec,
+    spec: &Spec,
+    kinds: &Kinds,
+) -> Option<&'static dyn FaultType> {
+    let own = spec.targets.get(&target.name).and_then(|t| kinds.find(&t.kind).ok()).map(|k| (k.faults)());
+    let provider = provider_faults(target.provider);
+    own.unwrap_or_default().into_iter().chain(provider).find(|t| t.name() == fault.action)
+}
+
 /// The backend that applies the fault: the kind's own (its driver), else
 /// the provider's (containers: faultline_docker::fault; processes:
 /// process.rs), as validation chose it.
@@ -92,6 +105,7 @@ pub async fn run_schedule(
             pending.next();
             let fault = &faults[i];
             let mut record = FaultRecord::requested(&fault.name, &fault.action, &fault.target, since(Instant::now()));
+            record.restart = backend_type(target, fault, spec, kinds).and_then(|t| t.restarts(&fault.fields));
             let applying = apply(target, fault, spec, kinds);
             match apply_healing_on_time(applying, &mut in_force, &mut records, &since).await {
                 Ok(applied) => {
@@ -99,7 +113,6 @@ pub async fn run_schedule(
                     record.hit = applied.hit;
                     record.evidence = applied.evidence;
                     record.output = applied.output;
-                    record.restart = applied.restart;
                     if let Some(undo) = applied.undo {
                         let heal_at = fault.heal_after.map(|d| Instant::now() + d.0);
                         in_force.push((records.len(), heal_at, undo));

@@ -197,6 +197,9 @@ pub struct Restart {
 
 impl Action for Restart {
     const NAME: &'static str = "restart";
+    fn restarts(&self) -> Option<RestartKind> {
+        Some(RestartKind::by_signal(self.signal.as_deref()))
+    }
     fn check(&self, _: &Site) -> Result<(), (&'static str, String)> {
         match signal_named(self.signal.as_deref(), &RESTART_SIGNALS) {
             Some(_) => Ok(()),
@@ -214,8 +217,6 @@ impl Apply<Process> for Restart {
         let sig = signal_named(self.signal.as_deref(), &RESTART_SIGNALS).context("a signal validation refuses")?;
         let ended = on.slot.end(sig).await?;
         let started = on.slot.start_again().await?;
-        let mut applied = Applied::done(on.hit(pgid), format!("{ended}; {started}"));
-        applied.restart = Some(RestartKind::by_signal(self.signal.as_deref()));
-        Ok(applied)
+        Ok(Applied::done(on.hit(pgid), format!("{ended}; {started}")))
     }
 }
