@@ -123,6 +123,16 @@ mod tests {
         let checkers = &schema["$defs"]["ScenarioSpec"]["properties"]["checkers"]["items"]["enum"];
         assert_eq!(checkers, &schema["properties"]["checkers"]["items"]["enum"]);
         assert!(checkers.as_array().unwrap().contains(&json!("hot-key")), "{checkers}");
+        // Every registered fault action, each with its own fields beside the common ones.
+        let faults = schema["$defs"]["FaultSpec"]["oneOf"].as_array().unwrap();
+        let action = |name: &str| faults.iter().find(|f| f["properties"]["action"]["const"] == name).unwrap();
+        assert!(action("pause")["properties"]["heal_after"].is_object());
+        assert!(action("exec")["properties"]["command"].is_object() && action("exec")["properties"]["heal_after"].is_null());
+        assert!(action("failover")["properties"]["coordinated"].is_object());
+        #[cfg(feature = "mongodb")]
+        assert!(action("stepdown")["properties"]["catch_up"].is_object());
+        let duration = action("pause")["properties"]["heal_after"]["$ref"].as_str().unwrap();
+        assert!(schema.pointer(&duration.replace("#/", "/")).is_some(), "{duration} is defined");
     }
 
     #[cfg(feature = "mongodb")]

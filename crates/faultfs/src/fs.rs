@@ -1,0 +1,566 @@
+//! The filesystem itself: every call passes through to the same path under
+//! the backing directory, with the bookkeeping a power loss needs (each
+//! file's [`UndoLog`], committed by fsync, fdatasync and O_SYNC/O_DSYNC
+//! writes) and the faults in force ([`Faults`]) answered first.
+//!
+//! Inodes are faultline's own numbers for backing paths (1 is the backing
+//! directory), handed out on lookup and moved with renames. Attributes and
+//! entries are given with no caching time, so after a power loss puts old
+//! bytes back the kernel asks again rather than serving what was lost. One
+//! lock holds the state; file I/O of reads happens outside it.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::log::UndoLog;
+use crate::Faults;
+
+/// No caching of entries or attributes: a power loss changes them behind the kernel's back.
+const TTL: Duration = Duration::ZERO;
+
+/// An open file: the backing file, and how it was opened.
+struct Handle {
+    file: Arc<File>,
+    ino: u64,
+    /// O_APPEND: each write lands at the end, whatever offset the kernel gives.
+    append: bool,
+    /// O_SYNC or O_DSYNC: each write is durable when it returns.
+    sync: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct State {
+    /// Each inode's path under the backing directory (`""`: the root).
+    paths: HashMap<u64, PathBuf>,
+    inodes: HashMap<PathBuf, u64>,
+    next_ino: u64,
+    handles: HashMap<u64, Handle>,
+    next_fh: u64,
+    /// The files written since their last durable point.
+    pub(crate) logs: HashMap<u64, UndoLog>,
+}
+
+impl State {
+    fn ino_of(&mut self, path: &Path) -> u64 {
+        if let Some(ino) = self.inodes.get(path) {
+            return *ino;
+        }
+        self.next_ino += 1;
+        let ino = self.next_ino;
+        self.inodes.insert(path.to_path_buf(), ino);
+        self.paths.insert(ino, path.to_path_buf());
+        ino
+    }
+
+    /// A backing path's inode is gone (unlinked, or replaced by a rename).
+    fn forget_path(&mut self, path: &Path) {
+        if let Some(ino) = self.inodes.remove(path) {
+            self.logs.remove(&ino);
+        }
+    }
+
+    /// The paths whose files have logs, with them.
+    pub(crate) fn logged(&mut self) -> Vec<(PathBuf, &mut UndoLog)> {
+        let paths = &self.paths;
+        self.logs.iter_mut().filter_map(|(ino, log)| Some((paths.get(ino)?.clone(), log))).collect()
+    }
+}
+
+/// What the mount and its controller share.
+pub(crate) struct Shared {
+    pub(crate) backing: PathBuf,
+    pub(crate) state: Mutex<State>,
+    pub(crate) faults: Mutex<Faults>,
+}
+
+impl Shared {
+    pub(crate) fn new(backing: PathBuf) -> Shared {
+        let mut state = State { next_ino: 1, ..State::default() };
+        state.paths.insert(1, PathBuf::new());
+        state.inodes.insert(PathBuf::new(), 1);
+        Shared { backing, state: Mutex::new(state), faults: Mutex::new(Faults::default()) }
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn faults(&self) -> Faults {
+        *self.faults.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+pub(crate) struct FaultFs(pub(crate) Arc<Shared>);
+
+fn errno(e: io::Error) -> Errno {
+    Errno::from(e)
+}
+
+fn time(secs: i64, nanos: i64) -> SystemTime {
+    match secs >= 0 {
+        true => UNIX_EPOCH + Duration::new(secs as u64, nanos as u32),
+        false => UNIX_EPOCH,
+    }
+}
+
+fn kind(meta: &Metadata) -> FileType {
+    FileType::from_std(meta.file_type()).unwrap_or(FileType::RegularFile)
+}
+
+fn attr(ino: u64, meta: &Metadata) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino),
+        size: meta.len(),
+        blocks: meta.blocks(),
+        atime: time(meta.atime(), meta.atime_nsec()),
+        mtime: time(meta.mtime(), meta.mtime_nsec()),
+        ctime: time(meta.ctime(), meta.ctime_nsec()),
+        crtime: time(meta.ctime(), meta.ctime_nsec()),
+        kind: kind(meta),
+        perm: (meta.mode() & 0o7777) as u16,
+        nlink: meta.nlink() as u32,
+        uid: meta.uid(),
+        gid: meta.gid(),
+        rdev: meta.rdev() as u32,
+        blksize: meta.blksize() as u32,
+        flags: 0,
+    }
+}
+
+impl FaultFs {
+    fn real(&self, path: &Path) -> PathBuf {
+        self.0.backing.join(path)
+    }
+
+    /// The backing path of `parent`/`name`.
+    fn child(&self, parent: INodeNo, name: &OsStr) -> Result<PathBuf, Errno> {
+        let state = self.0.state();
+        let dir = state.paths.get(&parent.0).ok_or(Errno::ENOENT)?;
+        Ok(dir.join(name))
+    }
+
+    fn path(&self, ino: INodeNo) -> Result<PathBuf, Errno> {
+        self.0.state().paths.get(&ino.0).cloned().ok_or(Errno::ENOENT)
+    }
+
+    fn entry(&self, path: &Path, reply: ReplyEntry) {
+        match std::fs::symlink_metadata(self.real(path)) {
+            Ok(meta) => {
+                let ino = self.0.state().ino_of(path);
+                reply.entry(&TTL, &attr(ino, &meta), Generation(0));
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn file(&self, fh: FileHandle) -> Result<(Arc<File>, bool, bool, u64), Errno> {
+        let state = self.0.state();
+        let h = state.handles.get(&fh.0).ok_or(Errno::EBADF)?;
+        Ok((Arc::clone(&h.file), h.append, h.sync, h.ino))
+    }
+
+    fn open_handle(&self, ino: u64, file: File, flags: i32) -> u64 {
+        let mut state = self.0.state();
+        state.next_fh += 1;
+        let fh = state.next_fh;
+        let handle = Handle {
+            file: Arc::new(file),
+            ino,
+            append: flags & libc::O_APPEND != 0,
+            sync: flags & (libc::O_SYNC | libc::O_DSYNC) != 0,
+        };
+        state.handles.insert(fh, handle);
+        fh
+    }
+
+    /// Opens the backing file as asked, less O_APPEND (writes land where
+    /// this layer puts them) and the sync flags (it syncs itself), and
+    /// always readable: the undo log reads what a write overwrites.
+    fn options(flags: i32) -> std::fs::OpenOptions {
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true).write(flags & libc::O_ACCMODE != libc::O_RDONLY);
+        let kept = flags & !(libc::O_ACCMODE | libc::O_APPEND | libc::O_SYNC | libc::O_DSYNC | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
+        options.custom_flags(kept);
+        options
+    }
+
+    /// Makes `ino`'s writes so far durable: its log is committed and the
+    /// backing file synced (so an fsync costs what it costs on the disk).
+    fn commit(&self, ino: u64, file: &File) -> io::Result<()> {
+        file.sync_data()?;
+        if let Some(log) = self.0.state().logs.get_mut(&ino) {
+            log.commit();
+        }
+        Ok(())
+    }
+}
+
+impl Filesystem for FaultFs {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.child(parent, name) {
+            Ok(path) => self.entry(&path, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let meta = match fh.map(|fh| self.file(fh)) {
+            Some(Ok((file, ..))) => file.metadata(),
+            _ => match self.path(ino) {
+                Ok(path) => std::fs::symlink_metadata(self.real(&path)),
+                Err(e) => return reply.error(e),
+            },
+        };
+        match meta {
+            Ok(meta) => reply.attr(&TTL, &attr(ino.0, &meta)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let path = match self.path(ino) {
+            Ok(path) => self.real(&path),
+            Err(e) => return reply.error(e),
+        };
+        let changed = (|| -> io::Result<Metadata> {
+            if let Some(size) = size {
+                if self.0.faults().full {
+                    return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+                }
+                let file = match fh.map(|fh| self.file(fh)) {
+                    Some(Ok((file, ..))) => file,
+                    _ => Arc::new(File::options().read(true).write(true).open(&path)?),
+                };
+                let mut state = self.0.state();
+                state.logs.entry(ino.0).or_default().before_resize(&file, size)?;
+                file.set_len(size)?;
+            }
+            if let Some(mode) = mode {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o7777))?;
+            }
+            if uid.is_some() || gid.is_some() {
+                std::os::unix::fs::lchown(&path, uid, gid)?;
+            }
+            std::fs::symlink_metadata(&path)
+        })();
+        match changed {
+            Ok(meta) => reply.attr(&TTL, &attr(ino.0, &meta)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let path = match self.child(parent, name) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        if self.0.faults().full {
+            return reply.error(Errno::ENOSPC);
+        }
+        let made = std::fs::DirBuilder::new().mode(mode & !umask & 0o7777).create(self.real(&path));
+        match made {
+            Ok(()) => self.entry(&path, reply),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let path = match self.child(parent, name) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        match std::fs::remove_file(self.real(&path)) {
+            Ok(()) => {
+                self.0.state().forget_path(&path);
+                reply.ok()
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let path = match self.child(parent, name) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        match std::fs::remove_dir(self.real(&path)) {
+            Ok(()) => {
+                self.0.state().forget_path(&path);
+                reply.ok()
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if flags.bits() != 0 {
+            return reply.error(Errno::EINVAL);
+        }
+        let (from, to) = match (self.child(parent, name), self.child(newparent, newname)) {
+            (Ok(from), Ok(to)) => (from, to),
+            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        };
+        if let Err(e) = std::fs::rename(self.real(&from), self.real(&to)) {
+            return reply.error(errno(e));
+        }
+        // The inodes move with their paths; whatever `to` was is gone.
+        let mut state = self.0.state();
+        state.forget_path(&to);
+        let moved: Vec<(PathBuf, u64)> =
+            state.inodes.iter().filter(|(p, _)| p.starts_with(&from)).map(|(p, i)| (p.clone(), *i)).collect();
+        for (old, ino) in moved {
+            let new = to.join(old.strip_prefix(&from).expect("filtered by prefix"));
+            state.inodes.remove(&old);
+            state.inodes.insert(new.clone(), ino);
+            state.paths.insert(ino, new);
+        }
+        reply.ok()
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let path = match self.path(ino) {
+            Ok(path) => self.real(&path),
+            Err(e) => return reply.error(e),
+        };
+        match Self::options(flags.0).open(path) {
+            Ok(file) => reply.opened(FileHandle(self.open_handle(ino.0, file, flags.0)), FopenFlags::empty()),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let path = match self.child(parent, name) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        if self.0.faults().full {
+            return reply.error(Errno::ENOSPC);
+        }
+        let mut options = Self::options(flags);
+        options.write(true).mode(mode & !umask & 0o7777);
+        match flags & libc::O_EXCL != 0 {
+            true => options.create_new(true),
+            false => options.create(true),
+        };
+        let created = options.open(self.real(&path)).and_then(|file| Ok((file.metadata()?, file)));
+        match created {
+            Ok((meta, file)) => {
+                let ino = self.0.state().ino_of(&path);
+                let fh = self.open_handle(ino, file, flags);
+                reply.created(&TTL, &attr(ino, &meta), Generation(0), FileHandle(fh), FopenFlags::empty());
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let file = match self.file(fh) {
+            Ok((file, ..)) => file,
+            Err(e) => return reply.error(e),
+        };
+        let mut buf = vec![0; size as usize];
+        let mut filled = 0;
+        while filled < buf.len() {
+            match file.read_at(&mut buf[filled..], offset + filled as u64) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return reply.error(errno(e)),
+            }
+        }
+        reply.data(&buf[..filled]);
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let faults = self.0.faults();
+        if faults.full {
+            return reply.error(Errno::ENOSPC);
+        }
+        if faults.write_error {
+            return reply.error(Errno::EIO);
+        }
+        std::thread::sleep(faults.slow_write);
+        let (file, append, sync, ino) = match self.file(fh) {
+            Ok(handle) => handle,
+            Err(e) => return reply.error(e),
+        };
+        let written = (|| -> io::Result<()> {
+            // The log and the write under one lock: a power loss never
+            // lands between them.
+            let mut state = self.0.state();
+            let at = if append { file.metadata()?.len() } else { offset };
+            state.logs.entry(ino).or_default().before_write(&file, at, data.len() as u64)?;
+            file.write_all_at(data, at)
+        })();
+        if let Err(e) = written {
+            return reply.error(errno(e));
+        }
+        if sync || flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0 {
+            if let Err(e) = self.commit(ino, &file) {
+                return reply.error(errno(e));
+            }
+        }
+        reply.written(data.len() as u32);
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.0.state().handles.remove(&fh.0);
+        reply.ok();
+    }
+
+    /// Must be answered: a filesystem without fsync makes the kernel call
+    /// every later fsync a success without asking.
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let faults = self.0.faults();
+        std::thread::sleep(faults.slow_fsync);
+        if faults.fsync_error {
+            return reply.error(Errno::EIO);
+        }
+        if faults.full {
+            return reply.error(Errno::ENOSPC);
+        }
+        let done = self.file(fh).map(|(file, _, _, ino)| self.commit(ino, &file));
+        match done {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// Creations, renames and removals are durable at once in this
+    /// version (as LazyFS has them), so a directory fsync only answers.
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let faults = self.0.faults();
+        std::thread::sleep(faults.slow_fsync);
+        match faults.fsync_error {
+            true => reply.error(Errno::EIO),
+            false => reply.ok(),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let dir = match self.path(ino) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        let listed = match std::fs::read_dir(self.real(&dir)) {
+            Ok(entries) => entries.collect::<io::Result<Vec<_>>>(),
+            Err(e) => return reply.error(errno(e)),
+        };
+        let mut entries = match listed {
+            Ok(entries) => entries,
+            Err(e) => return reply.error(errno(e)),
+        };
+        entries.sort_by_key(|e| e.file_name());
+        let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut all = vec![(ino.0, FileType::Directory, ".".into())];
+        let parent_ino = self.0.state().ino_of(&parent);
+        all.push((parent_ino, FileType::Directory, "..".into()));
+        for e in entries {
+            let kind = e.file_type().ok().and_then(FileType::from_std).unwrap_or(FileType::RegularFile);
+            let child = self.0.state().ino_of(&dir.join(e.file_name()));
+            all.push((child, kind, e.file_name()));
+        }
+        for (i, (child, kind, name)) in all.into_iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(child), i as u64 + 1, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let path = std::ffi::CString::new(self.0.backing.as_os_str().as_encoded_bytes()).unwrap_or_default();
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a NUL-terminated path and a statvfs to fill, both owned here.
+        if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+            return reply.error(errno(io::Error::last_os_error()));
+        }
+        let (bfree, bavail) = match self.0.faults().full {
+            true => (0, 0),
+            false => (st.f_bfree, st.f_bavail),
+        };
+        reply.statfs(st.f_blocks, bfree, bavail, st.f_files, st.f_ffree, st.f_bsize as u32, st.f_namemax as u32, st.f_frsize as u32);
+    }
+}

@@ -1,0 +1,176 @@
+//! faultline's fault filesystem: a FUSE filesystem put over a server's data
+//! directory that passes every call through to the real files and knows,
+//! per file, what has been made durable (fsync, fdatasync, O_SYNC/O_DSYNC
+//! writes). A power loss ([`Mounted::power_loss`]) throws away every write
+//! since each file's last durable point, as a disk whose cache was lost
+//! would; "torn", a random prefix of one write survives. While mounted,
+//! faults answer for the disk ([`Faults`]): ENOSPC (full), EIO (failing),
+//! slow fsyncs or writes. It is what lets a crash test tell `appendfsync
+//! always` from `no`: a SIGKILL alone never loses what the kernel holds.
+//!
+//! Why FUSE: the server runs unchanged on a real directory, and the layer
+//! sees exactly the calls that decide durability (docs/spec.md#power-loss
+//! for what it does not model). `fuser` is pure Rust; the mount needs
+//! /dev/fuse and root. The filesystem runs in this process: if faultline
+//! is SIGKILLed the mount is left answering ENOTCONN (never hanging), and
+//! [`stale`] finds and removes such mounts by the name they carry.
+//!
+//! - log.rs: one file's undo log (what each unsynced change replaced);
+//! - fs.rs: the filesystem, a passthrough that keeps the logs;
+//! - [`stale`]: mounts of faultline's that nothing serves any more.
+
+mod fs;
+mod log;
+pub mod stale;
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+
+pub use log::Reverted;
+
+/// What the disk does wrong while a fault is in force.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Faults {
+    /// Writes, creations, truncations and fsyncs answer ENOSPC.
+    pub full: bool,
+    /// Writes answer EIO.
+    pub write_error: bool,
+    /// fsync answers EIO (and makes nothing durable).
+    pub fsync_error: bool,
+    /// Each fsync takes this much longer.
+    pub slow_fsync: Duration,
+    /// Each write takes this much longer.
+    pub slow_write: Duration,
+}
+
+/// What a power loss threw away.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Lost {
+    /// Files that had writes not made durable.
+    pub files: usize,
+    /// Changes (writes, truncations) undone.
+    pub changes: usize,
+    /// Bytes of writes undone.
+    pub bytes: u64,
+    /// Files whose log could not be undone, with why.
+    pub failed: Vec<String>,
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} unsynced write(s) of {} byte(s) in {} file(s) thrown away", self.changes, self.bytes, self.files)?;
+        for failed in &self.failed {
+            write!(f, "; {failed}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A mounted fault filesystem; dropping it unmounts it.
+pub struct Mounted {
+    shared: Arc<fs::Shared>,
+    mountpoint: PathBuf,
+    session: Option<fuser::BackgroundSession>,
+}
+
+/// Mounts the fault filesystem over `mountpoint`, passing through to
+/// `backing` (a directory of the same machine). `label` names the mount in
+/// the mount table (letters, digits, `.`, `_`, `-`), with this process's
+/// id, so [`stale`] can tell whose it is. Everything already in `backing`
+/// counts as durable.
+pub fn mount(backing: &Path, mountpoint: &Path, label: &str) -> io::Result<Mounted> {
+    if !Path::new("/dev/fuse").exists() {
+        return Err(io::Error::new(io::ErrorKind::Unsupported, "this machine has no /dev/fuse: FUSE is not available"));
+    }
+    let label: String = label.chars().map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect();
+    let backing = backing.canonicalize()?;
+    let shared = Arc::new(fs::Shared::new(backing));
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        fuser::MountOption::FSName(stale::fs_name(std::process::id(), &label)),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::NoDev,
+        fuser::MountOption::NoSuid,
+    ];
+    // A server in a container runs as its own user: let it in, and let
+    // the kernel check modes (DefaultPermissions).
+    config.acl = fuser::SessionACL::All;
+    config.n_threads = Some(2);
+    let session = fuser::spawn_mount(fs::FaultFs(Arc::clone(&shared)), mountpoint, &config)?;
+    Ok(Mounted { shared, mountpoint: mountpoint.to_path_buf(), session: Some(session) })
+}
+
+impl Mounted {
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// The faults in force from now on (all off: a healthy disk).
+    pub fn set_faults(&self, faults: Faults) {
+        *self.shared.faults.lock().unwrap_or_else(|p| p.into_inner()) = faults;
+    }
+
+    /// Throws away every write not made durable, file by file. The writers
+    /// must be stopped first (the server killed): what they write while
+    /// this runs may survive. `torn`: a seed, and of each file's unsynced
+    /// writes a random number survives, the last of them cut short.
+    pub fn power_loss(&self, torn: Option<u64>) -> Lost {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(torn.unwrap_or(0));
+        let mut lost = Lost::default();
+        let backing = self.shared.backing.clone();
+        let mut state = self.shared.state();
+        let mut logged = state.logged();
+        logged.sort_by(|a, b| a.0.cmp(&b.0));
+        for (path, log) in logged {
+            if log.is_empty() {
+                continue;
+            }
+            let cut = torn.map(|_| (rng.random_range(0..=log.len()), rng.random_range(0..4096u64)));
+            let reverted = File::options().read(true).write(true).open(backing.join(&path)).and_then(|f| log.revert(&f, cut));
+            match reverted {
+                Ok(r) => {
+                    lost.files += 1;
+                    lost.changes += r.changes;
+                    lost.bytes += r.bytes;
+                }
+                Err(e) => lost.failed.push(format!("{}: {e}", path.display())),
+            }
+        }
+        state.logs.clear();
+        lost
+    }
+
+    /// Everything written so far is durable (a disk at rest).
+    pub fn checkpoint(&self) {
+        self.shared.state().logs.clear();
+    }
+
+    /// Unmounts (lazily: a process still holding a file keeps it until it
+    /// lets go) and stops serving, within a bounded wait.
+    pub fn unmount(mut self) -> io::Result<()> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> io::Result<()> {
+        let Some(session) = self.session.take() else { return Ok(()) };
+        let detached = stale::unmount(&self.mountpoint);
+        // The session's loop ends once the kernel lets the mount go.
+        let until = Instant::now() + Duration::from_secs(2);
+        while !session.guard.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(session);
+        detached
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
