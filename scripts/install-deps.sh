@@ -2,7 +2,7 @@
 # Installs what faultline's campaigns and tests need on a Debian machine
 # (`scripts/install-deps.sh` for Redis, `scripts/install-deps.sh all` for
 # everything the tests drive):
-# redis-server and redis-tools (redis-cli, redis-benchmark); secantusd-rs,
+# redis-server and redis-tools (redis-cli, redis-benchmark); fuse3; secantusd-rs,
 # a MongoDB-wire-protocol server (crates.io `secantus-mdb`; no real mongod can
 # be installed here), built once per version into a cache outside the
 # checkout; and moto's DynamoDB-API server (PyPI `moto[server]`) in a venv
@@ -17,6 +17,9 @@ command -v pgrep >/dev/null || need+=(procps)
 command -v cmake >/dev/null || need+=(cmake)
 # The TLS tests make their CA and server certificate with it.
 command -v openssl >/dev/null || need+=(openssl)
+# The disk faults' FUSE filesystem mounts through /dev/fuse itself;
+# fusermount3 is there to unmount one by hand.
+command -v fusermount3 >/dev/null || need+=(fuse3)
 
 if [ ${#need[@]} -gt 0 ]; then
   # shellcheck disable=SC2207

@@ -127,7 +127,9 @@ mod tests {
         let faults = schema["$defs"]["FaultSpec"]["oneOf"].as_array().unwrap();
         let action = |name: &str| faults.iter().find(|f| f["properties"]["action"]["const"] == name).unwrap();
         assert!(action("pause")["properties"]["heal_after"].is_object());
-        assert!(action("exec")["properties"]["command"].is_object() && action("exec")["properties"]["heal_after"].is_null());
+        assert!(
+            action("exec")["properties"]["command"].is_object() && action("exec")["properties"]["heal_after"].is_null()
+        );
         assert!(action("failover")["properties"]["coordinated"].is_object());
         #[cfg(feature = "mongodb")]
         assert!(action("stepdown")["properties"]["catch_up"].is_object());

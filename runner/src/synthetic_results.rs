@@ -169,6 +169,7 @@ pub fn results(spec: &Spec, plan: &Plan) -> Results {
             work_dir: None,
             binary: Some(Binary { path: "/usr/bin/redis-server".into(), sha256: "0123456789abcdef0123".into() }),
             image: None,
+            fault_filesystem: false,
             probes: vec![],
         }],
         comparisons: crate::comparison::compare(spec, &cells),

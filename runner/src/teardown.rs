@@ -2,8 +2,9 @@
 //! with SIGKILL cannot clean up): containers and networks, found by
 //! faultline's owner label, and what the run ledgers list (DynamoDB tables,
 //! MongoDB collections on external servers, data directories; see
-//! ledger.rs). Runs whose faultline process is still
-//! alive are left alone unless `--force`.
+//! ledger.rs), and fault filesystems whose faultline is gone (unmounted
+//! first, so the directories under them can go). Runs whose faultline
+//! process is still alive are left alone unless `--force`.
 
 use std::collections::BTreeMap;
 
@@ -85,12 +86,27 @@ async fn teardown(args: TeardownArgs) -> u8 {
         }
     }
     chosen.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+    // A fault filesystem whose process is gone answers ENOTCONN to every
+    // call (it never hangs): found in the mount table, never by a walk.
+    let mounts: Vec<_> = match faultline_faultfs::stale::mounts() {
+        Ok(m) => m.into_iter().filter(|m| m.orphaned()).collect(),
+        Err(e) => {
+            eprintln!("error: cannot read the mount table: {e}");
+            Vec::new()
+        }
+    };
     let done = if docker.is_some() { 0 } else { EXIT_USAGE };
-    if chosen.is_empty() && listed.is_empty() {
+    if chosen.is_empty() && listed.is_empty() && mounts.is_empty() {
         crate::stdout::say!("nothing to remove");
         return done;
     }
+    let mount_line = |m: &faultline_faultfs::stale::FaultMount| {
+        format!("the fault filesystem at {} (target {}, faultline pid {} gone)", m.mountpoint.display(), m.label, m.pid)
+    };
     if args.dry_run {
+        for m in &mounts {
+            crate::stdout::say!("would unmount {}", mount_line(m));
+        }
         for (_, entry) in &listed {
             for r in &entry.resources {
                 crate::stdout::say!("would remove {} (run {})", r.describe(), entry.run);
@@ -101,7 +117,17 @@ async fn teardown(args: TeardownArgs) -> u8 {
         }
         return done;
     }
-    let mut failed = !remove_listed(&listed).await;
+    let mut failed = false;
+    for m in &mounts {
+        match faultline_faultfs::stale::unmount(&m.mountpoint) {
+            Ok(()) => crate::stdout::say!("unmounted {}", mount_line(m)),
+            Err(e) => {
+                eprintln!("error: cannot unmount {}: {e}", mount_line(m));
+                failed = true;
+            }
+        }
+    }
+    failed |= !remove_listed(&listed).await;
     if let Some(docker) = docker.filter(|_| !chosen.is_empty()) {
         let removed = docker.remove_owned(&chosen).await;
         for o in &chosen {

@@ -289,12 +289,15 @@ fn the_durability_campaign_runs_with_quick() {
     let write_path: Vec<&serde_json::Value> = cells(&r).iter().filter(|c| c["scenario"] == "write-path").collect();
     assert_eq!(write_path.len(), 2 * 2 * 3 * 2, "fsync x depth x repeats x variants");
     let rows = r["crash_recovery"].as_array().unwrap();
-    assert_eq!(rows.len(), 8, "crash and clean x fsync x variant: {rows:?}");
+    assert_eq!(rows.len(), 14, "crash and clean x 2 fsync modes, power-loss x 3, x variant: {rows:?}");
     for row in rows {
         assert_eq!(row["restarts"], 3, "{row}");
         assert_eq!(row["unchecked"], 0, "{row}");
         if row["restart"] == "clean" || row["matrix"]["fsync"] == "always" {
             assert_eq!(row["nothing_lost"], 3, "nothing acknowledged may be lost here: {row}");
+        }
+        if row["restart"] == "power-loss" && row["matrix"]["fsync"] == "no" {
+            assert!(row["lost"].as_u64().unwrap() > 0, "appendfsync no loses what it acknowledged: {row}");
         }
     }
     let report = run.report();
@@ -302,6 +305,7 @@ fn the_durability_campaign_runs_with_quick() {
         "## Crash recovery",
         "3/3 crashes with nothing lost",
         "3/3 clean restarts with nothing lost",
+        "3/3 power losses with nothing lost",
         "## Probes",
         "appendfsync",
     ] {

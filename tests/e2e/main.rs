@@ -25,6 +25,7 @@ mod judged_nothing;
 mod leftovers;
 mod mongodb;
 mod plugins;
+mod power_loss;
 mod process_targets;
 mod readiness;
 mod redis_tls;

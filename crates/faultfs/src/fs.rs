@@ -191,7 +191,14 @@ impl FaultFs {
     fn options(flags: i32) -> std::fs::OpenOptions {
         let mut options = std::fs::OpenOptions::new();
         options.read(true).write(flags & libc::O_ACCMODE != libc::O_RDONLY);
-        let kept = flags & !(libc::O_ACCMODE | libc::O_APPEND | libc::O_SYNC | libc::O_DSYNC | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
+        let kept = flags
+            & !(libc::O_ACCMODE
+                | libc::O_APPEND
+                | libc::O_SYNC
+                | libc::O_DSYNC
+                | libc::O_CREAT
+                | libc::O_EXCL
+                | libc::O_TRUNC);
         options.custom_flags(kept);
         options
     }
@@ -347,7 +354,9 @@ impl Filesystem for FaultFs {
         let moved: Vec<(PathBuf, u64)> =
             state.inodes.iter().filter(|(p, _)| p.starts_with(&from)).map(|(p, i)| (p.clone(), *i)).collect();
         for (old, ino) in moved {
-            let new = to.join(old.strip_prefix(&from).expect("filtered by prefix"));
+            // `to` itself, or a path below it (joining "" would add a slash).
+            let below = old.strip_prefix(&from).expect("filtered by prefix");
+            let new = if below.as_os_str().is_empty() { to.clone() } else { to.join(below) };
             state.inodes.remove(&old);
             state.inodes.insert(new.clone(), ino);
             state.paths.insert(ino, new);
@@ -561,6 +570,15 @@ impl Filesystem for FaultFs {
             true => (0, 0),
             false => (st.f_bfree, st.f_bavail),
         };
-        reply.statfs(st.f_blocks, bfree, bavail, st.f_files, st.f_ffree, st.f_bsize as u32, st.f_namemax as u32, st.f_frsize as u32);
+        reply.statfs(
+            st.f_blocks,
+            bfree,
+            bavail,
+            st.f_files,
+            st.f_ffree,
+            st.f_bsize as u32,
+            st.f_namemax as u32,
+            st.f_frsize as u32,
+        );
     }
 }

@@ -63,7 +63,11 @@ pub struct Lost {
 
 impl std::fmt::Display for Lost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} unsynced write(s) of {} byte(s) in {} file(s) thrown away", self.changes, self.bytes, self.files)?;
+        write!(
+            f,
+            "{} unsynced write(s) of {} byte(s) in {} file(s) thrown away",
+            self.changes, self.bytes, self.files
+        )?;
         for failed in &self.failed {
             write!(f, "; {failed}")?;
         }
@@ -87,7 +91,8 @@ pub fn mount(backing: &Path, mountpoint: &Path, label: &str) -> io::Result<Mount
     if !Path::new("/dev/fuse").exists() {
         return Err(io::Error::new(io::ErrorKind::Unsupported, "this machine has no /dev/fuse: FUSE is not available"));
     }
-    let label: String = label.chars().map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect();
+    let label: String =
+        label.chars().map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect();
     let backing = backing.canonicalize()?;
     let shared = Arc::new(fs::Shared::new(backing));
     let mut config = fuser::Config::default();
@@ -115,6 +120,11 @@ impl Mounted {
         *self.shared.faults.lock().unwrap_or_else(|p| p.into_inner()) = faults;
     }
 
+    /// The faults in force now.
+    pub fn faults(&self) -> Faults {
+        *self.shared.faults.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Throws away every write not made durable, file by file. The writers
     /// must be stopped first (the server killed): what they write while
     /// this runs may survive. `torn`: a seed, and of each file's unsynced
@@ -131,7 +141,8 @@ impl Mounted {
                 continue;
             }
             let cut = torn.map(|_| (rng.random_range(0..=log.len()), rng.random_range(0..4096u64)));
-            let reverted = File::options().read(true).write(true).open(backing.join(&path)).and_then(|f| log.revert(&f, cut));
+            let reverted =
+                File::options().read(true).write(true).open(backing.join(&path)).and_then(|f| log.revert(&f, cut));
             match reverted {
                 Ok(r) => {
                     lost.files += 1;

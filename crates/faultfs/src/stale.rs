@@ -69,7 +69,8 @@ pub fn parse(mountinfo: &str) -> Vec<FaultMount> {
             if !fstype.starts_with("fuse") {
                 return None;
             }
-            let (pid, label) = unescape(source).strip_prefix(PREFIX)?.split_once(':').map(|(p, l)| (p.to_string(), l.to_string()))?;
+            let (pid, label) =
+                unescape(source).strip_prefix(PREFIX)?.split_once(':').map(|(p, l)| (p.to_string(), l.to_string()))?;
             Some(FaultMount { mountpoint: PathBuf::from(unescape(mountpoint)), pid: pid.parse().ok()?, label })
         })
         .collect()

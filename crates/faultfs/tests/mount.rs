@@ -59,6 +59,29 @@ fn a_power_loss_keeps_what_was_synced_and_loses_the_rest() {
     m.unmount().unwrap();
 }
 
+/// The way a server replaces a file (a temp file, fsynced, renamed over
+/// it) and moves a directory: both reachable by their new names, with
+/// what was synced in them, after a power loss too.
+#[test]
+fn renamed_files_and_directories_keep_their_content() {
+    let (_dir, m) = mounted("renames");
+    let mnt = m.mountpoint().to_path_buf();
+    std::fs::create_dir(mnt.join("d")).unwrap();
+    for (name, content) in [("d/manifest", "old"), ("d/temp", "new manifest")] {
+        let mut f = File::create(mnt.join(name)).unwrap();
+        f.write_all(content.as_bytes()).unwrap();
+        f.sync_all().unwrap();
+    }
+    std::fs::rename(mnt.join("d/temp"), mnt.join("d/manifest")).unwrap();
+    assert!(std::fs::metadata(mnt.join("d/manifest")).unwrap().is_file());
+    std::fs::write(mnt.join("d/unsynced"), b"gone").unwrap();
+    std::fs::rename(mnt.join("d"), mnt.join("e")).unwrap();
+    assert_eq!(read(&mnt.join("e/manifest")), b"new manifest");
+    m.power_loss(None);
+    assert_eq!(read(&mnt.join("e/manifest")), b"new manifest");
+    assert_eq!(read(&mnt.join("e/unsynced")), b"", "created (names are durable at once), its writes not");
+}
+
 #[test]
 fn a_torn_power_loss_keeps_a_prefix_its_seed_repeats() {
     let outcome = |seed: u64| {

@@ -70,6 +70,9 @@ pub enum Restart {
     Crash,
     /// Asked to shut down (SIGTERM, SIGINT, a container stop) and given the time to.
     Clean,
+    /// Killed, and the disk lost every write not made durable (fsync).
+    #[serde(rename = "power-loss")]
+    PowerLoss,
 }
 
 impl Restart {
@@ -77,6 +80,7 @@ impl Restart {
         match self {
             Restart::Crash => "crash",
             Restart::Clean => "clean",
+            Restart::PowerLoss => "power-loss",
         }
     }
 

@@ -45,6 +45,7 @@ impl RecoveryRow {
     pub fn sentence(&self) -> String {
         let what = match self.restart.as_str() {
             "clean" => "clean restarts",
+            "power-loss" => "power losses",
             _ => "crashes",
         };
         let mut text = format!("{}/{} {what} with nothing lost", self.nothing_lost, self.restarts);

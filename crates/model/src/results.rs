@@ -139,6 +139,10 @@ pub struct TargetInfo {
     /// Docker targets: the image.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub image: Option<String>,
+    /// Its data ran on faultline's fault filesystem (FUSE, for disk faults):
+    /// every file call cost a kernel round trip more.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub fault_filesystem: bool,
     /// The scenario's `when: start` probes: the configuration it really ran with.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub probes: Vec<crate::probes::ProbeOutput>,

@@ -172,6 +172,9 @@ pub fn provenance(results: &Results) -> String {
         if let Some(image) = &t.image {
             row.push_str(&format!("; image `{image}`"));
         }
+        if t.fault_filesystem {
+            row.push_str("; data on faultline's fault filesystem (FUSE, for disk faults)");
+        }
         if !t.args.is_empty() {
             row.push_str(&format!("; args `{}`", t.args.join(" ")));
         } else if t.binary.is_some() {

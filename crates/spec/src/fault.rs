@@ -70,6 +70,9 @@ pub trait Action: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     const NAME: &'static str;
     /// Whether applying it leaves something to undo (so it takes `heal_after`).
     const HEALS: bool = false;
+    /// Whether it acts on the disk under the target's data, so the target
+    /// runs on the fault filesystem (faultline-faultfs).
+    const ON_FAULT_FILESYSTEM: bool = false;
     /// What it asks of its fields beyond their types, and of where it is
     /// aimed: the field at fault (`""`: the fault as a whole; `target`) and
     /// what to write instead.
@@ -91,6 +94,7 @@ pub trait Action: DeserializeOwned + JsonSchema + Send + Sync + 'static {
 pub trait FaultType: Sync {
     fn name(&self) -> &'static str;
     fn heals(&self) -> bool;
+    fn on_fault_filesystem(&self) -> bool;
     /// The fields it takes besides the common ones.
     fn fields(&self) -> Vec<String>;
     /// The fields parsed as its struct and checked where the fault is aimed.
@@ -125,6 +129,9 @@ impl<A: Action> FaultType for Registered<A> {
     }
     fn heals(&self) -> bool {
         A::HEALS
+    }
+    fn on_fault_filesystem(&self) -> bool {
+        A::ON_FAULT_FILESYSTEM
     }
     fn fields(&self) -> Vec<String> {
         let schema = schemars::SchemaGenerator::default().into_root_schema_for::<A>();

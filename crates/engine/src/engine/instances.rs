@@ -86,6 +86,7 @@ impl Instances {
             let work_dir = run_dir.join("targets").join(file_name(&c.instance));
             let dirs = provider::TargetDirs {
                 work_dir: &work_dir,
+                fault_disk: crate::fault::on_fault_filesystem(engine.spec, &c.target),
                 run_dir: &run_dir,
                 log_dir: engine.log_dir,
                 log_name: &file_name(&c.instance),
@@ -194,6 +195,7 @@ fn describe(cell: &Cell, spec: &Spec, t: &RunningTarget, work_dir: Option<PathBu
         work_dir: work_dir.map(|d| d.display().to_string()),
         binary,
         image: target_spec.image.clone(),
+        fault_filesystem: t.process().is_some_and(|p| p.disk().is_some()),
         probes: Vec::new(),
     }
 }

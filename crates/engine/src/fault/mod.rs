@@ -33,6 +33,14 @@ pub fn provider_faults(provider: ProviderKind) -> Vec<&'static dyn FaultType> {
     }
 }
 
+/// Whether a fault of `spec` acts on the disk under `target`'s data (a
+/// process target's), so the target runs on the fault filesystem.
+pub fn on_fault_filesystem(spec: &Spec, target: &str) -> bool {
+    let process = provider_faults(ProviderKind::Process);
+    let on_disk = |action: &str| process.iter().any(|t| t.name() == action && t.on_fault_filesystem());
+    spec.scenarios.iter().flat_map(|s| &s.faults).any(|f| f.target == target && on_disk(&f.action))
+}
+
 /// The registered type of the fault's action in the backend that applies
 /// it (as [`apply`] chooses it).
 fn backend_type(

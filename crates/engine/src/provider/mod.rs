@@ -88,6 +88,8 @@ impl RunningTarget {
 /// directory (process targets), and the run's log directory.
 pub struct TargetDirs<'a> {
     pub work_dir: &'a Path,
+    /// The target's data goes on the fault filesystem (process targets).
+    pub fault_disk: bool,
     pub run_dir: &'a Path,
     pub log_dir: &'a Path,
     /// Names its log file (`logs/NAME.log`), the instance for a matrix.
@@ -104,7 +106,12 @@ pub async fn start(
     match spec.provider {
         ProviderKind::Process => {
             let log_path = dirs.log_dir.join(format!("{}.log", dirs.log_name));
-            let own = process::Dirs { work_dir: dirs.work_dir, run_dir: dirs.run_dir, log_path: &log_path };
+            let own = process::Dirs {
+                work_dir: dirs.work_dir,
+                fault_disk: dirs.fault_disk,
+                run_dir: dirs.run_dir,
+                log_path: &log_path,
+            };
             process::start(name, spec, driver, &own).await
         }
         ProviderKind::External => external::start(name, spec, driver).await,

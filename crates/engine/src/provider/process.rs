@@ -135,10 +135,30 @@ struct Launch {
 /// A process target's server, which a `restart` fault replaces while the
 /// run holds the target.
 pub struct ProcessSlot {
+    /// Before `disk`: a slot dropped in a hurry kills the server before
+    /// it unmounts the filesystem under it.
     current: tokio::sync::Mutex<Option<ManagedProcess>>,
     /// The current group's id, 0 while none runs.
     pgid: AtomicI32,
     launch: Launch,
+    /// The fault filesystem under its working directory, when its faults need one.
+    disk: std::sync::Mutex<Option<faultline_faultfs::Mounted>>,
+}
+
+/// Mounts the fault filesystem over `work_dir`, its files kept beside it
+/// in `WORK_DIR.disk` (listed for teardown like the directory itself).
+fn fault_disk(name: &str, work_dir: &Path) -> anyhow::Result<faultline_faultfs::Mounted> {
+    let mut backing = work_dir.as_os_str().to_owned();
+    backing.push(".disk");
+    let backing = PathBuf::from(backing);
+    let listed = faultline_kind::ledger::Resource::DataDirectory {
+        target: name.to_string(),
+        path: backing.display().to_string(),
+    };
+    faultline_kind::ledger::record(listed)?;
+    std::fs::create_dir_all(&backing).with_context(|| format!("cannot create {}", backing.display()))?;
+    faultline_faultfs::mount(&backing, work_dir, name)
+        .with_context(|| format!("target `{name}`: cannot mount the fault filesystem over {}", work_dir.display()))
 }
 
 impl ProcessSlot {
@@ -155,13 +175,24 @@ impl ProcessSlot {
         &self.launch.command
     }
 
-    /// Stops the server, for good: the target is stopping.
+    /// Stops the server, for good: the target is stopping; then the
+    /// filesystem under it, if any, is unmounted.
     pub async fn stop(&self) {
         let current = self.current.lock().await.take();
         self.pgid.store(0, Ordering::SeqCst);
         if let Some(p) = current {
             p.stop().await;
         }
+        if let Some(disk) = self.disk().take() {
+            if let Err(e) = disk.unmount() {
+                crate::stdout::say_err!("warning: {}: unmounting its fault filesystem: {e}", self.launch.label);
+            }
+        }
+    }
+
+    /// The fault filesystem under the server's data, when it runs on one.
+    pub fn disk(&self) -> std::sync::MutexGuard<'_, Option<faultline_faultfs::Mounted>> {
+        self.disk.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Ends the server with `sig` (SIGKILL: a crash; SIGTERM: a clean
@@ -204,6 +235,9 @@ impl ProcessSlot {
 pub struct Dirs<'a> {
     /// Its working directory: `{target_dir}`, its own, created empty.
     pub work_dir: &'a Path,
+    /// Put it on the fault filesystem (its files in `WORK_DIR.disk`), for
+    /// faults on the disk under it.
+    pub fault_disk: bool,
     /// The run directory: `{run_dir}`.
     pub run_dir: &'a Path,
     pub log_path: &'a Path,
@@ -230,6 +264,10 @@ pub async fn start(
     };
     faultline_kind::ledger::record(data)?;
     std::fs::create_dir_all(dirs.work_dir).with_context(|| format!("cannot create {}", dirs.work_dir.display()))?;
+    let disk = match dirs.fault_disk {
+        true => Some(fault_disk(name, dirs.work_dir)?),
+        false => None,
+    };
     if !spec.args.iter().any(|a| a.contains("{port}")) {
         args.extend(driver.listen_args(port, dirs.work_dir));
     }
@@ -257,6 +295,7 @@ pub async fn start(
                 pgid: AtomicI32::new(process.pgid),
                 current: tokio::sync::Mutex::new(Some(process)),
                 launch,
+                disk: std::sync::Mutex::new(disk),
             })),
             docker: None,
             driver: target_driver,
