@@ -126,3 +126,50 @@ fn a_full_disk_refuses_writes_until_it_heals_and_loses_nothing_acknowledged() {
     // The only gate is the check's: refused writes were never acknowledged.
     assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
 }
+
+/// The fault filesystems mounted now whose mountpoint is `path`.
+fn mounted_at(path: &std::path::Path) -> usize {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let at = format!(" {} ", path.display());
+    table.lines().filter(|l| l.contains(&at) && l.contains(" faultline-faultfs:")).count()
+}
+
+/// faultline SIGKILLed while a target's data is on the fault filesystem:
+/// the mount is left answering ENOTCONN (nothing hangs), and `teardown`
+/// finds it in the mount table, detaches it, and removes the directories.
+#[test]
+fn a_killed_runs_fault_filesystem_is_unmounted_by_teardown() {
+    let _load = shared();
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let text = spec("always", "action: power-loss")
+        .replace("duration: 1500ms", "duration: 120s")
+        .replace("at: 1s", "at: 100s");
+    let (_d, path) = spec_file(&text);
+    let dir = killed_when(&path, state.path(), out.path(), "is up:");
+    let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let data = dir.join("targets/cache");
+    assert_eq!(mounted_at(&data), 1, "left mounted by the killed run");
+    let stat = std::fs::metadata(&data).map(|_| ()).unwrap_err();
+    assert_eq!(stat.raw_os_error(), Some(libc::ENOTCONN), "a dead mount answers at once: {stat}");
+    let teardown = |args: &[&str]| {
+        let o = faultline().arg("teardown").args(args).env("FAULTLINE_STATE_DIR", state.path()).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, listed, err) = teardown(&["--dry-run", "--run", &id]);
+    assert_eq!(code, Some(0), "{listed}{err}");
+    assert!(
+        listed.contains(&format!("would unmount the fault filesystem at {} (target cache", data.display())),
+        "{listed}"
+    );
+    assert_eq!(mounted_at(&data), 1, "a dry run unmounts nothing");
+    let (code, removed, err) = teardown(&["--run", &id]);
+    assert_eq!(code, Some(0), "{removed}{err}");
+    assert!(removed.contains(&format!("unmounted the fault filesystem at {}", data.display())), "{removed}");
+    assert_eq!(mounted_at(&data), 0, "{removed}");
+    assert!(!data.exists() && !dir.join("targets/cache.disk").exists(), "{removed}");
+}

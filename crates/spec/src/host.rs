@@ -14,6 +14,28 @@ pub fn skip_program_checks() {
     PROGRAMS_UNCHECKED.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Whether this host can mount faultline's fault filesystem (FUSE, as
+/// root), which a target's disk faults run on: why not, otherwise.
+pub fn check_fault_filesystem() -> Result<(), String> {
+    if PROGRAMS_UNCHECKED.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Err(
+            "this machine has no /dev/fuse: the fault filesystem under disk faults needs FUSE (Debian: fuse3)".into()
+        );
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let effective = status.lines().find_map(|l| l.strip_prefix("Uid:")?.split_whitespace().nth(1)?.parse::<u32>().ok());
+    match effective {
+        Some(0) => Ok(()),
+        _ => {
+            Err("the fault filesystem under disk faults is a FUSE mount, which needs root: run faultline as root"
+                .into())
+        }
+    }
+}
+
 /// Whether `command` names a program that can be started: a path (with `/`,
 /// from the working directory) to an executable file, or a name found on
 /// PATH. Checked before anything starts, so a typo costs no ready_timeout.

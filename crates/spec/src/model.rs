@@ -105,6 +105,11 @@ pub struct TargetSpec {
     /// How long to wait for the target to answer before giving up.
     #[serde(default = "default_ready_timeout")]
     pub ready_timeout: Dur,
+    /// process: run its data on faultline's fault filesystem (FUSE) even
+    /// when no disk fault names it, e.g. to measure what the layer costs
+    /// (a target a disk fault names runs on it anyway).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fault_filesystem: bool,
     /// Whether the client cancels an op at its deadline (like a driver's
     /// cancellation token). `false` leaves it to the server, so the hang
     /// watchdog sees what the server really does.

@@ -237,6 +237,12 @@ fn validate_target(at: &str, name: &str, t: &TargetSpec, catalog: &dyn Catalog) 
     if t.ready_timeout.0.is_zero() {
         return Err((format!("{at}.ready_timeout"), "must be longer than 0s".into()));
     }
+    if t.fault_filesystem {
+        if t.provider != ProviderKind::Process {
+            return Err((format!("{at}.fault_filesystem"), "applies only to provider: process".into()));
+        }
+        crate::host::check_fault_filesystem().map_err(|e| (format!("{at}.fault_filesystem"), e))?;
+    }
     validate_options(&format!("{at}.options"), t, t.options.as_ref(), catalog)
 }
 

@@ -38,7 +38,8 @@ pub fn provider_faults(provider: ProviderKind) -> Vec<&'static dyn FaultType> {
 pub fn on_fault_filesystem(spec: &Spec, target: &str) -> bool {
     let process = provider_faults(ProviderKind::Process);
     let on_disk = |action: &str| process.iter().any(|t| t.name() == action && t.on_fault_filesystem());
-    spec.scenarios.iter().flat_map(|s| &s.faults).any(|f| f.target == target && on_disk(&f.action))
+    let asked = spec.targets.get(target).is_some_and(|t| t.fault_filesystem);
+    asked || spec.scenarios.iter().flat_map(|s| &s.faults).any(|f| f.target == target && on_disk(&f.action))
 }
 
 /// The registered type of the fault's action in the backend that applies

@@ -231,20 +231,8 @@ impl Apply<Process> for Restart {
     }
 }
 
-/// Why a disk fault cannot run here: the fault filesystem needs FUSE and root.
-fn fault_filesystem_missing() -> Option<String> {
-    if !std::path::Path::new("/dev/fuse").exists() {
-        return Some("this machine has no /dev/fuse: disk faults run on a FUSE filesystem (Debian: fuse3)".into());
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("disk faults mount a FUSE filesystem, which needs root: run faultline as root".into());
-    }
-    None
-}
-
 fn check_disk() -> Result<(), (&'static str, String)> {
-    fault_filesystem_missing().map_or(Ok(()), |why| Err(("action", why)))
+    crate::spec::host::check_fault_filesystem().map_err(|why| ("action", why))
 }
 
 impl Process {
