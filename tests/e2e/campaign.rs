@@ -300,6 +300,15 @@ fn the_durability_campaign_runs_with_quick() {
             assert!(row["lost"].as_u64().unwrap() > 0, "appendfsync no loses what it acknowledged: {row}");
         }
     }
+    // The disk under the AOF filled: writes refused with a server error
+    // meanwhile, nothing acknowledged lost.
+    let full: Vec<&serde_json::Value> = cells(&r).iter().filter(|c| c["scenario"] == "disk-full").collect();
+    assert_eq!(full.len(), 3 * 2, "repeats x variants");
+    for c in full {
+        assert!(c["faults"][0]["evidence"].as_str().unwrap().contains("ENOSPC"), "{}", c["faults"][0]);
+        assert!(c["stats"]["errors"]["server"].as_u64().unwrap() > 0, "{}", c["stats"]);
+        assert_eq!(c["checks"][0]["violations"], 0, "{}", c["checks"][0]);
+    }
     let report = run.report();
     for needle in [
         "## Crash recovery",
