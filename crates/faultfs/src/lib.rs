@@ -128,7 +128,8 @@ impl Mounted {
     /// Throws away every write not made durable, file by file. The writers
     /// must be stopped first (the server killed): what they write while
     /// this runs may survive. `torn`: a seed, and of each file's unsynced
-    /// writes a random number survives, the last of them cut short.
+    /// writes a random part survives (appends that followed one another
+    /// count as one write here), the rest is lost.
     pub fn power_loss(&self, torn: Option<u64>) -> Lost {
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(torn.unwrap_or(0));
         let mut lost = Lost::default();
@@ -140,7 +141,8 @@ impl Mounted {
             if log.is_empty() {
                 continue;
             }
-            let cut = torn.map(|_| (rng.random_range(0..=log.len()), rng.random_range(0..4096u64)));
+            // Torn: some entries survive, and a part of the next one.
+            let cut = torn.map(|_| (rng.random_range(0..log.len()), rng.random::<u64>()));
             let reverted =
                 File::options().read(true).write(true).open(backing.join(&path)).and_then(|f| log.revert(&f, cut));
             match reverted {

@@ -2,8 +2,9 @@
 //! file's last durable point (an fsync, an fdatasync, an O_SYNC write),
 //! what it overwrote. Writes go through to the real file at once (so reads
 //! need nothing of this); a power loss walks the log backwards and puts the
-//! old bytes and sizes back. An append overwrote nothing, so a log of
-//! appends (a write-ahead log, Redis's AOF) costs a few words per write.
+//! old bytes and sizes back. An append overwrote nothing, and appends that
+//! follow one another are one entry, so a log of appends (a write-ahead
+//! log, Redis's AOF) costs a few words however long it grows.
 
 use std::fs::File;
 use std::io;
@@ -11,9 +12,10 @@ use std::os::unix::fs::FileExt;
 
 /// One change since the last durable point, with what it replaced.
 enum Entry {
-    /// `len` bytes written at `offset` of a file `old_len` long; `pre` is
-    /// what they overwrote (the part below `old_len`).
-    Write { offset: u64, len: u64, old_len: u64, pre: Vec<u8> },
+    /// `len` bytes written at `offset` of a file `old_len` long, by
+    /// `writes` calls (appends run together); `pre` is what they
+    /// overwrote (the part below `old_len`).
+    Write { offset: u64, len: u64, old_len: u64, pre: Vec<u8>, writes: usize },
     /// The file cut or grown from `old_len` to `new_len`; `cut` is what a
     /// shrink dropped.
     Resize { new_len: u64, old_len: u64, cut: Vec<u8> },
@@ -44,9 +46,17 @@ impl UndoLog {
     /// call it just before the write.
     pub fn before_write(&mut self, file: &File, offset: u64, len: u64) -> io::Result<()> {
         let old_len = file.metadata()?.len();
+        // An append right after an append: the same entry, longer.
+        if let Some(Entry::Write { offset: at, len: run, old_len: before, pre, writes }) = self.entries.last_mut() {
+            if offset == old_len && pre.is_empty() && *before == *at && *at + *run == offset {
+                *run += len;
+                *writes += 1;
+                return Ok(());
+            }
+        }
         let end = offset.saturating_add(len).min(old_len);
         let pre = if end > offset { read_at(file, offset, end - offset)? } else { Vec::new() };
-        self.entries.push(Entry::Write { offset, len, old_len, pre });
+        self.entries.push(Entry::Write { offset, len, old_len, pre, writes: 1 });
         Ok(())
     }
 
@@ -69,15 +79,16 @@ impl UndoLog {
 
     /// Undoes the log on `file`, newest first, back to the last durable
     /// point. `torn`: a disk that kept part of what it was sent, `(k, p)`:
-    /// the first `k` changes survive, and the first `p` bytes of write `k`.
+    /// the first `k` entries survive, and of entry `k` a prefix shorter
+    /// than the whole (`p` modulo its length).
     pub fn revert(&mut self, file: &File, torn: Option<(usize, u64)>) -> io::Result<Reverted> {
         let (keep, prefix) = torn.unwrap_or((0, 0));
         let mut reverted = Reverted::default();
         let entries = std::mem::take(&mut self.entries);
         for (i, entry) in entries.iter().enumerate().skip(keep).rev() {
             match entry {
-                Entry::Write { offset, len, old_len, pre } => {
-                    let kept = if i == keep { prefix.min(*len) } else { 0 };
+                Entry::Write { offset, len, old_len, pre, writes } => {
+                    let kept = if i == keep && *len > 0 { prefix % len } else { 0 };
                     let survivor = read_at(file, *offset, kept)?;
                     file.write_all_at(pre, *offset)?;
                     file.set_len(*old_len)?;
@@ -85,20 +96,21 @@ impl UndoLog {
                         file.write_all_at(&survivor, *offset)?;
                     }
                     reverted.bytes += len - kept;
+                    reverted.changes += writes;
                 }
                 Entry::Resize { new_len, old_len, cut } => {
                     file.set_len(*old_len)?;
                     if !cut.is_empty() {
                         file.write_all_at(cut, *new_len)?;
                     }
+                    reverted.changes += 1;
                 }
             }
-            reverted.changes += 1;
         }
         Ok(reverted)
     }
 
-    /// How many changes the log holds, for choosing a torn cut.
+    /// How many entries the log holds, for choosing a torn cut.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -150,8 +162,9 @@ mod tests {
             let at = file.metadata().unwrap().len();
             write(&mut log, &file, at, chunk);
         }
-        let reverted = log.revert(&file, Some((1, 2))).unwrap();
+        assert_eq!(log.len(), 1, "appends run together");
+        let reverted = log.revert(&file, Some((0, 6))).unwrap();
         assert_eq!(content(&file), b"aaaabb");
-        assert_eq!(reverted, Reverted { changes: 2, bytes: 6 });
+        assert_eq!(reverted, Reverted { changes: 3, bytes: 6 });
     }
 }
