@@ -110,6 +110,8 @@ pub struct ContainerSpec {
     pub tmpfs: Vec<(String, String)>,
     /// Linux capabilities, e.g. `NET_ADMIN` (for packet filters inside).
     pub cap_add: Vec<String>,
+    /// Host directories bound into it, `HOST:CONTAINER`.
+    pub binds: Vec<String>,
     /// Network name to attach to at creation.
     pub network: String,
     pub aliases: Vec<String>,
@@ -244,6 +246,7 @@ impl Docker {
             nano_cpus: spec.cpus.map(|c| (c * 1e9).round() as i64),
             tmpfs: (!spec.tmpfs.is_empty()).then(|| spec.tmpfs.iter().cloned().collect()),
             cap_add: (!spec.cap_add.is_empty()).then(|| spec.cap_add.clone()),
+            binds: (!spec.binds.is_empty()).then(|| spec.binds.clone()),
             network_mode: Some(spec.network.clone()),
             ..Default::default()
         };

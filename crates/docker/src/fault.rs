@@ -15,6 +15,8 @@ use serde::Deserialize;
 
 use crate::members::{Member, Topology};
 use crate::ops::Confirmed;
+use faultline_faultfs::actions::{DiskError, DiskFull, DiskWindow, PowerLoss, SlowDisk};
+use faultline_faultfs::Faults;
 use faultline_kind::fault::{Applied, Apply, Fault, Healed, Undo};
 use faultline_model::faults::Restart as RestartKind;
 use faultline_spec::docker::DiscoverySpec;
@@ -41,6 +43,10 @@ pub static FAULTS: &[&dyn Fault<Containers>] = &[
     &Registered::<Rejoin>::NEW,
     &Registered::<Exec>::NEW,
     &Registered::<Failover>::NEW,
+    &Registered::<PowerLoss>::NEW,
+    &Registered::<DiskFull>::NEW,
+    &Registered::<DiskError>::NEW,
+    &Registered::<SlowDisk>::NEW,
 ];
 
 /// The container faults as validation sees them.
@@ -442,5 +448,94 @@ impl Apply<Containers> for Failover {
         })?;
         let (old, evidence) = topology.failover(&discovery.sentinels, &discovery.master, self.coordinated).await?;
         Ok(Applied::done(vec![old.name], evidence))
+    }
+}
+
+impl Containers {
+    /// `change` to the disk faults under each of `members`; what each disk does now.
+    fn change_disks(&self, members: &[Member], change: impl Fn(&mut Faults)) -> anyhow::Result<String> {
+        let disks = self.topology.disks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut evidence = Vec::new();
+        for m in members {
+            let Some(disk) = disks.get(&m.name) else {
+                anyhow::bail!("`{}` does not run on the fault filesystem (disk faults are for members)", m.name)
+            };
+            evidence.push(format!("{}: {}", m.name, disk.change(&change)));
+        }
+        Ok(evidence.join("; "))
+    }
+}
+
+/// The power goes out under each selected member: its container is killed
+/// (SIGKILL), what its disk had not made durable is thrown away, and it is
+/// started again on what is left.
+#[async_trait::async_trait]
+impl Apply<Containers> for PowerLoss {
+    async fn apply(&self, on: &Containers) -> anyhow::Result<Applied> {
+        let members = on.members().await?;
+        let d = &on.topology.docker;
+        let mut evidence = Vec::new();
+        for m in &members {
+            let killed = d.kill(&m.container, "SIGKILL").await?.evidence;
+            let lost = {
+                let disks = on.topology.disks.lock().unwrap_or_else(|p| p.into_inner());
+                let disk =
+                    disks.get(&m.name).with_context(|| format!("`{}` does not run on the fault filesystem", m.name))?;
+                disk.power_loss(self.torn_seed())
+            };
+            anyhow::ensure!(lost.failed.is_empty(), "`{}`: the power loss could not undo every file: {lost}", m.name);
+            let started = d.start(&m.container).await?.evidence;
+            evidence.push(format!("{}: {killed}; {lost}; {started}", m.name));
+        }
+        on.applied(members, evidence.join("; "), None)
+    }
+}
+
+/// A disk fault on each selected member, in force until its undo.
+fn disk_window(fault: &impl DiskWindow, members: Vec<Member>, on: &Containers) -> anyhow::Result<Applied> {
+    let evidence = on.change_disks(&members, |f| fault.set(f))?;
+    let hit = members.iter().map(|m| format!("{} (its disk)", m.name)).collect();
+    let undo = DiskHeals { topology: Arc::clone(&on.topology), members, heal: fault.healer() };
+    Ok(Applied::undone_by(hit, evidence, undo))
+}
+
+/// Puts back the disks a disk fault changed.
+struct DiskHeals {
+    topology: Arc<Topology>,
+    members: Vec<Member>,
+    heal: fn(&mut Faults),
+}
+
+#[async_trait::async_trait]
+impl Undo for DiskHeals {
+    async fn heal(&self) -> anyhow::Result<Healed> {
+        let on = Containers {
+            topology: Arc::clone(&self.topology),
+            written: String::new(),
+            selector: Selector::Members,
+            discovery: None,
+        };
+        Ok(on.change_disks(&self.members, self.heal)?.into())
+    }
+}
+
+#[async_trait::async_trait]
+impl Apply<Containers> for DiskFull {
+    async fn apply(&self, on: &Containers) -> anyhow::Result<Applied> {
+        disk_window(self, on.members().await?, on)
+    }
+}
+
+#[async_trait::async_trait]
+impl Apply<Containers> for DiskError {
+    async fn apply(&self, on: &Containers) -> anyhow::Result<Applied> {
+        disk_window(self, on.members().await?, on)
+    }
+}
+
+#[async_trait::async_trait]
+impl Apply<Containers> for SlowDisk {
+    async fn apply(&self, on: &Containers) -> anyhow::Result<Applied> {
+        disk_window(self, on.members().await?, on)
     }
 }

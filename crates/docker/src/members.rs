@@ -51,6 +51,8 @@ pub struct Topology {
     pub network: Network,
     pub members: Vec<Member>,
     pub companions: IndexMap<String, Vec<Member>>,
+    /// Each member's fault filesystem (by member name), when its data runs on one.
+    pub disks: std::sync::Mutex<std::collections::HashMap<String, faultline_faultfs::Mounted>>,
     kind: Arc<dyn TopologyKind>,
     driver: Arc<dyn TargetDriver>,
 }
@@ -65,7 +67,7 @@ impl Topology {
         kind: Arc<dyn TopologyKind>,
         driver: Arc<dyn TargetDriver>,
     ) -> Topology {
-        Topology { target, docker, network, members, companions, kind, driver }
+        Topology { target, docker, network, members, companions, disks: Default::default(), kind, driver }
     }
 
     /// Members, then companions.

@@ -47,6 +47,13 @@ impl DockerTarget {
         for e in &removed.errors {
             say_err(format_args!("error: removing target `{}`: {e}", self.topology.target));
         }
+        // The containers are gone: the filesystems under their data can go.
+        let disks = std::mem::take(&mut *self.topology.disks.lock().unwrap_or_else(|p| p.into_inner()));
+        for (member, disk) in disks {
+            if let Err(e) = disk.unmount() {
+                say_err(format_args!("warning: `{member}`: unmounting its fault filesystem: {e}"));
+            }
+        }
         // What is left (if anything) the guard cannot remove either.
         self.guard.disarm();
     }
@@ -63,14 +70,20 @@ pub struct Started {
     pub target: DockerTarget,
 }
 
+/// Where a member's data goes in its container when it runs on the fault filesystem.
+const FAULT_DISK_DIR: &str = "/faultline-data";
+
 /// Starts `name`'s containers, its members run as `kind` says, and waits
-/// until they answer; logs go under `log_dir`.
+/// until they answer; logs go under `log_dir`. `fault_disk`: a directory
+/// under which each member's data runs on the fault filesystem (mounted
+/// there, bound into the container), for disk faults.
 pub async fn start(
     name: &str,
     spec: &TargetSpec,
     driver: Arc<dyn TargetDriver>,
     kind: Arc<dyn TopologyKind>,
     log_dir: &Path,
+    fault_disk: Option<&Path>,
 ) -> anyhow::Result<Started> {
     let label = format!("target `{name}` (docker)");
     let docker = Docker::connect().await.with_context(|| label.clone())?;
@@ -86,8 +99,17 @@ pub async fn start(
     // (Ctrl-C during start) or panics, the guard removes what it created.
     let mut guard = TeardownGuard::new(labels.clone());
     let logs = log_dir.join(name);
-    let mut build =
-        Build { docker: docker.clone(), name, spec, driver, kind, labels: labels.clone(), created: Vec::new() };
+    let mut build = Build {
+        docker: docker.clone(),
+        name,
+        spec,
+        driver,
+        kind,
+        labels: labels.clone(),
+        created: Vec::new(),
+        fault_disk,
+        disks: HashMap::new(),
+    };
     match build.run(&image).await {
         Ok((topology, server, uri)) => {
             Ok(Started { uri, server, target: DockerTarget { topology: Arc::new(topology), labels, logs, guard } })
@@ -138,9 +160,31 @@ struct Build<'a> {
     labels: Labels,
     /// Every container started so far, for logs and error messages.
     created: Vec<Member>,
+    fault_disk: Option<&'a Path>,
+    /// The members' fault filesystems mounted so far.
+    disks: HashMap<String, faultline_faultfs::Mounted>,
 }
 
 impl Build<'_> {
+    /// Mounts the fault filesystem for `member` at `ROOT/MEMBER` (its files
+    /// in `ROOT/MEMBER.disk`, both listed for teardown); the mountpoint.
+    fn mount_disk(&mut self, root: &Path, member: &str) -> anyhow::Result<PathBuf> {
+        let mountpoint = root.join(member);
+        let backing = root.join(format!("{member}.disk"));
+        for dir in [&mountpoint, &backing] {
+            let listed = faultline_kind::ledger::Resource::DataDirectory {
+                target: self.name.to_string(),
+                path: dir.display().to_string(),
+            };
+            faultline_kind::ledger::record(listed)?;
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let mounted = faultline_faultfs::mount(&backing, &mountpoint, member)
+            .with_context(|| format!("`{member}`: cannot mount the fault filesystem over {}", mountpoint.display()))?;
+        self.disks.insert(member.to_string(), mounted);
+        Ok(mountpoint)
+    }
+
     async fn run(&mut self, image: &str) -> Result<(Topology, ServerInfo, String), Failure> {
         let spec = self.spec;
         let net_name = format!("fl-{}-{}", self.labels.run, self.name);
@@ -165,8 +209,23 @@ impl Build<'_> {
                 let primary = (i > 0).then_some((primary_host.as_str(), port));
                 cmd.extend(self.kind.member_args(port, primary));
             }
+            let mut binds = Vec::new();
+            if let Some(root) = self.fault_disk {
+                let args = self.kind.data_args(FAULT_DISK_DIR).ok_or_else(|| {
+                    let kind = self.spec.kind.as_str();
+                    (
+                        anyhow!(
+                            "{kind} members cannot say where their data goes: no disk faults on docker {kind} targets"
+                        ),
+                        None,
+                    )
+                })?;
+                cmd.extend(args);
+                let mountpoint = self.mount_disk(root, &member).map_err(|e| (e, None))?;
+                binds.push(format!("{}:{FAULT_DISK_DIR}", mountpoint.display()));
+            }
             cmd.extend(spec.args.iter().map(|a| substitute(a, &vars)));
-            let limits = Limits { env: &spec.env, memory: spec.memory, cpus: spec.cpus, tmpfs: &spec.tmpfs };
+            let limits = Limits { env: &spec.env, memory: spec.memory, cpus: spec.cpus, tmpfs: &spec.tmpfs, binds };
             self.start_container(image, &network, member, None, i, cmd, &vars, limits, Some(port)).await?;
         }
 
@@ -212,7 +271,7 @@ impl Build<'_> {
                 ]);
                 let mut cmd = vec![command.clone()];
                 cmd.extend(c.args.iter().map(|a| substitute(a, &vars)));
-                let limits = Limits { env: &c.env, memory: c.memory, cpus: c.cpus, tmpfs: &c.tmpfs };
+                let limits = Limits { env: &c.env, memory: c.memory, cpus: c.cpus, tmpfs: &c.tmpfs, binds: Vec::new() };
                 self.start_container(&image, &network, cname, Some(group), i, cmd, &vars, limits, c.port).await?;
             }
             companions.insert(group.clone(), self.created[first..].to_vec());
@@ -237,6 +296,7 @@ impl Build<'_> {
             Arc::clone(&self.kind),
             Arc::clone(&self.driver),
         );
+        *topology.disks.lock().unwrap_or_else(|p| p.into_inner()) = std::mem::take(&mut self.disks);
         let uri = match &spec.discovery {
             None => self.group_uri(&topology).await?,
             Some(d) => self.discovery_ready(&topology, d).await?,
@@ -320,6 +380,7 @@ impl Build<'_> {
             memory: limits.memory.map(|m| m.0),
             cpus: limits.cpus,
             tmpfs: limits.tmpfs.iter().map(|t| split_tmpfs(t)).collect(),
+            binds: limits.binds,
             // For faults that cut links with the packet filter inside.
             cap_add: vec!["NET_ADMIN".into()],
             network: network.name.clone(),
@@ -425,6 +486,8 @@ struct Limits<'a> {
     memory: Option<Size>,
     cpus: Option<f64>,
     tmpfs: &'a [String],
+    /// `HOST:CONTAINER` directories bound in.
+    binds: Vec<String>,
 }
 
 fn ready_check(r: &ReadySpec, network: &Network) -> ReadyCheck {

@@ -67,6 +67,7 @@ fn redis_spec(labels: &Labels, network: &Network, host: &str) -> ContainerSpec {
     let mut l = labels.to_map();
     l.insert(MEMBER_LABEL.into(), host.into());
     ContainerSpec {
+        binds: Vec::new(),
         name: format!("fl-{}-{host}", labels.run),
         hostname: host.into(),
         image: IMAGE.into(),
@@ -296,7 +297,7 @@ scenarios:
             let t = &spec.targets["kv"];
             let driver = (faultline_kind_redis::KIND.driver)(None).unwrap();
             let members = (faultline_kind_redis::KIND.members)();
-            let target = crate::provider::start("kv", t, driver, members, &log_dir).await.unwrap();
+            let target = crate::provider::start("kv", t, driver, members, &log_dir, None).await.unwrap();
             let topo = Arc::clone(&target.target.topology);
             let result = async {
                 assert_eq!(topo.primary().await?.name, "kv-0");
@@ -335,6 +336,76 @@ scenarios:
                 assert!(log_dir.join("kv").join(log).is_file(), "{log} not saved");
             }
         });
+    }
+
+    const DISK_SPEC: &str = r#"name: disk
+targets:
+  kv:
+    kind: redis
+    provider: docker
+    image: faultline/redis:bookworm
+    args: [--appendonly, "yes", --appendfsync, "FSYNC"]
+workloads:
+  w: {ops: {set: 1}}
+profiles:
+  p: {closed: 1x1}
+scenarios:
+  - {name: s, target: kv, workload: w, profiles: [p]}
+"#;
+
+    /// A member's data on the fault filesystem, bound into its container:
+    /// a power loss throws away what Redis had not fsynced (`appendfsync
+    /// no`) and keeps what it had (`always`); a full disk is what the
+    /// server inside sees, until it heals.
+    #[test]
+    fn a_members_data_on_the_fault_filesystem_loses_only_what_was_not_fsynced() {
+        for (fsync, kept) in [("always", "5"), ("no", "0")] {
+            let spec = parse("disk.yaml", &DISK_SPEC.replace("FSYNC", fsync));
+            let dir = tempfile::tempdir().unwrap();
+            let log_dir = dir.path().join("disk-run").join("logs");
+            std::fs::create_dir_all(&log_dir).unwrap();
+            let data = dir.path().join("disk-run/targets/kv");
+            runtime().block_on(async {
+                let t = &spec.targets["kv"];
+                let driver = (faultline_kind_redis::KIND.driver)(None).unwrap();
+                let members = (faultline_kind_redis::KIND.members)();
+                let target = crate::provider::start("kv", t, driver, members, &log_dir, Some(&data)).await.unwrap();
+                let topo = Arc::clone(&target.target.topology);
+                let fault = |action: &str| -> faultline_spec::FaultSpec {
+                    serde_json::from_value(
+                        serde_json::json!({"name": "f", "at": "1s", "action": action, "target": "kv.member[0]"}),
+                    )
+                    .unwrap()
+                };
+                let result = async {
+                    d_exec(&topo, "kv-0", "sh -c 'for i in 1 2 3 4 5; do redis-cli set k$i v; done'").await?;
+                    let applied = crate::fault::apply(&topo, &fault("power-loss"), &spec).await?;
+                    assert!(applied.evidence.contains("thrown away") && applied.undo.is_none(), "{}", applied.evidence);
+                    let mut answer = String::new();
+                    for _ in 0..100 {
+                        answer = d_exec(&topo, "kv-0", "redis-cli dbsize").await.unwrap_or_default();
+                        if !answer.trim().is_empty() && !answer.contains("LOADING") {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    assert_eq!(answer.trim(), kept, "appendfsync {fsync}: {}", applied.evidence);
+                    let full = crate::fault::apply(&topo, &fault("disk-full"), &spec).await?;
+                    assert!(full.evidence.contains("ENOSPC"), "{}", full.evidence);
+                    let refused =
+                        d_exec(&topo, "kv-0", "sh -c 'exec 2>&1; echo x > /faultline-data/probe; echo $?'").await?;
+                    assert!(refused.contains("No space left on device"), "{refused}");
+                    let healed = full.undo.unwrap().heal().await?;
+                    assert!(healed.evidence.contains("healthy"), "{}", healed.evidence);
+                    anyhow::Ok(())
+                }
+                .await;
+                target.target.stop().await;
+                result.unwrap();
+                let mounted = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+                assert!(!mounted.contains(&data.display().to_string()), "unmounted when the target stopped");
+            });
+        }
     }
 
     async fn d_exec(topo: &crate::members::Topology, name: &str, cmd: &str) -> anyhow::Result<String> {

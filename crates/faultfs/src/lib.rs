@@ -17,8 +17,11 @@
 //!
 //! - log.rs: one file's undo log (what each unsynced change replaced);
 //! - fs.rs: the filesystem, a passthrough that keeps the logs;
-//! - [`stale`]: mounts of faultline's that nothing serves any more.
+//! - [`stale`]: mounts of faultline's that nothing serves any more;
+//! - [`actions`]: the disk faults as a spec writes them, which the process
+//!   and docker providers apply to the mounts under their targets.
 
+pub mod actions;
 mod fs;
 mod log;
 pub mod stale;
@@ -46,6 +49,32 @@ pub struct Faults {
     pub slow_fsync: Duration,
     /// Each write takes this much longer.
     pub slow_write: Duration,
+}
+
+impl std::fmt::Display for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut said = Vec::new();
+        if self.full {
+            said.push("writes and fsyncs answer ENOSPC".to_string());
+        }
+        if self.write_error {
+            said.push("writes answer EIO".to_string());
+        }
+        if self.fsync_error {
+            said.push("fsyncs answer EIO".to_string());
+        }
+        let slower = |d: Duration| faultline_model::units::format_duration(d);
+        if !self.slow_fsync.is_zero() {
+            said.push(format!("each fsync {} slower", slower(self.slow_fsync)));
+        }
+        if !self.slow_write.is_zero() {
+            said.push(format!("each write {} slower", slower(self.slow_write)));
+        }
+        match said.is_empty() {
+            true => f.write_str("healthy"),
+            false => f.write_str(&said.join(", ")),
+        }
+    }
 }
 
 /// What a power loss threw away.
@@ -123,6 +152,14 @@ impl Mounted {
     /// The faults in force now.
     pub fn faults(&self) -> Faults {
         *self.shared.faults.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Changes the faults in force; says what the disk under
+    /// `mountpoint` does now (the layer holds it from the next call on).
+    pub fn change(&self, change: impl FnOnce(&mut Faults)) -> String {
+        let mut faults = self.shared.faults.lock().unwrap_or_else(|p| p.into_inner());
+        change(&mut faults);
+        format!("the disk under {} now: {}", self.mountpoint.display(), *faults)
     }
 
     /// Throws away every write not made durable, file by file. The writers

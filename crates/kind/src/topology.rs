@@ -38,6 +38,13 @@ pub trait TopologyKind: Send + Sync {
     }
     /// The member's role now, asked of the server at `uri`.
     async fn role(&self, uri: &str) -> anyhow::Result<Role>;
+    /// Arguments that make a member keep its files in `dir` (a directory
+    /// inside its container), for data on the fault filesystem; None for
+    /// a kind that cannot say where.
+    fn data_args(&self, dir: &str) -> Option<Vec<String>> {
+        let _ = dir;
+        None
+    }
     /// The `host:port` the kind's driver names the one server at `uri` by
     /// when it says which server answered a read; None for a kind whose
     /// driver does not say, or a URI of several servers.

@@ -238,8 +238,8 @@ fn validate_target(at: &str, name: &str, t: &TargetSpec, catalog: &dyn Catalog) 
         return Err((format!("{at}.ready_timeout"), "must be longer than 0s".into()));
     }
     if t.fault_filesystem {
-        if t.provider != ProviderKind::Process {
-            return Err((format!("{at}.fault_filesystem"), "applies only to provider: process".into()));
+        if t.provider == ProviderKind::External {
+            return Err((format!("{at}.fault_filesystem"), "applies only to providers process and docker".into()));
         }
         crate::host::check_fault_filesystem().map_err(|e| (format!("{at}.fault_filesystem"), e))?;
     }

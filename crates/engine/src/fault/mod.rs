@@ -33,13 +33,18 @@ pub fn provider_faults(provider: ProviderKind) -> Vec<&'static dyn FaultType> {
     }
 }
 
-/// Whether a fault of `spec` acts on the disk under `target`'s data (a
-/// process target's), so the target runs on the fault filesystem.
+/// Whether `target`'s data runs on the fault filesystem: the spec asks
+/// for it, or a fault of the spec aimed at it (or at its members) acts on
+/// the disk under it.
 pub fn on_fault_filesystem(spec: &Spec, target: &str) -> bool {
-    let process = provider_faults(ProviderKind::Process);
-    let on_disk = |action: &str| process.iter().any(|t| t.name() == action && t.on_fault_filesystem());
-    let asked = spec.targets.get(target).is_some_and(|t| t.fault_filesystem);
-    asked || spec.scenarios.iter().flat_map(|s| &s.faults).any(|f| f.target == target && on_disk(&f.action))
+    let Some(t) = spec.targets.get(target) else { return false };
+    let registry = provider_faults(t.provider);
+    let on_disk = |action: &str| registry.iter().any(|r| r.name() == action && r.on_fault_filesystem());
+    let aimed_here = |f: &FaultSpec| {
+        f.target == target
+            || faultline_spec::selector::parse_selector(&f.target, spec).is_ok_and(|s| s.target == target)
+    };
+    t.fault_filesystem || spec.scenarios.iter().flat_map(|s| &s.faults).any(|f| aimed_here(f) && on_disk(&f.action))
 }
 
 /// The registered type of the fault's action in the backend that applies

@@ -21,9 +21,10 @@ use crate::provider::process::ProcessSlot;
 use crate::provider::process_group;
 use crate::spec::fault::Site;
 use crate::spec::{Action, FaultSpec, Registered};
+use faultline_faultfs::actions::{DiskError, DiskFull, DiskWindow, PowerLoss, SlowDisk};
+use faultline_faultfs::Faults;
 use faultline_kind::fault::{Applied, Apply, Fault, Healed, Undo};
 use faultline_model::faults::Restart as RestartKind;
-use faultline_model::units::Dur;
 
 /// Every process fault, in the order errors list them.
 pub static FAULTS: &[&dyn Fault<Process>] = &[
@@ -231,104 +232,7 @@ impl Apply<Process> for Restart {
     }
 }
 
-fn check_disk() -> Result<(), (&'static str, String)> {
-    crate::spec::host::check_fault_filesystem().map_err(|why| ("action", why))
-}
-
-impl Process {
-    /// Changes the faults of the disk under the target, confirmed by the
-    /// layer holding them; `describe` says what they are now.
-    fn disk(&self, change: impl FnOnce(&mut faultline_faultfs::Faults)) -> anyhow::Result<String> {
-        let disk = self.slot.disk();
-        let Some(mounted) = disk.as_ref() else {
-            anyhow::bail!("target `{}` does not run on the fault filesystem", self.name)
-        };
-        let mut faults = mounted.faults();
-        change(&mut faults);
-        mounted.set_faults(faults);
-        Ok(format!("the disk under {} now: {}", mounted.mountpoint().display(), describe(&mounted.faults())))
-    }
-}
-
-fn describe(f: &faultline_faultfs::Faults) -> String {
-    let mut said = Vec::new();
-    if f.full {
-        said.push("writes and fsyncs answer ENOSPC".to_string());
-    }
-    if f.write_error {
-        said.push("writes answer EIO".to_string());
-    }
-    if f.fsync_error {
-        said.push("fsyncs answer EIO".to_string());
-    }
-    if !f.slow_fsync.is_zero() {
-        said.push(format!("each fsync {} slower", faultline_model::units::format_duration(f.slow_fsync)));
-    }
-    if !f.slow_write.is_zero() {
-        said.push(format!("each write {} slower", faultline_model::units::format_duration(f.slow_write)));
-    }
-    match said.is_empty() {
-        true => "healthy".into(),
-        false => said.join(", "),
-    }
-}
-
-/// Puts back the disk faults a fault set.
-struct DiskHeals {
-    name: String,
-    slot: Arc<ProcessSlot>,
-    heal: fn(&mut faultline_faultfs::Faults),
-}
-
-#[async_trait::async_trait]
-impl Undo for DiskHeals {
-    async fn heal(&self) -> anyhow::Result<Healed> {
-        let on = Process { name: self.name.clone(), slot: Arc::clone(&self.slot) };
-        Ok(on.disk(self.heal)?.into())
-    }
-}
-
-fn disk_fault(
-    on: &Process,
-    set: fn(&mut faultline_faultfs::Faults),
-    heal: fn(&mut faultline_faultfs::Faults),
-) -> anyhow::Result<Applied> {
-    let evidence = on.disk(set)?;
-    let hit = vec![format!("{} (its disk)", on.name)];
-    Ok(Applied::undone_by(hit, evidence, DiskHeals { name: on.name.clone(), slot: Arc::clone(&on.slot), heal }))
-}
-
-/// The power goes out: the server is killed with SIGKILL, every write its
-/// disk had not made durable (fsync, fdatasync, O_SYNC) is thrown away,
-/// and it is started again on what a disk would really hold.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PowerLoss {
-    /// A disk that kept part of what it was sent: of each file's unsynced
-    /// writes a random number survive, the last of them cut short (default false).
-    #[serde(default)]
-    torn: bool,
-    /// The seed of a torn power loss's choices, to repeat one (default 1).
-    seed: Option<u64>,
-}
-
-impl Action for PowerLoss {
-    const NAME: &'static str = "power-loss";
-    const ON_FAULT_FILESYSTEM: bool = true;
-    fn restarts(&self) -> Option<RestartKind> {
-        Some(RestartKind::PowerLoss)
-    }
-    fn check(&self, _: &Site) -> Result<(), (&'static str, String)> {
-        if self.seed.is_some() && !self.torn {
-            return Err((
-                "seed",
-                "a seed chooses what a torn power loss keeps: add `torn: true` or drop `seed`".into(),
-            ));
-        }
-        check_disk()
-    }
-}
-
+/// Starts a killed server again on what its disk kept since its last fsyncs.
 #[async_trait::async_trait]
 impl Apply<Process> for PowerLoss {
     async fn apply(&self, on: &Process) -> anyhow::Result<Applied> {
@@ -337,7 +241,7 @@ impl Apply<Process> for PowerLoss {
         let lost = {
             let disk = on.slot.disk();
             let mounted = disk.as_ref().context("the target does not run on the fault filesystem")?;
-            mounted.power_loss(self.torn.then_some(self.seed.unwrap_or(1)))
+            mounted.power_loss(self.torn_seed())
         };
         anyhow::ensure!(lost.failed.is_empty(), "the power loss could not undo every file: {lost}");
         let started = on.slot.start_again().await?;
@@ -345,99 +249,57 @@ impl Apply<Process> for PowerLoss {
     }
 }
 
-/// The disk is full: writes, creations, truncations and fsyncs answer
-/// ENOSPC until it heals.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DiskFull {}
-
-impl Action for DiskFull {
-    const NAME: &'static str = "disk-full";
-    const HEALS: bool = true;
-    const ON_FAULT_FILESYSTEM: bool = true;
-    fn check(&self, _: &Site) -> Result<(), (&'static str, String)> {
-        check_disk()
-    }
+/// A disk fault in force from its apply until its undo.
+async fn disk_window(fault: &impl DiskWindow, on: &Process) -> anyhow::Result<Applied> {
+    let evidence = on.change_disk(|f| fault.set(f))?;
+    let hit = vec![format!("{} (its disk)", on.name)];
+    let heal = fault.healer();
+    Ok(Applied::undone_by(hit, evidence, DiskHeals { name: on.name.clone(), slot: Arc::clone(&on.slot), heal }))
 }
 
 #[async_trait::async_trait]
 impl Apply<Process> for DiskFull {
     async fn apply(&self, on: &Process) -> anyhow::Result<Applied> {
-        disk_fault(on, |f| f.full = true, |f| f.full = false)
-    }
-}
-
-/// Which calls a disk fault answers.
-#[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq)]
-#[serde(rename_all = "lowercase")]
-pub enum DiskCall {
-    Fsync,
-    Write,
-}
-
-/// The disk fails: fsync (or write) answers EIO until it heals; a failed
-/// fsync makes nothing durable.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DiskError {
-    /// The calls that fail: fsync (the default) or write.
-    on: Option<DiskCall>,
-}
-
-impl Action for DiskError {
-    const NAME: &'static str = "disk-error";
-    const HEALS: bool = true;
-    const ON_FAULT_FILESYSTEM: bool = true;
-    fn check(&self, _: &Site) -> Result<(), (&'static str, String)> {
-        check_disk()
+        disk_window(self, on).await
     }
 }
 
 #[async_trait::async_trait]
 impl Apply<Process> for DiskError {
     async fn apply(&self, on: &Process) -> anyhow::Result<Applied> {
-        match self.on.unwrap_or(DiskCall::Fsync) {
-            DiskCall::Fsync => disk_fault(on, |f| f.fsync_error = true, |f| f.fsync_error = false),
-            DiskCall::Write => disk_fault(on, |f| f.write_error = true, |f| f.write_error = false),
-        }
-    }
-}
-
-/// The disk is slow: each fsync (or write) takes `delay` longer until it heals.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SlowDisk {
-    /// How much longer each call takes, e.g. 50ms.
-    delay: Dur,
-    /// The calls it slows: fsync (the default) or write.
-    on: Option<DiskCall>,
-}
-
-impl Action for SlowDisk {
-    const NAME: &'static str = "slow-disk";
-    const HEALS: bool = true;
-    const ON_FAULT_FILESYSTEM: bool = true;
-    fn check(&self, _: &Site) -> Result<(), (&'static str, String)> {
-        if self.delay.0 > Duration::from_secs(60) {
-            return Err(("delay", "at most 60s: a call slower than that is a hung disk (use pause)".into()));
-        }
-        check_disk()
+        disk_window(self, on).await
     }
 }
 
 #[async_trait::async_trait]
 impl Apply<Process> for SlowDisk {
     async fn apply(&self, on: &Process) -> anyhow::Result<Applied> {
-        let delay = self.delay.0;
-        let evidence = on.disk(|f| match self.on.unwrap_or(DiskCall::Fsync) {
-            DiskCall::Fsync => f.slow_fsync = delay,
-            DiskCall::Write => f.slow_write = delay,
-        })?;
-        let heal: fn(&mut faultline_faultfs::Faults) = match self.on.unwrap_or(DiskCall::Fsync) {
-            DiskCall::Fsync => |f| f.slow_fsync = Duration::ZERO,
-            DiskCall::Write => |f| f.slow_write = Duration::ZERO,
-        };
-        let hit = vec![format!("{} (its disk)", on.name)];
-        Ok(Applied::undone_by(hit, evidence, DiskHeals { name: on.name.clone(), slot: Arc::clone(&on.slot), heal }))
+        disk_window(self, on).await
+    }
+}
+
+impl Process {
+    /// Changes the faults of the disk under the target; says what they are now.
+    fn change_disk(&self, change: impl FnOnce(&mut Faults)) -> anyhow::Result<String> {
+        let disk = self.slot.disk();
+        match disk.as_ref() {
+            Some(mounted) => Ok(mounted.change(change)),
+            None => anyhow::bail!("target `{}` does not run on the fault filesystem", self.name),
+        }
+    }
+}
+
+/// Puts back the disk faults a fault set.
+struct DiskHeals {
+    name: String,
+    slot: Arc<ProcessSlot>,
+    heal: fn(&mut Faults),
+}
+
+#[async_trait::async_trait]
+impl Undo for DiskHeals {
+    async fn heal(&self) -> anyhow::Result<Healed> {
+        let on = Process { name: self.name.clone(), slot: Arc::clone(&self.slot) };
+        Ok(on.change_disk(self.heal)?.into())
     }
 }

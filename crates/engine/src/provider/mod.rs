@@ -117,8 +117,10 @@ pub async fn start(
         ProviderKind::External => external::start(name, spec, driver).await,
         ProviderKind::Docker => {
             let members = kinds.members(&spec.kind);
+            let fault_disk = dirs.fault_disk.then_some(dirs.work_dir);
             let started =
-                faultline_docker::provider::start(name, spec, Arc::clone(&driver), members, dirs.log_dir).await?;
+                faultline_docker::provider::start(name, spec, Arc::clone(&driver), members, dirs.log_dir, fault_disk)
+                    .await?;
             Ok(RunningTarget {
                 name: name.to_string(),
                 uri: started.uri,

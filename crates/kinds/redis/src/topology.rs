@@ -15,6 +15,10 @@ impl TopologyKind for RedisTopology {
         6379
     }
 
+    fn data_args(&self, dir: &str) -> Option<Vec<String>> {
+        Some(vec!["--dir".into(), dir.into()])
+    }
+
     fn member_args(&self, port: u16, primary: Option<(&str, u16)>) -> Vec<String> {
         // Reachable from the host and the peers (a container's own network is
         // the boundary), no persistence unless the spec's args ask for it, and
