@@ -473,6 +473,9 @@ impl Containers {
 impl Apply<Containers> for PowerLoss {
     async fn apply(&self, on: &Containers) -> anyhow::Result<Applied> {
         let members = on.members().await?;
+        // Known before any is killed: a power loss that cannot undo
+        // anything must not leave a member down.
+        on.change_disks(&members, |_| {})?;
         let d = &on.topology.docker;
         let mut evidence = Vec::new();
         for m in &members {

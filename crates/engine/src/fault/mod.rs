@@ -34,17 +34,15 @@ pub fn provider_faults(provider: ProviderKind) -> Vec<&'static dyn FaultType> {
 }
 
 /// Whether `target`'s data runs on the fault filesystem: the spec asks
-/// for it, or a fault of the spec aimed at it (or at its members) acts on
-/// the disk under it.
+/// for it, or a scenario it is a target of has a fault that acts on the
+/// disk (each of a scenario's targets gets the scenario's faults in its
+/// own cells, whichever the fault names).
 pub fn on_fault_filesystem(spec: &Spec, target: &str) -> bool {
     let Some(t) = spec.targets.get(target) else { return false };
     let registry = provider_faults(t.provider);
     let on_disk = |action: &str| registry.iter().any(|r| r.name() == action && r.on_fault_filesystem());
-    let aimed_here = |f: &FaultSpec| {
-        f.target == target
-            || faultline_spec::selector::parse_selector(&f.target, spec).is_ok_and(|s| s.target == target)
-    };
-    t.fault_filesystem || spec.scenarios.iter().flat_map(|s| &s.faults).any(|f| aimed_here(f) && on_disk(&f.action))
+    let its_scenarios = spec.scenarios.iter().filter(|s| s.target.names().iter().any(|n| n == target));
+    t.fault_filesystem || its_scenarios.flat_map(|s| &s.faults).any(|f| on_disk(&f.action))
 }
 
 /// The registered type of the fault's action in the backend that applies

@@ -237,6 +237,9 @@ impl Apply<Process> for Restart {
 impl Apply<Process> for PowerLoss {
     async fn apply(&self, on: &Process) -> anyhow::Result<Applied> {
         let pgid = on.group()?;
+        // Known before the server is killed: a power loss that cannot
+        // undo anything must not leave it down.
+        anyhow::ensure!(on.slot.disk().is_some(), "target `{}` does not run on the fault filesystem", on.name);
         let ended = on.slot.end(libc::SIGKILL).await?;
         let lost = {
             let disk = on.slot.disk();
