@@ -20,7 +20,7 @@ pub fn crash_recovery(rows: &[RecoveryRow]) -> String {
         return String::new();
     }
     let mut out = String::from(
-        "## Crash recovery\n\nEach restart killed the server (`crash`: SIGKILL) or shut it down (`clean`: SIGTERM) and started it again on its own data; then every write acknowledged in the cell was looked for.\n\n| scenario | matrix | variant | restart | result |\n|---|---|---|---|---|\n",
+        "## Crash recovery\n\nEach restart killed the server (`crash`: SIGKILL), shut it down (`clean`: SIGTERM) or cut its power (`power-loss`: SIGKILL, and every write its disk had not fsynced thrown away) and started it again on its own data; then every write acknowledged in the cell was looked for.\n\n| scenario | matrix | variant | restart | result |\n|---|---|---|---|---|\n",
     );
     for r in rows {
         out.push_str(&format!(
