@@ -451,19 +451,17 @@ impl Apply<Containers> for Failover {
     }
 }
 
-impl Containers {
-    /// `change` to the disk faults under each of `members`; what each disk does now.
-    fn change_disks(&self, members: &[Member], change: impl Fn(&mut Faults)) -> anyhow::Result<String> {
-        let disks = self.topology.disks.lock().unwrap_or_else(|p| p.into_inner());
-        let mut evidence = Vec::new();
-        for m in members {
-            let Some(disk) = disks.get(&m.name) else {
-                anyhow::bail!("`{}` does not run on the fault filesystem (disk faults are for members)", m.name)
-            };
-            evidence.push(format!("{}: {}", m.name, disk.change(&change)));
-        }
-        Ok(evidence.join("; "))
+/// `change` to the disk faults under each of `members`; what each disk does now.
+fn change_disks(topology: &Topology, members: &[Member], change: impl Fn(&mut Faults)) -> anyhow::Result<String> {
+    let disks = topology.disks.lock().unwrap_or_else(|p| p.into_inner());
+    let mut evidence = Vec::new();
+    for m in members {
+        let Some(disk) = disks.get(&m.name) else {
+            anyhow::bail!("`{}` does not run on the fault filesystem (disk faults are for members)", m.name)
+        };
+        evidence.push(format!("{}: {}", m.name, disk.change(&change)));
     }
+    Ok(evidence.join("; "))
 }
 
 /// The power goes out under each selected member: its container is killed
@@ -475,7 +473,7 @@ impl Apply<Containers> for PowerLoss {
         let members = on.members().await?;
         // Known before any is killed: a power loss that cannot undo
         // anything must not leave a member down.
-        on.change_disks(&members, |_| {})?;
+        change_disks(&on.topology, &members, |_| {})?;
         let d = &on.topology.docker;
         let mut evidence = Vec::new();
         for m in &members {
@@ -496,7 +494,7 @@ impl Apply<Containers> for PowerLoss {
 
 /// A disk fault on each selected member, in force until its undo.
 fn disk_window(fault: &impl DiskWindow, members: Vec<Member>, on: &Containers) -> anyhow::Result<Applied> {
-    let evidence = on.change_disks(&members, |f| fault.set(f))?;
+    let evidence = change_disks(&on.topology, &members, |f| fault.set(f))?;
     let hit = members.iter().map(|m| format!("{} (its disk)", m.name)).collect();
     let undo = DiskHeals { topology: Arc::clone(&on.topology), members, heal: fault.healer() };
     Ok(Applied::undone_by(hit, evidence, undo))
@@ -512,13 +510,7 @@ struct DiskHeals {
 #[async_trait::async_trait]
 impl Undo for DiskHeals {
     async fn heal(&self) -> anyhow::Result<Healed> {
-        let on = Containers {
-            topology: Arc::clone(&self.topology),
-            written: String::new(),
-            selector: Selector::Members,
-            discovery: None,
-        };
-        Ok(on.change_disks(&self.members, self.heal)?.into())
+        Ok(change_disks(&self.topology, &self.members, self.heal)?.into())
     }
 }
 

@@ -465,8 +465,8 @@ impl Filesystem for FaultFs {
             // The log and the write under one lock: a power loss never
             // lands between them.
             let mut state = self.0.state();
-            let at = if append { file.metadata()?.len() } else { offset };
-            state.logs.entry(ino).or_default().before_write(&file, at, data.len() as u64)?;
+            let at = (!append).then_some(offset);
+            let at = state.logs.entry(ino).or_default().before_write(&file, at, data.len() as u64)?;
             file.write_all_at(data, at)
         })();
         if let Err(e) = written {

@@ -8,7 +8,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 
 /// One change since the last durable point, with what it replaced.
 enum Entry {
@@ -18,7 +18,55 @@ enum Entry {
     Write { offset: u64, len: u64, old_len: u64, pre: Vec<u8>, writes: usize },
     /// The file cut or grown from `old_len` to `new_len`; `cut` is what a
     /// shrink dropped.
-    Resize { new_len: u64, old_len: u64, cut: Vec<u8> },
+    Resize { new_len: u64, old_len: u64, cut: Cut },
+}
+
+/// Up to this much of what a truncation drops is kept in memory; more
+/// goes to an unnamed temporary file, so truncating a large file never
+/// allocates its size.
+const IN_MEMORY: u64 = 1 << 20;
+
+/// What a truncation dropped, kept to put back.
+enum Cut {
+    Bytes(Vec<u8>),
+    /// In an unnamed temporary file (gone when closed), `len` bytes long.
+    File {
+        file: File,
+        len: u64,
+    },
+}
+
+/// Copies `len` bytes from `from` at `at` to `to` at `to_at`, a chunk at a time.
+fn copy_range(from: &File, at: u64, to: &File, to_at: u64, len: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < len {
+        let chunk = read_at(from, at + done, (len - done).min(IN_MEMORY))?;
+        to.write_all_at(&chunk, to_at + done)?;
+        done += chunk.len() as u64;
+    }
+    Ok(())
+}
+
+impl Cut {
+    fn save(file: &File, from: u64, len: u64) -> io::Result<Cut> {
+        if len <= IN_MEMORY {
+            return Ok(Cut::Bytes(read_at(file, from, len)?));
+        }
+        let spill = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .open(std::env::temp_dir())?;
+        copy_range(file, from, &spill, 0, len)?;
+        Ok(Cut::File { file: spill, len })
+    }
+
+    fn restore(&self, file: &File, at: u64) -> io::Result<()> {
+        match self {
+            Cut::Bytes(bytes) => file.write_all_at(bytes, at),
+            Cut::File { file: spill, len } => copy_range(spill, 0, file, at, *len),
+        }
+    }
 }
 
 /// What a power loss did to one file.
@@ -42,28 +90,30 @@ fn read_at(file: &File, offset: u64, len: u64) -> io::Result<Vec<u8>> {
 }
 
 impl UndoLog {
-    /// Keeps what writing `len` bytes at `offset` of `file` will overwrite;
-    /// call it just before the write.
-    pub fn before_write(&mut self, file: &File, offset: u64, len: u64) -> io::Result<()> {
+    /// Keeps what writing `len` bytes at `offset` of `file` (None: at its
+    /// end, an append) will overwrite; call it just before the write. The
+    /// offset to write at comes back.
+    pub fn before_write(&mut self, file: &File, offset: Option<u64>, len: u64) -> io::Result<u64> {
         let old_len = file.metadata()?.len();
+        let offset = offset.unwrap_or(old_len);
         // An append right after an append: the same entry, longer.
         if let Some(Entry::Write { offset: at, len: run, old_len: before, pre, writes }) = self.entries.last_mut() {
             if offset == old_len && pre.is_empty() && *before == *at && *at + *run == offset {
                 *run += len;
                 *writes += 1;
-                return Ok(());
+                return Ok(offset);
             }
         }
         let end = offset.saturating_add(len).min(old_len);
         let pre = if end > offset { read_at(file, offset, end - offset)? } else { Vec::new() };
         self.entries.push(Entry::Write { offset, len, old_len, pre, writes: 1 });
-        Ok(())
+        Ok(offset)
     }
 
     /// Keeps what resizing `file` to `new_len` will drop; call it just before.
     pub fn before_resize(&mut self, file: &File, new_len: u64) -> io::Result<()> {
         let old_len = file.metadata()?.len();
-        let cut = if new_len < old_len { read_at(file, new_len, old_len - new_len)? } else { Vec::new() };
+        let cut = Cut::save(file, new_len, old_len.saturating_sub(new_len))?;
         self.entries.push(Entry::Resize { new_len, old_len, cut });
         Ok(())
     }
@@ -100,8 +150,8 @@ impl UndoLog {
                 }
                 Entry::Resize { new_len, old_len, cut } => {
                     file.set_len(*old_len)?;
-                    if !cut.is_empty() {
-                        file.write_all_at(cut, *new_len)?;
+                    if new_len < old_len {
+                        cut.restore(file, *new_len)?;
                     }
                     reverted.changes += 1;
                 }
@@ -128,7 +178,7 @@ mod tests {
     }
 
     fn write(log: &mut UndoLog, file: &File, offset: u64, data: &[u8]) {
-        log.before_write(file, offset, data.len() as u64).unwrap();
+        log.before_write(file, Some(offset), data.len() as u64).unwrap();
         file.write_all_at(data, offset).unwrap();
     }
 
@@ -152,6 +202,19 @@ mod tests {
         assert_eq!(content(&file), b"durable+synced");
         assert_eq!(reverted, Reverted { changes: 4, bytes: 8 });
         assert!(log.is_empty());
+    }
+
+    /// A truncation of more than is kept in memory is put back whole.
+    #[test]
+    fn a_large_truncation_is_kept_outside_memory_and_put_back() {
+        let big: Vec<u8> = (0..3 * IN_MEMORY + 17).map(|i| (i % 251) as u8).collect();
+        let (_keep, file) = file(&big);
+        let mut log = UndoLog::default();
+        log.before_resize(&file, 5).unwrap();
+        assert!(matches!(log.entries[0], Entry::Resize { cut: Cut::File { .. }, .. }));
+        file.set_len(5).unwrap();
+        log.revert(&file, None).unwrap();
+        assert_eq!(content(&file), big);
     }
 
     #[test]
