@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Docker images the docker provider's tests run (faultline/redis,
-# faultline/moto) from Debian packages with fixtures/images/build.sh. Cached
+# faultline/moto, faultline/etcd) from Debian packages with fixtures/images/build.sh. Cached
 # by the recipe's content: when nothing changed this takes well under a
 # second. Needs a running Docker engine, and root or sudo (debootstrap,
 # chroot).
@@ -12,4 +12,4 @@ if ! docker info >/dev/null 2>&1; then
 fi
 sudo_cmd=()
 [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-"${sudo_cmd[@]}" fixtures/images/build.sh redis moto
+"${sudo_cmd[@]}" fixtures/images/build.sh redis moto etcd

@@ -2,7 +2,8 @@
 # Installs what faultline's campaigns and tests need on a Debian machine
 # (`scripts/install-deps.sh` for Redis, `scripts/install-deps.sh all` for
 # everything the tests drive):
-# redis-server and redis-tools (redis-cli, redis-benchmark); fuse3; secantusd-rs,
+# redis-server and redis-tools (redis-cli, redis-benchmark); fuse3; etcd-server
+# and protobuf-compiler (etcd targets and their client's build); secantusd-rs,
 # a MongoDB-wire-protocol server (crates.io `secantus-mdb`; no real mongod can
 # be installed here), built once per version into a cache outside the
 # checkout; and moto's DynamoDB-API server (PyPI `moto[server]`) in a venv
@@ -20,6 +21,10 @@ command -v openssl >/dev/null || need+=(openssl)
 # The disk faults' FUSE filesystem mounts through /dev/fuse itself;
 # fusermount3 is there to unmount one by hand.
 command -v fusermount3 >/dev/null || need+=(fuse3)
+# etcd targets: the server for process targets (docker ones run the
+# faultline/etcd image), and protoc, which the etcd client's build needs.
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v protoc >/dev/null || need+=(protobuf-compiler)
 
 if [ ${#need[@]} -gt 0 ]; then
   # shellcheck disable=SC2207
@@ -31,6 +36,7 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 echo "redis: $(redis-server --version | cut -d' ' -f3)"
+echo "etcd: $(etcd --version | head -n1 | cut -d' ' -f3)"
 
 # secantusd-rs: about 12 minutes to build on 2 cores, so it is built once per
 # version under the cache and linked onto PATH; only with `all` (the test

@@ -20,11 +20,13 @@ const KINDS: &[Kind] = &[
     faultline_kind_mongodb::KIND,
     #[cfg(feature = "dynamodb")]
     faultline_kind_dynamodb::KIND,
+    #[cfg(feature = "etcd")]
+    faultline_kind_etcd::KIND,
 ];
 
 /// The kinds a build can leave out, by the cargo feature that brings each
 /// in, so a spec naming one gets the fix rather than "unknown kind".
-const OPTIONAL: &[&str] = &["mongodb", "dynamodb"];
+const OPTIONAL: &[&str] = &["mongodb", "dynamodb", "etcd"];
 
 /// The one catalog: every spec is loaded against it, and the engine and
 /// teardown find kinds in it.

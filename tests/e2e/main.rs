@@ -16,6 +16,7 @@ mod capacity;
 mod check_cli;
 mod docker;
 mod dynamodb;
+mod etcd;
 mod failures;
 mod fanout;
 mod faults;

@@ -250,6 +250,8 @@ mod tests {
         let sel = |t: &str| parse_selector(t, &spec).map(|s| s.selector);
         assert_eq!(sel("kv.primary"), Ok(Selector::Primary));
         assert_eq!(sel("kv.replicas"), Ok(Selector::Replicas));
+        assert_eq!(sel("kv.leader"), Ok(Selector::Primary));
+        assert_eq!(sel("kv.followers"), Ok(Selector::Replicas));
         assert_eq!(sel("kv.members"), Ok(Selector::Members));
         assert_eq!(sel("kv.member[2]"), Ok(Selector::Member(2)));
         assert_eq!(sel("kv-1"), Ok(Selector::Member(1)));
@@ -266,9 +268,10 @@ mod tests {
         assert!(err("kv.member[3]").contains("has 3 member(s)"), "{}", err("kv.member[3]"));
         assert!(err("kv.sentinels[3]").contains("has 3 container(s)"));
         assert!(
-            err("kv.leader").contains("known: primary, replicas, secondaries, members, member[i], sentinels"),
+            err("kv.chief")
+                .contains("known: primary, leader, replicas, secondaries, followers, members, member[i], sentinels"),
             "{}",
-            err("kv.leader")
+            err("kv.chief")
         );
         assert!(err("nope.primary").contains("no target named `nope`"));
         assert!(err("local.primary").contains("not a docker target"));

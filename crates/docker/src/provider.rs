@@ -1,5 +1,6 @@
-//! Runs a target as containers: `members` servers (member 0 the primary, the
-//! others its replicas) and companion groups (e.g. Sentinels), on an
+//! Runs a target as containers: `members` servers (as their kind starts
+//! them: Redis makes member 0 the primary and the others its replicas,
+//! etcd's members elect a leader) and companion groups (e.g. Sentinels), on an
 //! internal network of the run's own that the host reaches through its
 //! gateway address. Everything is labeled with the run id and removed when
 //! the target stops, when its start fails or is abandoned, and (through a
@@ -22,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::members::{companion_name, member_name, Member, Topology};
 use crate::{say_err, ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard, MEMBER_LABEL};
-use faultline_kind::topology::{FailoverMember, TopologyKind};
+use faultline_kind::topology::{FailoverMember, MemberPlan, TopologyKind};
 use faultline_kind::{ServerInfo, TargetDriver};
 use faultline_model::roles::Role;
 use faultline_model::units::{format_duration, Size};
@@ -195,8 +196,9 @@ impl Build<'_> {
         let primary_host = member_name(self.name, 0);
         let own_port = spec.args.iter().any(|a| a.contains("{port}"));
 
+        let names: Vec<String> = (0..member_count).map(|i| member_name(self.name, i)).collect();
         for i in 0..member_count {
-            let member = member_name(self.name, i);
+            let member = names[i].clone();
             let vars = HashMap::from([
                 ("{member}", i.to_string()),
                 ("{index}", i.to_string()),
@@ -206,8 +208,7 @@ impl Build<'_> {
             ]);
             let mut cmd = vec![command.clone()];
             if !own_port {
-                let primary = (i > 0).then_some((primary_host.as_str(), port));
-                cmd.extend(self.kind.member_args(port, primary));
+                cmd.extend(self.kind.member_args(&MemberPlan { index: i, port, names: &names, target: self.name }));
             }
             let mut binds = Vec::new();
             if let Some(root) = self.fault_disk {
@@ -431,8 +432,9 @@ impl Build<'_> {
         }
     }
 
-    /// Waits until member 0 says it is primary and every other member says
-    /// it is a replica with its link up.
+    /// Waits until one member says it is primary and every other member says
+    /// it is a replica with its link up: which one leads is the kind's
+    /// (Redis makes member 0 the primary; etcd's members elect one).
     async fn replication_ready(
         &self,
         members: &[Member],
@@ -453,11 +455,9 @@ impl Build<'_> {
         let uris: Vec<String> = group.iter().map(|m| m.uri.clone()).collect();
         loop {
             let roles = self.kind.roles(&uris, Duration::from_secs(2)).await;
-            let healthy = roles.iter().enumerate().all(|(i, r)| match (i, r) {
-                (0, Ok(Role::Primary)) => true,
-                (i, Ok(Role::Replica { linked: true })) if i > 0 => true,
-                _ => false,
-            });
+            let primaries = roles.iter().filter(|r| matches!(r, Ok(Role::Primary))).count();
+            let linked = roles.iter().filter(|r| matches!(r, Ok(Role::Replica { linked: true }))).count();
+            let healthy = primaries == 1 && primaries + linked == roles.len();
             if healthy {
                 return Ok(());
             }
@@ -471,7 +471,7 @@ impl Build<'_> {
                     })
                     .collect();
                 bail!(
-                    "replication did not come up within {} (member 0 primary, the others linked replicas); roles: {}",
+                    "replication did not come up within {} (one primary, the others linked replicas); roles: {}",
                     format_duration(timeout),
                     seen.join(", ")
                 );

@@ -12,10 +12,11 @@ use faultline_model::roles::Role;
 pub trait TopologyKind: Send + Sync {
     /// The port the server listens on inside a container.
     fn container_port(&self) -> u16;
-    /// The kind's own arguments for a member in a container listening on
-    /// `port` on all its addresses: a primary when `primary` is None, else a
-    /// replica of that host and port.
-    fn member_args(&self, port: u16, primary: Option<(&str, u16)>) -> Vec<String>;
+    /// The kind's own arguments for `member` in a container listening on
+    /// its port on all its addresses. A kind whose replicas follow a primary
+    /// it names (Redis) makes member 0 the primary; a kind whose members
+    /// elect a leader among themselves (etcd) lists them all.
+    fn member_args(&self, member: &MemberPlan) -> Vec<String>;
     /// The URI that reaches the primary through discovery servers (e.g.
     /// Redis Sentinels) at `servers` (`host:port` each) that watch it under
     /// `name`; None when the kind has no such discovery.
@@ -70,6 +71,27 @@ pub trait TopologyKind: Send + Sync {
             }
         });
         futures::future::join_all(asks).await
+    }
+}
+
+/// A member about to be started in a container: where it stands in the
+/// group, and the names (host names on the target's network) of all.
+#[derive(Debug, Clone, Copy)]
+pub struct MemberPlan<'a> {
+    pub index: usize,
+    /// The port every member listens on in its container.
+    pub port: u16,
+    /// Every member's host name, `names[index]` this one's.
+    pub names: &'a [String],
+    /// The target's name, e.g. to tell its cluster from another's.
+    pub target: &'a str,
+}
+
+impl MemberPlan<'_> {
+    /// The member Redis-like kinds make the primary (member 0), when this
+    /// one is a replica of it: its host and port.
+    pub fn primary(&self) -> Option<(&str, u16)> {
+        (self.index > 0).then(|| (self.names[0].as_str(), self.port))
     }
 }
 

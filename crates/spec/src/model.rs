@@ -118,8 +118,9 @@ pub struct TargetSpec {
     /// docker: the image to run; it must already be on this machine.
     #[serde(default)]
     pub image: Option<String>,
-    /// docker: how many server containers (default 1). Member 0 starts as the
-    /// primary, the others as its replicas.
+    /// docker: how many server containers (default 1). Redis and MongoDB
+    /// start member 0 as the primary, the others as its replicas; etcd's
+    /// members elect their leader.
     #[serde(default)]
     pub members: Option<u32>,
     /// docker: the port the server listens on inside its container (default:

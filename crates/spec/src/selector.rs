@@ -54,7 +54,8 @@ pub fn companion_name(target: &str, group: &str, index: usize) -> String {
     format!("{target}-{group}-{index}")
 }
 
-/// Parses `kv.primary`, `kv.replicas` (or `kv.secondaries`), `kv.members`, `kv.member[1]`,
+/// Parses `kv.primary` (or `kv.leader`), `kv.replicas` (or `kv.secondaries`,
+/// `kv.followers`), `kv.members`, `kv.member[1]`,
 /// `kv.sentinels`, `kv.sentinels[2]`, or a container's name (`kv-1`,
 /// `kv-sentinels-2`), and checks it against the spec's docker targets. The
 /// error is a message for a spec error at the selector's field.
@@ -106,9 +107,10 @@ pub fn parse_selector(text: &str, spec: &Spec) -> Result<Selection, String> {
     };
     let members = t.members.unwrap_or(1) as usize;
     let selector = match (word, index) {
-        ("primary", None) => Selector::Primary,
+        // Raft (etcd) calls them the leader and its followers.
+        ("primary" | "leader", None) => Selector::Primary,
         // MongoDB calls them secondaries.
-        ("replicas" | "secondaries", None) => Selector::Replicas,
+        ("replicas" | "secondaries" | "followers", None) => Selector::Replicas,
         ("members", None) => Selector::Members,
         ("member", Some(i)) if i < members => Selector::Member(i),
         ("member", Some(i)) => {
@@ -125,7 +127,7 @@ pub fn parse_selector(text: &str, spec: &Spec) -> Result<Selection, String> {
             }
         },
         _ => {
-            let mut known = vec!["primary", "replicas", "secondaries", "members", "member[i]"];
+            let mut known = vec!["primary", "leader", "replicas", "secondaries", "followers", "members", "member[i]"];
             known.extend(t.companions.keys().map(String::as_str));
             return Err(format!(
                 "`{text}`: `{rest}` is not a role or group of `{target}` (known: {})",

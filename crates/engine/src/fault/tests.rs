@@ -141,7 +141,7 @@ impl TopologyKind for NoContainers {
     fn container_port(&self) -> u16 {
         1
     }
-    fn member_args(&self, _: u16, _: Option<(&str, u16)>) -> Vec<String> {
+    fn member_args(&self, _: &faultline_kind::topology::MemberPlan) -> Vec<String> {
         Vec::new()
     }
     async fn role(&self, _: &str) -> anyhow::Result<Role> {

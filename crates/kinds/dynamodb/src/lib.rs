@@ -644,7 +644,8 @@ impl faultline_kind::topology::TopologyKind for DynamoTopology {
         5000
     }
 
-    fn member_args(&self, port: u16, _primary: Option<(&str, u16)>) -> Vec<String> {
+    fn member_args(&self, member: &faultline_kind::topology::MemberPlan) -> Vec<String> {
+        let port = member.port;
         vec!["-H".into(), "0.0.0.0".into(), "-p".into(), port.to_string()]
     }
 

@@ -12,7 +12,7 @@ use mongodb::options::{ClientOptions, HostInfo};
 use mongodb::Client;
 
 use super::admin::describe;
-use faultline_kind::topology::{FailoverMember, TopologyKind};
+use faultline_kind::topology::{FailoverMember, MemberPlan, TopologyKind};
 use faultline_model::roles::Role;
 
 /// The replica set's name.
@@ -57,7 +57,8 @@ impl TopologyKind for MongoTopology {
         27017
     }
 
-    fn member_args(&self, port: u16, _primary: Option<(&str, u16)>) -> Vec<String> {
+    fn member_args(&self, member: &MemberPlan) -> Vec<String> {
+        let port = member.port;
         // Members find each other through the set's configuration, not their
         // arguments: every member starts alike.
         ["--port", &port.to_string(), "--bind_ip_all", "--replSet", SET_NAME].map(String::from).to_vec()

@@ -4,7 +4,7 @@
 use anyhow::Context;
 use redis::AsyncConnectionConfig;
 
-use faultline_kind::topology::{FailoverPlan, TopologyKind};
+use faultline_kind::topology::{FailoverPlan, MemberPlan, TopologyKind};
 use faultline_model::roles::Role;
 
 pub struct RedisTopology;
@@ -19,7 +19,8 @@ impl TopologyKind for RedisTopology {
         Some(vec!["--dir".into(), dir.into()])
     }
 
-    fn member_args(&self, port: u16, primary: Option<(&str, u16)>) -> Vec<String> {
+    fn member_args(&self, member: &MemberPlan) -> Vec<String> {
+        let (port, primary) = (member.port, member.primary());
         // Reachable from the host and the peers (a container's own network is
         // the boundary), no persistence unless the spec's args ask for it, and
         // a replica's first sync starts at once instead of after Redis 7's
