@@ -14,6 +14,7 @@ mod kubernetes;
 mod leftovers;
 mod redact;
 mod run;
+mod run_dir;
 #[cfg(test)]
 mod spec_fuzz;
 #[cfg(test)]
@@ -154,6 +155,11 @@ enum Command {
         /// The section's name (letters, digits, `.`, `_`, `-`).
         #[arg(long, value_name = "NAME", requires = "into")]
         section: Option<String>,
+        /// Add the section although the file has others and not this one
+        /// (without it that is refused, so a mistyped name never adds a
+        /// second copy).
+        #[arg(long, requires = "into")]
+        new_section: bool,
     },
     /// Compare two runs of the same spec (e.g. the parent commit, then the
     /// candidate): per cell, B / A with a bootstrap interval over the
@@ -395,9 +401,10 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Report { run_dir, template, into, section } => {
+        Command::Report { run_dir, template, into, section, new_section } => {
             let into = into.zip(section);
-            match run::rerender(&run_dir, template.as_deref(), into.as_ref().map(|(f, s)| (f.as_path(), s.as_str()))) {
+            let into = into.as_ref().map(|(f, s)| run::Section { document: f, name: s, new: new_section });
+            match run::rerender(&run_dir, template.as_deref(), into) {
                 Ok(message) => {
                     crate::stdout::say!("{message}");
                     0

@@ -112,6 +112,10 @@ pub fn run(args: RunArgs) -> u8 {
         crate::stdout::say_err!("error: {}: {e}", args.spec.display());
         return EXIT_USAGE;
     }
+    if let Err(e) = swarm_ready(args.agents.as_ref(), &runtime) {
+        crate::stdout::say_err!("error: --agents: {e:#}");
+        return EXIT_USAGE;
+    }
     let plugins = match SpecPlugins::load(&args.spec, &loaded) {
         Ok(p) => p,
         Err(e) => {
@@ -153,6 +157,13 @@ fn images_present(spec: &spec::Spec, plan: &plan::Plan) -> Result<(), String> {
         }
         Ok(())
     })
+}
+
+/// `--agents swarm:N` needs this machine's Docker engine to be a swarm
+/// manager: known before a run directory is made, as a usage error.
+fn swarm_ready(agents: Option<&AgentsArgs>, runtime: &tokio::runtime::Runtime) -> anyhow::Result<()> {
+    let Some(AgentsArgs { launcher: crate::agent::launch::Launcher::Swarm(_), .. }) = agents else { return Ok(()) };
+    runtime.block_on(async { faultline_docker::Docker::connect().await?.require_swarm_manager().await })
 }
 
 /// Starts (or waits for) the run's agents and hands them the run.
@@ -437,7 +448,16 @@ fn now_text() -> String {
 /// `faultline report RUN_DIR`: render again from results.json, with the given
 /// template or else the one the spec as run names; into a section of
 /// another document when `into` names it and the section.
-pub fn rerender(run_dir: &Path, template: Option<&Path>, into: Option<(&Path, &str)>) -> anyhow::Result<String> {
+/// Where `report --into` writes: section `name` of `document`, added when
+/// absent only if the document has no other section or `new` says so.
+pub struct Section<'a> {
+    pub document: &'a Path,
+    pub name: &'a str,
+    pub new: bool,
+}
+
+pub fn rerender(run_dir: &Path, template: Option<&Path>, into: Option<Section>) -> anyhow::Result<String> {
+    let run_dir = &crate::run_dir::resolve(run_dir)?;
     let results = Results::read(&run_dir.join("results.json"))?;
     let spec_text = crate::input_file::read_to_string(&run_dir.join("spec.yaml"), spec::limits::MAX_SPEC_BYTES as u64)
         .unwrap_or_default();
@@ -451,13 +471,9 @@ pub fn rerender(run_dir: &Path, template: Option<&Path>, into: Option<(&Path, &s
     match into {
         // The spec's template is for report.md; a section takes the
         // built-in section template unless one is given.
-        Some((document, section)) => {
-            let changed = report::write_section(&results, document, section, template, title)?;
-            Ok(format!(
-                "section {section} of {}: {}",
-                document.display(),
-                if changed { "written" } else { "unchanged" }
-            ))
+        Some(Section { document, name, new }) => {
+            let changed = report::write_section(&results, document, (name, new), template, title)?;
+            Ok(format!("section {name} of {}: {}", document.display(), if changed { "written" } else { "unchanged" }))
         }
         None => {
             let template = template.map(Path::to_path_buf).or(report_spec.template.map(|t| spec_dir.join(t)));

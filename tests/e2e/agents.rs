@@ -152,6 +152,48 @@ fn an_agent_started_elsewhere_dials_in_and_runs_the_load() {
     assert_eq!(stats["agents"][0]["ok"], stats["ok"]);
 }
 
+/// Stray connections in the join window (a silent one, an HTTP probe, a
+/// 1 GiB length prefix) are refused one by one while the coordinator goes on
+/// waiting, and the real agent that dials in after them runs the load.
+#[test]
+#[ignore = "alone: needs the machine to itself; scripts/test.sh runs it after the rest"]
+fn stray_connections_while_agents_join_are_refused_and_the_run_goes_on() {
+    use std::io::Write;
+    let _guard = exclusive();
+    let (_dir, spec) = spec_file(&paced_spec("1s"));
+    let port = free_port();
+    let out = tempfile::tempdir().unwrap();
+    let listen = format!("127.0.0.1:{port}");
+    let coordinator = faultline()
+        .arg("run")
+        .arg(&spec)
+        .args(["--agents", "wait:1", "--agent-listen", &listen, "--out"])
+        .arg(out.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dial = || std::net::TcpStream::connect(&listen);
+    assert!(wait_until(Duration::from_secs(60), || dial().is_ok()), "the coordinator never listened on {listen}");
+    let silent = dial().unwrap();
+    let mut probe = dial().unwrap();
+    probe.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut huge = dial().unwrap();
+    huge.write_all(&[0, 0, 0, 0x40, 0]).unwrap();
+    let agent = faultline().args(["agent", "--connect", &listen, "--name", "elsewhere"]).output().unwrap();
+    let coordinator = coordinator.wait_with_output().unwrap();
+    drop((silent, probe, huge));
+    let said = String::from_utf8_lossy(&coordinator.stderr);
+    assert_eq!(agent.status.code(), Some(0), "{}", String::from_utf8_lossy(&agent.stderr));
+    assert!([0, 1].contains(&coordinator.status.code().unwrap()), "{said}");
+    assert!(said.contains("refused a connection") && said.contains("is not a faultline agent"), "{said}");
+    let dir = run_dir(out.path()).expect("a run directory");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["run"]["agents"][0]["name"], "elsewhere");
+    assert_eq!(results["cells"][0]["stats"]["agents"][0]["ok"], results["cells"][0]["stats"]["ok"]);
+}
+
 #[test]
 #[ignore = "alone: needs the machine to itself; scripts/test.sh runs it after the rest"]
 fn a_killed_agent_fails_its_cell_naming_it_and_leaves_nothing_running() {
@@ -336,9 +378,20 @@ fn services_of(run_id: &str) -> String {
 #[ignore = "alone: needs the machine to itself; scripts/test.sh runs it after the rest"]
 fn four_swarm_agents_run_the_quickstart_as_one_process_does_and_leave_nothing() {
     let _guard = exclusive();
+    let spec = repo().join("specs/quickstart.yaml");
+    // On an engine that is no swarm manager, a usage error before any run
+    // directory is made (CI machines start as plain engines).
+    if docker(&["info", "--format", "{{.Swarm.LocalNodeState}}"]) != "active" {
+        let out = tempfile::tempdir().unwrap();
+        let refused =
+            faultline().arg("run").arg(&spec).args(["--agents", "swarm:2", "--out"]).arg(out.path()).output().unwrap();
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(3), "{said}");
+        assert!(said.contains("is not a swarm manager") && said.contains("docker swarm init"), "{said}");
+        assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0, "no run directory");
+    }
     let _swarm = Swarm::ensure();
     let images_before = docker(&["images", "faultline/agent", "--format", "{{.Tag}}"]);
-    let spec = repo().join("specs/quickstart.yaml");
     let alone = run(&spec, &["--quick"]);
     let swarm = run(&spec, &["--quick", "--agents", "swarm:4"]);
     let (a, b) = (alone.results(), swarm.results());

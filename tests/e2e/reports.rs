@@ -142,12 +142,24 @@ fn compare_catches_a_slower_server_and_ci_outputs_carry_the_gates() {
         assert!(cell["throughput"]["interval"]["high"].as_f64().unwrap() < 0.95, "{cell}");
         assert_eq!((cell["a"]["repeats"].as_u64(), cell["b"]["repeats"].as_u64()), (Some(3), Some(3)));
     }
-    // Back again it is an improvement; a run against itself is noise.
+    // Back again it is an improvement; a run against itself is a mistake.
     assert_eq!(compare(&slow, &fast, &[]).status.code(), Some(0));
     assert!(text(&compare(&slow, &fast, &[]).stdout).contains("0 regressions, 2 improvements"));
     let same = compare(&fast, &fast, &[]);
-    assert_eq!(same.status.code(), Some(0), "{}", text(&same.stdout));
-    assert!(text(&same.stdout).contains("0 regressions, 0 improvements, 2 within noise."));
+    assert_eq!(same.status.code(), Some(3), "{}", text(&same.stdout));
+    assert!(text(&same.stderr).contains("is given twice"), "{}", text(&same.stderr));
+    // A folder holding exactly one run stands for it (an `--out` folder).
+    let holder = tempfile::tempdir().unwrap();
+    let only = edited_copy(&slow, holder.path(), |_| {});
+    assert_eq!(compare(&fast, holder.path(), &[]).status.code(), compare(&fast, &only, &[]).status.code());
+    assert!(text(&compare(&fast, holder.path(), &[]).stdout).contains("2 regressions"));
+    edited_copy(&fast, holder.path(), |_| {});
+    let o = compare(&fast, holder.path(), &[]);
+    assert!(
+        o.status.code() == Some(3) && text(&o.stderr).contains("holds 2 runs: give one of them"),
+        "{}",
+        text(&o.stderr)
+    );
 
     // Runs that cannot be compared: clear errors, exit 3.
     let scratch = tempfile::tempdir().unwrap();
@@ -181,11 +193,22 @@ fn report_into_rewrites_only_its_section_and_is_idempotent() {
     let bench = docs.path().join("BENCHMARK.md");
     let before = "# Benchmarks\r\n\r\nHand-written intro with trailing spaces   \n\n## 7.2\n\nOld numbers.\n\n<!-- faultline:begin other -->\nkept\n<!-- faultline:end other -->\n\n## Appendix\nno newline at the end";
     std::fs::write(&bench, before).unwrap();
-    let into = |section: &str| {
-        faultline().arg("report").arg(&dir).arg("--into").arg(&bench).arg("--section").arg(section).output().unwrap()
+    let into_as = |section: &str, new: bool| {
+        let mut report = faultline();
+        report.arg("report").arg(&dir).arg("--into").arg(&bench).arg("--section").arg(section);
+        if new {
+            report.arg("--new-section");
+        }
+        report.output().unwrap()
     };
+    let into = |section: &str| into_as(section, false);
 
-    let o = into("kv-durability");
+    // A name the file lacks, beside another section: a typo until said otherwise.
+    let o = into("kv-durabilty");
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).contains("it has no section `kv-durabilty`, but has `other`"), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&bench).unwrap(), before);
+    let o = into_as("kv-durability", true);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let first = std::fs::read_to_string(&bench).unwrap();
     assert!(first.starts_with(before), "every byte before stays");

@@ -293,12 +293,13 @@ pub fn write_run_report(
 
 /// `report --into FILE --section NAME`: the section written into FILE, its
 /// charts into a folder beside it. Every check comes before the first
-/// write, so bad input leaves the file and the folder as they were.
-/// Returns whether the file changed.
+/// write, so bad input leaves the file and the folder as they were. A
+/// section the file lacks is added only when it has no other or `new`
+/// says so ([`section::splice`]). Returns whether the file changed.
 pub fn write_section(
     results: &Results,
     document: &Path,
-    name: &str,
+    (name, new): (&str, bool),
     template: Option<&Path>,
     title: Option<&str>,
 ) -> anyhow::Result<bool> {
@@ -314,7 +315,7 @@ pub fn write_section(
     let template = template.map_or(Template::Section, Template::File);
     let markdown = render(results, template, title, ChartLinks { charts: &planned, dir: &relative })?;
     let markdown = faultline_model::redact::text(&markdown);
-    let text = section::splice(&destination.text, name, &markdown)
+    let text = section::splice(&destination.text, name, &markdown, new)
         .map_err(|e| anyhow::anyhow!("{}: {e}; the file was not changed", destination.path.display()))?;
     let drawn = charts::draw_all(results, &folder)?;
     debug_assert_eq!(drawn.len(), planned.len());

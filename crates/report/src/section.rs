@@ -39,7 +39,9 @@ fn end_marker(name: &str) -> String {
 /// only on a line of its own outside fenced code, so a document that shows
 /// the markers in an example keeps its example. The content's headings are
 /// nested under the document's heading above the section (see [`nest`]).
-pub fn splice(document: &str, name: &str, content: &str) -> Result<String, String> {
+/// A section the document lacks is appended only when it has no other
+/// section or `new` says so: a name mistyped must not add a second copy.
+pub fn splice(document: &str, name: &str, content: &str, new: bool) -> Result<String, String> {
     let (begin, end) = (begin_marker(name), end_marker(name));
     let line_of = |offset: usize| document[..offset].matches('\n').count() + 1;
     let marker_lines = |marker: &str| -> Vec<usize> {
@@ -53,6 +55,10 @@ pub fn splice(document: &str, name: &str, content: &str) -> Result<String, Strin
         format!("\n{}\n", nest(content, host_level(&document[..host_end])).trim_end_matches(['\n', '\r']))
     };
     match (begins.as_slice(), ends.as_slice()) {
+        ([], []) if !new && !sections(document).is_empty() => Err(format!(
+            "it has no section `{name}`, but has {}: give one of those names, or --new-section to add `{name}` beside them",
+            sections(document).iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+        )),
         ([], []) => {
             let mut out = document.to_string();
             if !out.is_empty() {
@@ -89,6 +95,13 @@ pub fn splice(document: &str, name: &str, content: &str) -> Result<String, Strin
 
 /// The lines of `text` outside fenced code blocks (``` or ~~~), each with
 /// its byte offset; a fence left open runs to the end.
+/// The names of the sections `document` has (their begin markers).
+fn sections(document: &str) -> Vec<&str> {
+    outside_fences(document)
+        .filter_map(|(_, line)| line.trim().strip_prefix("<!-- faultline:begin ")?.strip_suffix(" -->"))
+        .collect()
+}
+
 fn outside_fences(text: &str) -> impl Iterator<Item = (usize, &str)> {
     let mut open: Option<(char, usize)> = None;
     let mut offset = 0;
@@ -262,21 +275,28 @@ mod tests {
 
     #[test]
     fn replaces_between_the_markers_and_nothing_else() {
-        let out = splice(DOC, "s1", "new table\n\n").unwrap();
+        let out = splice(DOC, "s1", "new table\n\n", false).unwrap();
         assert_eq!(
             out,
             "# Bench\n\nIntro.\n\n<!-- faultline:begin s1 -->\nnew table\n<!-- faultline:end s1 -->\n\nTail without newline"
         );
-        assert_eq!(splice(&out, "s1", "new table").unwrap(), out, "idempotent");
+        assert_eq!(splice(&out, "s1", "new table", false).unwrap(), out, "idempotent");
     }
 
     #[test]
     fn appends_the_markers_when_absent() {
-        let out = splice(DOC, "s2", "x").unwrap();
+        // A document with other sections refuses a name it lacks: a typo
+        // would add a second copy.
+        let refused = splice(DOC, "s2", "x", false).unwrap_err();
+        assert!(
+            refused.contains("it has no section `s2`, but has `s1`") && refused.contains("--new-section"),
+            "{refused}"
+        );
+        let out = splice(DOC, "s2", "x", true).unwrap();
         assert!(out.starts_with(DOC), "the document's bytes come first, unchanged");
         assert_eq!(&out[DOC.len()..], "\n\n<!-- faultline:begin s2 -->\nx\n<!-- faultline:end s2 -->\n");
-        assert_eq!(splice(&out, "s2", "x").unwrap(), out);
-        assert_eq!(splice("", "s", "x").unwrap(), "<!-- faultline:begin s -->\nx\n<!-- faultline:end s -->\n");
+        assert_eq!(splice(&out, "s2", "x", false).unwrap(), out);
+        assert_eq!(splice("", "s", "x", false).unwrap(), "<!-- faultline:begin s -->\nx\n<!-- faultline:end s -->\n");
     }
 
     #[test]
@@ -290,21 +310,21 @@ mod tests {
                 "2 begin and 2 end",
             ),
         ] {
-            let e = splice(doc, "s", "x").unwrap_err();
+            let e = splice(doc, "s", "x", false).unwrap_err();
             assert!(e.contains(why), "{doc:?}: {e}");
         }
         // Another section's markers are just text.
-        assert!(splice("<!-- faultline:begin other -->", "s", "x").is_ok());
+        assert!(splice("<!-- faultline:begin other -->", "s", "x", true).is_ok());
     }
 
     #[test]
     fn markers_in_code_fences_or_inside_a_line_are_text() {
         let doc = "# Doc\n\nHow to mark a section:\n\n```md\n<!-- faultline:begin s -->\n<!-- faultline:end s -->\n```\n\n~~~~\n<!-- faultline:begin s -->\n~~~\n~~~~\nInline: `<!-- faultline:end s -->`.\n";
-        let out = splice(doc, "s", "x").unwrap();
+        let out = splice(doc, "s", "x", false).unwrap();
         assert!(out.starts_with(doc), "the examples stay: {out}");
         assert_eq!(&out[doc.len()..], "\n<!-- faultline:begin s -->\nx\n<!-- faultline:end s -->\n");
         // The real markers after the fences are found, the fenced ones left alone.
-        let again = splice(&out, "s", "y").unwrap();
+        let again = splice(&out, "s", "y", false).unwrap();
         assert_eq!(again, out.replace("\nx\n<!--", "\ny\n<!--"));
     }
 
@@ -312,7 +332,7 @@ mod tests {
     fn headings_nest_under_the_host_heading() {
         let content = "### Title\n\nText\n\n## Crash recovery\n\n### Detail\n\n```\n# not a heading\n```\n";
         let under = |doc: &str| {
-            let out = splice(doc, "s", content).unwrap();
+            let out = splice(doc, "s", content, false).unwrap();
             out[out.find("-->").unwrap()..].to_string()
         };
         let nested = under("# Bench\n\n## 7.2\n\n### 7.2.1 Durability\n\n<!-- faultline:begin s -->\n<!-- faultline:end s -->\n\n# Later\n");

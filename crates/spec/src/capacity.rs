@@ -138,6 +138,12 @@ pub fn validate(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn crate::Ca
     if slo.reads(Reads::Capacity) {
         return refuse("reads `capacity`, which is what the search finds: give what each step must meet");
     }
+    if let Some((op, sent)) = crate::validate::op_never_sent(spec, &slo.ops(), std::iter::once(s)) {
+        let op = op.as_str();
+        return refuse(&format!(
+            "reads `{op}` ops, but the searched workload sends only {sent}: a step could never meet it"
+        ));
+    }
     for (j, p) in s.profiles.iter().enumerate() {
         let Some(profile) = spec.profiles.get(p) else { continue };
         match profile.load() {

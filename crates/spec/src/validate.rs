@@ -96,6 +96,26 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
                 if let Some(stage) = expr.stages().into_iter().find(|name| !stage_named(spec, gate, name)) {
                     return Err((at.clone(), unknown_stage(spec, gate, &stage)));
                 }
+                let covered =
+                    || spec.scenarios.iter().filter(|sc| gate.scenario.as_ref().is_none_or(|s| s == &sc.name));
+                // A scenario it names that does not exist is said below.
+                let covers_any = covered().next().is_some();
+                if covers_any && expr.reads(crate::gate::Reads::Fanout) && !covered().any(|sc| fans_out(spec, sc)) {
+                    return Err((
+                        at.clone(),
+                        "reads what fan-out subscribers received, but no scenario it covers fans out: give its workload a `fanout:` section with `publish` ops, or name the scenario that has one with `scenario:`".into(),
+                    ));
+                }
+                if let Some((op, sent)) = op_never_sent(spec, &expr.ops(), covered()).filter(|_| covers_any) {
+                    return Err((
+                        at.clone(),
+                        format!(
+                            "reads `{}` ops, but no scenario it covers sends any (their workloads send {sent}): \
+                             name an op kind they send, or the scenario that sends it with `scenario:`",
+                            op.as_str()
+                        ),
+                    ));
+                }
                 for (target, baseline) in expr.ratio_pairs() {
                     validate_ratio_pair(spec, &at, gate.scenario.as_deref(), &target, &baseline)?;
                 }
@@ -115,6 +135,36 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
         }
     }
     Ok(())
+}
+
+/// Whether a workload of the scenario fans out (or is not known here: a
+/// matrix placeholder, left to the run).
+fn fans_out(spec: &Spec, scenario: &ScenarioSpec) -> bool {
+    scenario.workload.names().iter().any(|name| spec.workloads.get(name).is_none_or(|w| w.fanout.is_some()))
+}
+
+/// An op kind in `ops` (a gate's or an SLO's `p99(del)`) that can never be
+/// measured, as no workload of the `scenarios` it covers sends it, with the
+/// op kinds they do send (`get, set`). None when each is sent, or when a
+/// scenario's workload is not known here (a matrix placeholder), which is
+/// then left to the run.
+pub(crate) fn op_never_sent<'a>(
+    spec: &Spec,
+    ops: &[OpKind],
+    scenarios: impl Iterator<Item = &'a ScenarioSpec>,
+) -> Option<(OpKind, String)> {
+    let mut sent: Vec<OpKind> = Vec::new();
+    for sc in scenarios {
+        for name in sc.workload.names() {
+            let w = spec.workloads.get(&name)?;
+            sent.extend(w.ops.iter().filter(|(_, weight)| **weight > 0.0).map(|(k, _)| *k));
+        }
+    }
+    let missing = ops.iter().find(|op| !sent.contains(op))?;
+    sent.sort_by_key(|k| k.index());
+    sent.dedup();
+    let sent: Vec<&str> = sent.iter().map(|k| k.as_str()).collect();
+    Some((*missing, if sent.is_empty() { "nothing".to_string() } else { sent.join(", ") }))
 }
 
 /// What a spec may ask but will get nothing from: a checker its workload

@@ -214,12 +214,9 @@ pub fn judge(a: &[RepeatValues], b: &[RepeatValues], basis: Basis, threshold: f6
     j
 }
 
+/// The results of a run directory [`crate::run_dir::resolve`] found.
 fn read(dir: &Path) -> anyhow::Result<Results> {
-    let path = dir.join("results.json");
-    if !path.is_file() {
-        bail!("{} is not a run directory: it has no results.json", dir.display());
-    }
-    Results::read(&path)
+    Results::read(&dir.join("results.json"))
 }
 
 /// The spec as the run ran it (params filled in), or None when the run
@@ -312,6 +309,13 @@ fn refuse_incomparable<'a>(
 }
 
 pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64) -> anyhow::Result<RunsComparison> {
+    let (dir_a, dir_b) = (&crate::run_dir::resolve(dir_a)?, &crate::run_dir::resolve(dir_b)?);
+    if dir_a.canonicalize().ok() == dir_b.canonicalize().ok() {
+        bail!(
+            "{} is given twice: compare two runs of the same spec (A, e.g. the parent commit's, then B, the candidate's)",
+            dir_a.display()
+        );
+    }
     let (a, b) = (read(dir_a)?, read(dir_b)?);
     let (spec_a, spec_b) = (read_spec(dir_a), read_spec(dir_b));
     refuse_incomparable(dir_a, &a, dir_b, &b, [spec_a.as_ref(), spec_b.as_ref()])?;

@@ -19,6 +19,9 @@ pub struct LoadThreads {
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
+/// The most load threads a run (or an agent) starts: the CLI's bound.
+pub const MAX_LOAD_THREADS: usize = 256;
+
 impl LoadThreads {
     /// The default: half the cores (at least one), so the server under
     /// test keeps the others.

@@ -322,8 +322,18 @@ fn eval(expr: &Expr, value: &dyn Fn(&Operand) -> OperandValue) -> Result<(bool, 
         Expr::Compare(l, op, r) => {
             let (lv, le) = value(l)?;
             let (rv, re) = value(r)?;
-            Ok((op.holds(lv, rv), vec![format!("{le} {op} {re}")]))
+            Ok((op.holds(lv, rv), vec![reading(l, le, *op, re)]))
         }
+    }
+}
+
+/// How a comparison reads in evidence: what was measured, then the limit
+/// it is held to (`p99(set) = 10.62ms, limit < 10ms`), never `10.62ms <
+/// 10ms`, which reads as a true statement where the gate failed.
+fn reading(left: &Operand, measured: String, op: CmpOp, limit: String) -> String {
+    match left {
+        Operand::Number { .. } => format!("{limit}, limit {} {measured}", op.mirrored()),
+        _ => format!("{measured}, limit {op} {limit}"),
     }
 }
 
@@ -525,7 +535,11 @@ mod tests {
         let cells = [cell("a", Some(2.0), 0), cell("b", Some(40.0), 0)];
         let r = &evaluate(&gate("p99(get) < 30ms"), &cells)[0];
         assert_eq!(r.result, GateOutcome::Fail);
-        assert!(r.evidence.contains("fails in 1 of 2") && r.evidence.contains("p99(get) = 40ms"), "{}", r.evidence);
+        assert!(r.evidence.contains("fails in 1 of 2"), "{}", r.evidence);
+        // What was measured, then the limit: never "40ms < 30ms", which reads true.
+        assert!(r.evidence.contains("p99(get) = 40ms, limit < 30ms in s/b/t#1"), "{}", r.evidence);
+        let r = &evaluate(&gate("30ms > p99(get)"), &cells)[0];
+        assert!(r.evidence.contains("p99(get) = 40ms, limit < 30ms in s/b/t#1"), "{}", r.evidence);
 
         let r = &evaluate(&gate("p99(get) < 50ms"), &cells)[0];
         assert_eq!(r.result, GateOutcome::Pass);
@@ -765,7 +779,11 @@ mod tests {
         assert_eq!((r.cells.len(), r.cells[0].cell.as_str()), (1, "s/p"));
         let r = judge("ratio_low(throughput, cand/redis) >= 0.9", with);
         assert_eq!(r.result, GateOutcome::Fail, "{}", r.evidence);
-        assert!(r.evidence.contains("ratio_low(throughput, cand/redis) = 0.880 >= 0.9 in s/p"), "{}", r.evidence);
+        assert!(
+            r.evidence.contains("ratio_low(throughput, cand/redis) = 0.880, limit >= 0.9 in s/p"),
+            "{}",
+            r.evidence
+        );
         // The other way round: inverted, and the interval's ends swap.
         assert_eq!(judge("ratio(throughput, redis/cand) <= 1.1", with).result, GateOutcome::Pass);
         assert_eq!(judge("ratio_high(throughput, redis/cand) < 1.13", with).result, GateOutcome::Fail);

@@ -71,8 +71,9 @@ impl WindowSamples {
         // Their indices into their table become indices into ours.
         let mapped: Vec<u8> = other.addresses.iter().map(|a| self.address_index(a)).collect();
         self.samples.extend(other.samples.into_iter().map(|mut s| {
+            // An index past the other table (a share that lies) names no one.
             if s.answered_by > 0 {
-                s.answered_by = mapped[s.answered_by as usize - 1];
+                s.answered_by = mapped.get(s.answered_by as usize - 1).copied().unwrap_or(0);
             }
             s
         }));

@@ -81,6 +81,8 @@ pub enum Reads {
     Checker(&'static str),
     /// A capacity search's result: the scenario must have `capacity:`.
     Capacity,
+    /// What fan-out subscribers received: a scenario it covers must fan out.
+    Fanout,
 }
 
 /// Every gate metric, in the order the docs and the parser's hints list them.
@@ -344,7 +346,7 @@ pub static METRICS: &[GateMetric] = &[
         description: "Fan-out: messages published in the window (their PUBLISH acknowledged).",
         unit: Unit::Count,
         args: Args::None,
-        reads: Reads::Measurements,
+        reads: Reads::Fanout,
         value: |_, _, stats| fanout(stats).map(|f| Some(f.published as f64)),
     },
     GateMetric {
@@ -353,7 +355,7 @@ pub static METRICS: &[GateMetric] = &[
         description: "Fan-out: deliveries made, the distinct messages of the window each subscriber received, summed over the subscribers.",
         unit: Unit::Count,
         args: Args::None,
-        reads: Reads::Measurements,
+        reads: Reads::Fanout,
         value: |_, _, stats| fanout(stats).map(|f| Some(f.delivered as f64)),
     },
     GateMetric {
@@ -362,7 +364,7 @@ pub static METRICS: &[GateMetric] = &[
         description: "Fan-out: `delivered` per second of the measured window.",
         unit: Unit::PerSecond,
         args: Args::None,
-        reads: Reads::Measurements,
+        reads: Reads::Fanout,
         value: |_, _, stats| fanout(stats).map(|f| Some(f.delivered_per_s)),
     },
     GateMetric {
@@ -371,7 +373,7 @@ pub static METRICS: &[GateMetric] = &[
         description: "Fan-out: deliveries owed and not received by the end of the drain: per subscriber, the messages published on its channels in the window minus the distinct ones it received, summed.",
         unit: Unit::Count,
         args: Args::None,
-        reads: Reads::Measurements,
+        reads: Reads::Fanout,
         value: |_, _, stats| fanout(stats).map(|f| Some(f.drops as f64)),
     },
     GateMetric {
@@ -380,7 +382,7 @@ pub static METRICS: &[GateMetric] = &[
         description: "Fan-out: messages a subscriber received again.",
         unit: Unit::Count,
         args: Args::None,
-        reads: Reads::Measurements,
+        reads: Reads::Fanout,
         value: |_, _, stats| fanout(stats).map(|f| Some(f.duplicates as f64)),
     },
     GateMetric {
@@ -389,7 +391,7 @@ pub static METRICS: &[GateMetric] = &[
         description: "Fan-out: messages a subscriber received after a later one from the same publisher on the same channel.",
         unit: Unit::Count,
         args: Args::None,
-        reads: Reads::Measurements,
+        reads: Reads::Fanout,
         value: |_, _, stats| fanout(stats).map(|f| Some(f.reordered as f64)),
     },
     GateMetric {
@@ -398,7 +400,7 @@ pub static METRICS: &[GateMetric] = &[
         description: "Fan-out: 50th percentile of delivery latency, from PUBLISH to receipt.",
         unit: Unit::Ms,
         args: Args::None,
-        reads: Reads::Measurements,
+        reads: Reads::Fanout,
         value: |_, _, stats| delivery(stats, |l| l.p50),
     },
     GateMetric {
@@ -407,7 +409,7 @@ pub static METRICS: &[GateMetric] = &[
         description: "Fan-out: 99th percentile of delivery latency, from PUBLISH to receipt.",
         unit: Unit::Ms,
         args: Args::None,
-        reads: Reads::Measurements,
+        reads: Reads::Fanout,
         value: |_, _, stats| delivery(stats, |l| l.p99),
     },
     GateMetric {
@@ -416,7 +418,7 @@ pub static METRICS: &[GateMetric] = &[
         description: "Fan-out: 99.9th percentile of delivery latency, from PUBLISH to receipt.",
         unit: Unit::Ms,
         args: Args::None,
-        reads: Reads::Measurements,
+        reads: Reads::Fanout,
         value: |_, _, stats| delivery(stats, |l| l.p999),
     },
     GateMetric {
@@ -425,7 +427,7 @@ pub static METRICS: &[GateMetric] = &[
         description: "Fan-out: the slowest delivery.",
         unit: Unit::Ms,
         args: Args::None,
-        reads: Reads::Measurements,
+        reads: Reads::Fanout,
         value: |_, _, stats| delivery(stats, |l| l.max),
     },
 ];

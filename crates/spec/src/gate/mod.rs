@@ -69,6 +69,11 @@ impl Expr {
         self.metrics().any(|m| m.window.is_some())
     }
 
+    /// The op kinds its metrics are restricted to (`p99(del)`: `del`).
+    pub fn ops(&self) -> Vec<OpKind> {
+        self.metrics().filter_map(|m| m.op).collect()
+    }
+
     /// The stages the expression names.
     pub fn stages(&self) -> Vec<String> {
         self.metrics().filter_map(|m| m.stage.clone()).collect()
@@ -129,6 +134,17 @@ pub enum CmpOp {
 }
 
 impl CmpOp {
+    /// The same comparison with its sides swapped (`a < b` is `b > a`).
+    pub fn mirrored(self) -> CmpOp {
+        match self {
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::Le => CmpOp::Ge,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::Ge => CmpOp::Le,
+            CmpOp::Eq | CmpOp::Ne => self,
+        }
+    }
+
     pub fn holds(self, a: f64, b: f64) -> bool {
         match self {
             CmpOp::Lt => a < b,

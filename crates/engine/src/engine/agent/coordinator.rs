@@ -38,6 +38,45 @@ const START_AHEAD: Duration = Duration::from_millis(100);
 /// share (its histories included).
 const RESULT_GRACE: Duration = Duration::from_secs(60);
 
+/// How many connections may be saying who they are at once.
+const MAX_GREETINGS: usize = 64;
+/// How long a connection may take to say who it is.
+const GREETING_LIMIT: Duration = Duration::from_secs(10);
+
+/// A connection that said it is an agent of this build.
+struct Greeted {
+    hello: Hello,
+    peer: std::net::SocketAddr,
+    rd: tokio::net::tcp::OwnedReadHalf,
+    wr: tokio::net::tcp::OwnedWriteHalf,
+}
+
+/// What the join waits for next.
+enum Joining {
+    Accepted(Result<std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>, tokio::time::error::Elapsed>),
+    Greeted(Result<Result<Greeted, String>, tokio::task::JoinError>),
+    Late,
+}
+
+/// Reads a connection's Hello and checks it is this build's agent; why
+/// not, naming the peer. An agent of another build is told why.
+async fn greet(stream: tokio::net::TcpStream, peer: std::net::SocketAddr, own: Arc<Hello>) -> Result<Greeted, String> {
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let hello = match tokio::time::timeout(GREETING_LIMIT, wire::read(&mut rd, wire::Sender::Agent)).await {
+        Ok(Ok(Some(Frame::Hello(h)))) => h,
+        Ok(Ok(Some(_))) => return Err(format!("{peer} spoke before saying who it is")),
+        Ok(Ok(None)) => return Err(format!("{peer} closed the connection without a word")),
+        Ok(Err(e)) => return Err(format!("{peer} is not a faultline agent: {e:#}")),
+        Err(_) => return Err(format!("{peer} said nothing within {}s", GREETING_LIMIT.as_secs())),
+    };
+    if let Err(why) = same_build(&own, &hello) {
+        let _ = tokio::time::timeout(GREETING_LIMIT, wire::write(&mut wr, &Frame::Refused(why.clone()))).await;
+        return Err(format!("agent `{}` on {} ({peer}): {why}", hello.name, hello.host));
+    }
+    Ok(Greeted { hello, peer, rd, wr })
+}
+
 /// What an agent's connection brings the coordinator.
 enum Reply {
     Pong { n: u32, agent_ns: u64, at: Instant },
@@ -167,38 +206,62 @@ impl Agents {
     }
 
     async fn join(listener: TcpListener, launched: &Launched, run: RunShare) -> anyhow::Result<Vec<Link>> {
-        let expected = launched.count;
-        let mut pending = Vec::new();
+        let expected = launched.count as usize;
+        let mut pending: Vec<Greeted> = Vec::new();
         let deadline = Instant::now() + JOIN_LIMIT;
-        let own = own_hello("coordinator");
-        while pending.len() < expected as usize {
-            let accepted = tokio::select! {
-                a = tokio::time::timeout_at(deadline, listener.accept()) => a,
+        // Each connection says who it is on its own clock: a silent or
+        // garbled one (a port scan, a health probe) is refused and dropped
+        // while the others go on, and the agents keep dialing in.
+        let mut greetings = tokio::task::JoinSet::new();
+        let mut refused: Vec<String> = Vec::new();
+        let own = Arc::new(own_hello("coordinator"));
+        while pending.len() < expected {
+            let event = tokio::select! {
+                a = tokio::time::timeout_at(deadline, listener.accept()), if greetings.len() < MAX_GREETINGS => Joining::Accepted(a),
+                Some(g) = greetings.join_next() => Joining::Greeted(g),
                 why = launched.first_exit() => anyhow::bail!("{why}"),
+                _ = tokio::time::sleep_until(deadline) => Joining::Late,
             };
-            let (stream, peer) = match accepted {
-                Ok(Ok(a)) => a,
-                Ok(Err(e)) => anyhow::bail!("accepting agents: {e}"),
-                Err(_) => anyhow::bail!(
-                    "{} of {expected} agents dialed in within {}s ({}): {}",
-                    pending.len(),
-                    JOIN_LIMIT.as_secs(),
-                    launched.describe(),
-                    launched.where_to_look()
-                ),
-            };
-            let _ = stream.set_nodelay(true);
-            let (mut rd, mut wr) = stream.into_split();
-            let hello = match tokio::time::timeout(Duration::from_secs(10), wire::read(&mut rd)).await {
-                Ok(Ok(Some(Frame::Hello(h)))) => h,
-                _ => anyhow::bail!("{peer} dialed in but did not say it is a faultline agent"),
-            };
-            if let Err(why) = same_build(&own, &hello) {
-                let _ = wire::write(&mut wr, &Frame::Refused(why.clone())).await;
-                anyhow::bail!("agent `{}` on {} refused: {why}", hello.name, hello.host);
+            match event {
+                Joining::Accepted(Ok(Ok((stream, peer)))) => {
+                    greetings.spawn(greet(stream, peer, Arc::clone(&own)));
+                }
+                Joining::Accepted(Ok(Err(e))) => {
+                    // A connection that failed before it was ours (reset,
+                    // out of descriptors): the listener goes on.
+                    refused.push(format!("accepting: {e}"));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Joining::Greeted(Ok(Ok(greeted))) if pending.iter().any(|p| p.hello.name == greeted.hello.name) => {
+                    let why = format!("{}: a second agent named `{}`", greeted.peer, greeted.hello.name);
+                    faultline_model::stdout::say_err!("warning: refused a connection: {why}");
+                    refused.push(why);
+                }
+                Joining::Greeted(Ok(Ok(greeted))) => pending.push(greeted),
+                Joining::Greeted(Ok(Err(why))) => {
+                    faultline_model::stdout::say_err!("warning: refused a connection: {why}");
+                    refused.push(why);
+                }
+                Joining::Greeted(Err(e)) => refused.push(format!("a greeting failed: {e}")),
+                Joining::Accepted(Err(_)) | Joining::Late => {
+                    let refused = match refused.is_empty() {
+                        true => String::new(),
+                        false => format!(
+                            "; refused meanwhile: {}",
+                            refused.iter().take(20).cloned().collect::<Vec<_>>().join("; ")
+                        ),
+                    };
+                    anyhow::bail!(
+                        "{} of {expected} agents dialed in within {}s ({}): {}{refused}",
+                        pending.len(),
+                        JOIN_LIMIT.as_secs(),
+                        launched.describe(),
+                        launched.where_to_look()
+                    )
+                }
             }
-            pending.push((hello, rd, wr));
         }
+        let mut pending: Vec<_> = pending.into_iter().map(|g| (g.hello, g.rd, g.wr)).collect();
         // Dealt in name order, so a rerun gives each name the same lanes.
         pending.sort_by(|a, b| a.0.name.cmp(&b.0.name));
         let agents = pending.len() as u32;
@@ -413,7 +476,7 @@ fn connect(
     let (live_in, sink_in) = (Arc::clone(&live), Arc::clone(&sink));
     tokio::spawn(async move {
         loop {
-            let reply = match wire::read(&mut rd).await {
+            let reply = match wire::read(&mut rd, wire::Sender::Agent).await {
                 Ok(Some(Frame::Pong { n, agent_ns })) => Reply::Pong { n, agent_ns, at: Instant::now() },
                 Ok(Some(Frame::Progress { ok, failed, warmup })) => {
                     live_in.ok.store(ok, Ordering::Relaxed);

@@ -44,14 +44,17 @@ impl Launcher {
     }
 }
 
+/// The most agents a run takes.
+pub const MAX_AGENTS: u32 = 256;
+
 /// `local:4`, `swarm:4`, `wait:4`.
 pub fn parse(text: &str) -> Result<Launcher, String> {
     let usage = "give LAUNCHER:N, e.g. local:4 (agent processes on this machine), swarm:4 (a Docker Swarm \
                  service) or wait:4 (agents you start)";
     let (kind, n) = text.split_once(':').ok_or_else(|| format!("`{text}`: {usage}"))?;
     let n: u32 = n.parse().map_err(|_| format!("`{text}`: `{n}` is not a number of agents; {usage}"))?;
-    if !(1..=256).contains(&n) {
-        return Err(format!("`{text}`: between 1 and 256 agents"));
+    if !(1..=MAX_AGENTS).contains(&n) {
+        return Err(format!("`{text}`: between 1 and {MAX_AGENTS} agents"));
     }
     match kind {
         "local" => Ok(Launcher::Local(n)),

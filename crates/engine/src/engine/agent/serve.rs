@@ -89,7 +89,7 @@ async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
     let (inbox_tx, mut inbox) = mpsc::unbounded_channel::<Frame>();
     let pong = out.clone();
     tokio::spawn(async move {
-        while let Ok(Some(frame)) = wire::read(&mut rd).await {
+        while let Ok(Some(frame)) = wire::read(&mut rd, wire::Sender::Coordinator).await {
             match frame {
                 Frame::Ping { n } => {
                     let _ = pong.send(Frame::Pong { n, agent_ns: clock::since_epoch(Instant::now()) });
@@ -102,11 +102,13 @@ async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
             }
         }
     });
-    let order = match inbox.recv().await {
-        Some(Frame::Welcome(order)) => *order,
-        Some(Frame::Refused(why)) => anyhow::bail!("the coordinator refused this agent: {why}"),
-        None => anyhow::bail!("the coordinator closed the connection before giving the run"),
-        Some(_) => anyhow::bail!("the coordinator sent something other than the run"),
+    // The coordinator reads every agent's clock before it hands out the run.
+    let order = match tokio::time::timeout(WELCOME_LIMIT, inbox.recv()).await {
+        Ok(Some(Frame::Welcome(order))) => *order,
+        Ok(Some(Frame::Refused(why))) => anyhow::bail!("the coordinator refused this agent: {why}"),
+        Ok(None) => anyhow::bail!("the coordinator closed the connection before giving the run"),
+        Ok(Some(_)) => anyhow::bail!("the coordinator sent something other than the run"),
+        Err(_) => anyhow::bail!("no run from the coordinator within {}s", WELCOME_LIMIT.as_secs()),
     };
     let session = match Session::open(order, kinds) {
         Ok(s) => {
@@ -137,6 +139,30 @@ async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long an agent waits for the run once it said hello (the coordinator
+/// reads every agent's clock first).
+const WELCOME_LIMIT: Duration = Duration::from_secs(120);
+/// How long past the slowest target's ready timeout an armed agent waits
+/// for the start.
+const START_LIMIT: Duration = Duration::from_secs(60);
+/// How far ahead of now a start may be set (the coordinator sets it 100 ms ahead).
+const START_AHEAD_AT_MOST: Duration = Duration::from_secs(10);
+
+/// Whether a start at `t0_ns` on this agent's clock is near now: not in
+/// the past by more than a second, nor further ahead than [`START_AHEAD_AT_MOST`].
+fn start_in_range(t0_ns: u64) -> Result<(), String> {
+    let now = clock::since_epoch(Instant::now());
+    let (earliest, latest) = (now.saturating_sub(1_000_000_000), now + START_AHEAD_AT_MOST.as_nanos() as u64);
+    match (earliest..=latest).contains(&t0_ns) {
+        true => Ok(()),
+        false => Err(format!(
+            "the start is {:.3}s from now on this agent's clock, outside -1s..+{}s",
+            (t0_ns as f64 - now as f64) / 1e9,
+            START_AHEAD_AT_MOST.as_secs()
+        )),
+    }
+}
+
 #[derive(PartialEq)]
 enum Next {
     Stay,
@@ -158,6 +184,18 @@ struct Session {
 
 impl Session {
     fn open(order: RunOrder, kinds: &'static Kinds) -> anyhow::Result<Session> {
+        // What the coordinator says is checked before it is used.
+        let max = super::launch::MAX_AGENTS;
+        anyhow::ensure!(
+            (1..=max).contains(&order.agents) && order.index < order.agents,
+            "the run order gives this agent place {} of {} (1 to {max} agents)",
+            order.index,
+            order.agents
+        );
+        if let Some(n) = order.run.load_threads {
+            let max = crate::engine::load_threads::MAX_LOAD_THREADS;
+            anyhow::ensure!((1..=max).contains(&n), "the run order asks for {n} load threads (1 to {max})");
+        }
         // The coordinator checked the servers it starts; an agent starts none.
         crate::spec::host::skip_program_checks();
         let path = PathBuf::from(&order.run.spec_path);
@@ -198,7 +236,12 @@ impl Session {
         let cell_spec = cell.spec(spec);
         let workload =
             Arc::new(Workload::new(&cell_spec.workloads[&cell.workload], cell_spec.seed, self.order.run.run_tag));
-        let target = &cell_spec.targets[&order.target_name];
+        let Some(target) = cell_spec.targets.get(&order.target_name).filter(|_| order.target_name == cell.target)
+        else {
+            let why = format!("cell {} runs against `{}`, not `{}`", order.cell + 1, cell.target, order.target_name);
+            let _ = out.send(Frame::Failed(why));
+            return Next::Stay;
+        };
         let driver = match self.kinds.driver(&target.kind, target.options.as_ref()) {
             Ok(d) => d,
             Err((field, e)) => {
@@ -246,13 +289,26 @@ impl Session {
             }
         };
         let _ = out.send(Frame::Armed);
+        // Every agent arms before the start: the coordinator waits for the
+        // slowest one's target (its ready timeout) and no longer.
+        let start_by = tokio::time::Instant::now() + cell_spec.targets[&cell.target].ready_timeout.0 + START_LIMIT;
         let t0 = loop {
-            match inbox.recv().await {
-                Some(Frame::Start { t0_ns }) => break clock::at_epoch_ns(t0_ns),
-                Some(Frame::RoundsDone { lane, rounds }) => remote_rounds.update(lane as usize, rounds),
-                Some(Frame::Disarm) | Some(Frame::Cancel) => return Next::Stay,
-                Some(Frame::Bye) | None => return Next::Leave,
-                Some(_) => {}
+            match tokio::time::timeout_at(start_by, inbox.recv()).await {
+                Ok(Some(Frame::Start { t0_ns })) => match start_in_range(t0_ns) {
+                    Ok(()) => break clock::at_epoch_ns(t0_ns),
+                    Err(why) => {
+                        let _ = out.send(Frame::Failed(why));
+                        return Next::Stay;
+                    }
+                },
+                Ok(Some(Frame::RoundsDone { lane, rounds })) => remote_rounds.update(lane as usize, rounds),
+                Ok(Some(Frame::Disarm)) | Ok(Some(Frame::Cancel)) => return Next::Stay,
+                Ok(Some(Frame::Bye)) | Ok(None) => return Next::Leave,
+                Ok(Some(_)) => {}
+                Err(_) => {
+                    let _ = out.send(Frame::Failed("no start within the arming window".into()));
+                    return Next::Leave;
+                }
             }
         };
         armed.start_at = Some(t0);

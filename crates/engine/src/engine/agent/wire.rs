@@ -17,6 +17,43 @@ pub const PROTOCOL: u32 = 1;
 /// metrics with every success kept for window gates stay well under it.
 const MAX_FRAME: usize = 1 << 30;
 
+/// Which end sent a frame: each reads only the frames the other end sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sender {
+    Agent,
+    Coordinator,
+}
+
+/// The largest frame of each kind, by its tag (postcard writes an enum's
+/// variant index first, one byte below 128 variants), and who may send it;
+/// None: that end never sends it. Checked before a byte of the frame is
+/// kept, so a length prefix alone cannot make the reader allocate: the
+/// bytes are kept only as they arrive, up to the limit.
+fn limit(tag: u8, from: Sender) -> Option<usize> {
+    use Sender::{Agent, Coordinator};
+    const SMALL: usize = 64;
+    match (tag, from) {
+        // Hello: names and digests.
+        (0, Agent) => Some(4 << 10),
+        // Pong, Ready, Armed, Progress.
+        (1..=4, Agent) => Some(SMALL),
+        // History: one chunk of whole records.
+        (5, Agent) => Some(HISTORY_CHUNK + SMALL),
+        // Done: a cell's metrics, every success kept for window gates included.
+        (6, Agent) => Some(MAX_FRAME),
+        // Failed, Refused: a sentence.
+        (7, Agent) | (10, Coordinator) => Some(64 << 10),
+        // RoundsDone: both ways (relayed).
+        (8, _) => Some(SMALL),
+        // Welcome: the spec's text and its `--set`s.
+        (9, Coordinator) => Some(2 * faultline_spec::limits::MAX_SPEC_BYTES + (64 << 10)),
+        // Ping, then Arm (a cell's order), then Start, Cancel, Disarm, Bye.
+        (11, Coordinator) | (13..=16, Coordinator) => Some(SMALL),
+        (12, Coordinator) => Some(1 << 20),
+        _ => None,
+    }
+}
+
 /// How much of a history file one frame carries: whole records.
 pub const HISTORY_CHUNK: usize = faultline_check::history::RECORD_BYTES * 21_845;
 
@@ -146,25 +183,139 @@ pub enum Frame {
 
 pub async fn write<W: AsyncWriteExt + Unpin>(w: &mut W, frame: &Frame) -> anyhow::Result<()> {
     let bytes = postcard::to_allocvec(frame)?;
-    anyhow::ensure!(bytes.len() <= MAX_FRAME, "a frame of {} bytes is over the {MAX_FRAME}-byte limit", bytes.len());
+    let from = match frame {
+        Frame::Hello(_)
+        | Frame::Pong { .. }
+        | Frame::Ready
+        | Frame::Armed
+        | Frame::Progress { .. }
+        | Frame::History { .. }
+        | Frame::Done(_)
+        | Frame::Failed(_)
+        | Frame::RoundsDone { .. } => Sender::Agent,
+        _ => Sender::Coordinator,
+    };
+    let most = limit(bytes[0], from).unwrap_or(0);
+    anyhow::ensure!(
+        bytes.len() <= most,
+        "a frame (tag {}) of {} bytes is over its {most}-byte limit",
+        bytes[0],
+        bytes.len()
+    );
     w.write_all(&(bytes.len() as u32).to_le_bytes()).await?;
     w.write_all(&bytes).await?;
     w.flush().await?;
     Ok(())
 }
 
-/// The next frame, or None when the other end closed the connection
-/// between frames.
-pub async fn read<R: AsyncReadExt + Unpin>(r: &mut R) -> anyhow::Result<Option<Frame>> {
-    let mut len = [0u8; 4];
-    match r.read_exact(&mut len).await {
+/// The next frame `from` the other end sent, or None when it closed the
+/// connection between frames. A frame that end never sends, or one over its
+/// kind's limit, is an error before its bytes are kept.
+pub async fn read<R: AsyncReadExt + Unpin>(r: &mut R, from: Sender) -> anyhow::Result<Option<Frame>> {
+    let mut head = [0u8; 5];
+    match r.read_exact(&mut head[..4]).await {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e.into()),
     }
-    let len = u32::from_le_bytes(len) as usize;
-    anyhow::ensure!(len <= MAX_FRAME, "a frame of {len} bytes is over the {MAX_FRAME}-byte limit");
-    let mut bytes = vec![0u8; len];
-    r.read_exact(&mut bytes).await?;
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    anyhow::ensure!(len > 0, "an empty frame");
+    r.read_exact(&mut head[4..]).await?;
+    let tag = head[4];
+    let Some(most) = limit(tag, from) else {
+        anyhow::bail!("a frame of a kind ({tag}) that {from:?} never sends: not a faultline peer of this build")
+    };
+    anyhow::ensure!(len <= most, "a frame (tag {tag}) of {len} bytes is over its {most}-byte limit");
+    // Kept as the bytes arrive: a peer that announces more than it sends
+    // costs what it sent.
+    let mut bytes = Vec::with_capacity(len.min(64 << 10));
+    bytes.push(tag);
+    r.take(len as u64 - 1).read_to_end(&mut bytes).await?;
+    anyhow::ensure!(bytes.len() == len, "the connection closed inside a frame ({} of {len} bytes)", bytes.len());
     Ok(Some(postcard::from_bytes(&bytes)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello() -> Hello {
+        Hello {
+            protocol: PROTOCOL,
+            version: "v".into(),
+            commit: "c".into(),
+            binary_sha256: "d".into(),
+            name: "a".into(),
+            host: "h".into(),
+            pid: 1,
+            cores: 2,
+        }
+    }
+
+    /// Every kind of frame has a limit on the side that sends it and none on
+    /// the other: a reordered `Frame` fails here, not on the wire.
+    #[test]
+    fn each_frame_is_limited_on_the_side_that_sends_it() {
+        let arm = ArmOrder {
+            cell: 0,
+            label: "l".into(),
+            position: (1, 1),
+            target_name: "t".into(),
+            uri: "redis://x".into(),
+            rate: None,
+        };
+        let from_agent = [
+            Frame::Hello(hello()),
+            Frame::Pong { n: u32::MAX, agent_ns: u64::MAX },
+            Frame::Ready,
+            Frame::Armed,
+            Frame::Progress { ok: u64::MAX, failed: u64::MAX, warmup: u64::MAX },
+            Frame::History { lane: 0, bytes: vec![0; 8] },
+            Frame::Failed("x".into()),
+            Frame::RoundsDone { lane: u32::MAX, rounds: u64::MAX },
+        ];
+        let from_coordinator = [
+            Frame::Refused("x".into()),
+            Frame::Ping { n: u32::MAX },
+            Frame::Arm(arm),
+            Frame::Start { t0_ns: u64::MAX },
+            Frame::Cancel,
+            Frame::Disarm,
+            Frame::Bye,
+        ];
+        for (frames, from) in [(&from_agent[..], Sender::Agent), (&from_coordinator[..], Sender::Coordinator)] {
+            for frame in frames {
+                let bytes = postcard::to_allocvec(frame).unwrap();
+                let most = limit(bytes[0], from).unwrap_or_else(|| panic!("tag {} from {from:?}", bytes[0]));
+                assert!(bytes.len() <= most, "tag {}: {} bytes over {most}", bytes[0], bytes.len());
+                let other = if from == Sender::Agent { Sender::Coordinator } else { Sender::Agent };
+                if !matches!(frame, Frame::RoundsDone { .. }) {
+                    assert_eq!(limit(bytes[0], other), None, "tag {} from {other:?}", bytes[0]);
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_length_prefix_alone_allocates_nothing_and_strangers_are_refused() {
+        // 1 GiB announced for a Hello: refused on the prefix and the tag.
+        let mut huge: &[u8] = &[0, 0, 0, 0x40, 0];
+        let e = read(&mut huge, Sender::Agent).await.err().unwrap().to_string();
+        assert!(e.contains("over its 4096-byte limit"), "{e}");
+        // An HTTP probe: a frame of a kind no agent sends.
+        let mut http: &[u8] = b"GET / HTTP/1.1\r\n\r\n";
+        let e = read(&mut http, Sender::Agent).await.err().unwrap().to_string();
+        assert!(e.contains("never sends"), "{e}");
+        // A frame the coordinator sends, read as if from an agent.
+        let mut bye = Vec::new();
+        write(&mut bye, &Frame::Bye).await.unwrap();
+        assert!(read(&mut &bye[..], Sender::Agent).await.is_err());
+        assert!(matches!(read(&mut &bye[..], Sender::Coordinator).await, Ok(Some(Frame::Bye))));
+        // Announced, then cut short: an error, not a frame.
+        let mut cut = Vec::new();
+        write(&mut cut, &Frame::Hello(hello())).await.unwrap();
+        cut.truncate(cut.len() - 1);
+        let e = read(&mut &cut[..], Sender::Agent).await.err().unwrap().to_string();
+        assert!(e.contains("closed inside a frame"), "{e}");
+    }
 }

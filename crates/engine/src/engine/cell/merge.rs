@@ -94,9 +94,11 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
                     incomplete = Some(anyhow::anyhow!("agent `{agent}`: {e}"));
                 }
                 for lane in &done.lanes {
-                    let at = lane.ran_out_ns.map(|ns| match ns >= 0 {
-                        true => clock.measure_from + Duration::from_nanos(ns as u64),
-                        false => clock.measure_from - Duration::from_nanos(ns.unsigned_abs()),
+                    // An instant the clock cannot hold (a share that lies)
+                    // counts as never.
+                    let at = lane.ran_out_ns.and_then(|ns| match ns >= 0 {
+                        true => clock.measure_from.checked_add(Duration::from_nanos(ns as u64)),
+                        false => clock.measure_from.checked_sub(Duration::from_nanos(ns.unsigned_abs())),
                     });
                     ran_out = ran_out.max(at.filter(|at| *at < clock.stop_at));
                     every_lane_ran_out &= at.is_some_and(|at| at < clock.stop_at);
