@@ -149,6 +149,8 @@ fn a_killed_leader_is_replaced_and_move_leader_hands_leadership_over() {
     }
     let server = r["targets"][0]["server"].as_str().unwrap();
     assert!(server.starts_with("etcd 3.4") && server.contains("a cluster of 3 member(s)"), "{server}");
+    // The members' Raft timing, read from their own command lines.
+    assert!(server.contains("election timeout 1000 ms, heartbeat 100 ms"), "{server}");
     assert_eq!(left_behind(run.dir.as_ref().unwrap()), Vec::<String>::new());
 }
 

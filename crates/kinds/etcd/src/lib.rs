@@ -19,6 +19,7 @@
 //! etcd's own clients use. Its cost (tonic and prost, `protoc` at build
 //! time) is measured in docs/performance.md.
 
+mod config;
 mod endpoints;
 mod errors;
 mod leader;
@@ -79,9 +80,12 @@ impl EtcdDriver {
             .await
             .map_err(|e| anyhow::anyhow!("a write through the member did not commit: {}", errors::explain(&e)))?;
         let listed = client.member_list().await.map_err(|e| anyhow::anyhow!("member list: {}", errors::explain(&e)))?;
+        let timing = config::raft_timing(member, Duration::from_secs(2))
+            .await
+            .unwrap_or_else(|e| format!("Raft timing not readable: {e:#}"));
         Ok(ServerInfo {
             version: format!(
-                "etcd {}, a cluster of {} member(s), raft term {}",
+                "etcd {}, a cluster of {} member(s), {timing}, raft term {}",
                 status.version(),
                 listed.members().len(),
                 status.raft_term()
