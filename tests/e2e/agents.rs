@@ -116,6 +116,19 @@ fn two_local_agents_split_the_schedule_and_merge_into_the_cell_one_process_measu
     assert!(report.contains("local-0") && report.contains("local-1"), "{report}");
 }
 
+/// `faultline run SPEC --agents wait:1` listening on `listen`, its stderr kept.
+fn waiting_coordinator(spec: &Path, listen: &str, out: &Path) -> std::process::Child {
+    faultline()
+        .arg("run")
+        .arg(spec)
+        .args(["--agents", "wait:1", "--agent-listen", listen, "--out"])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 #[ignore = "alone: needs the machine to itself; scripts/test.sh runs it after the rest"]
 fn an_agent_started_elsewhere_dials_in_and_runs_the_load() {
@@ -124,15 +137,7 @@ fn an_agent_started_elsewhere_dials_in_and_runs_the_load() {
     let port = free_port();
     let out = tempfile::tempdir().unwrap();
     let listen = format!("127.0.0.1:{port}");
-    let coordinator = faultline()
-        .arg("run")
-        .arg(&spec)
-        .args(["--agents", "wait:1", "--agent-listen", &listen, "--out"])
-        .arg(out.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let coordinator = waiting_coordinator(&spec, &listen, out.path());
     let agent = faultline().args(["agent", "--connect", &listen, "--name", "elsewhere"]).output().unwrap();
     let coordinator = coordinator.wait_with_output().unwrap();
     assert_eq!(
@@ -164,15 +169,7 @@ fn stray_connections_while_agents_join_are_refused_and_the_run_goes_on() {
     let port = free_port();
     let out = tempfile::tempdir().unwrap();
     let listen = format!("127.0.0.1:{port}");
-    let coordinator = faultline()
-        .arg("run")
-        .arg(&spec)
-        .args(["--agents", "wait:1", "--agent-listen", &listen, "--out"])
-        .arg(out.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let coordinator = waiting_coordinator(&spec, &listen, out.path());
     let dial = || std::net::TcpStream::connect(&listen);
     assert!(wait_until(Duration::from_secs(60), || dial().is_ok()), "the coordinator never listened on {listen}");
     let silent = dial().unwrap();

@@ -147,13 +147,11 @@ impl TargetDriver for EtcdDriver {
             &peer,
             "--initial-cluster",
             &format!("default={peer}"),
-            "--logger",
-            "zap",
-            "--log-outputs",
-            "stderr",
         ]
+        .into_iter()
+        .chain(topology::LOG_TO_STDERR)
         .map(String::from)
-        .to_vec()
+        .collect()
     }
 
     fn uri(&self, host: &str, port: u16) -> String {

@@ -21,6 +21,10 @@ const PEER_PORT: u16 = 2380;
 
 pub struct EtcdTopology;
 
+/// etcd 3.4 logs through its deprecated logger unless told otherwise: its
+/// structured one, to stderr (the member's log the provider keeps).
+pub const LOG_TO_STDERR: [&str; 4] = ["--logger", "zap", "--log-outputs", "stderr"];
+
 /// A member's role in its status: the leader, or a follower that knows
 /// one (linked) or does not (an election is running, or it is cut off).
 pub fn role_of(status: &StatusResponse) -> Role {
@@ -81,13 +85,11 @@ impl TopologyKind for EtcdTopology {
             // others does not raise the term while it is away, so its
             // return does not depose the leader the majority elected.
             "--pre-vote",
-            "--logger",
-            "zap",
-            "--log-outputs",
-            "stderr",
         ]
+        .into_iter()
+        .chain(LOG_TO_STDERR)
         .map(String::from)
-        .to_vec()
+        .collect()
     }
 
     fn group_uri(&self, hosts: &[String]) -> Option<String> {
