@@ -9,7 +9,9 @@ use anyhow::bail;
 
 /// The run directory `given` names (itself, or the one run inside it).
 pub fn resolve(given: &Path) -> anyhow::Result<PathBuf> {
-    if given.join("results.json").is_file() {
+    // Whatever its results.json is: reading it says what is wrong with it
+    // (a FIFO, a device).
+    if given.join("results.json").symlink_metadata().is_ok() {
         return Ok(given.to_path_buf());
     }
     let Ok(entries) = std::fs::read_dir(given) else {
