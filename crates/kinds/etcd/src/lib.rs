@@ -107,10 +107,11 @@ impl faultline_spec::KindInfo for EtcdDriver {
         matches!(op, OpKind::Get | OpKind::Set | OpKind::Del | OpKind::Insert)
     }
 
-    /// A client is one HTTP/2 connection with its own buffers; an op in
-    /// flight is a gRPC call of a few KiB.
+    /// A client is an HTTP/2 connection per member, about 110 KiB each,
+    /// taken for three members; an op in flight is a gRPC call of about
+    /// 10 KiB (measured: docs/spec.md#memory).
     fn cost(&self) -> KindCost {
-        KindCost { connection: 512 << 10, slot: 16 << 10 }
+        KindCost { connection: 3 * (128 << 10), slot: 10 << 10 }
     }
 }
 
@@ -173,12 +174,16 @@ impl TargetDriver for EtcdDriver {
 
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection> {
         let mut members = Vec::new();
-        let mut answered = Vec::new();
         for address in Self::members(uri)? {
-            let mut client = endpoints::client(&address, &self.options).await?;
-            answered.push(tokio::time::timeout(ADMIN_TIMEOUT, client.status()).await);
+            let client = endpoints::client(&address, &self.options).await?;
             members.push(ops::Member { address, kv: client.kv_client(), maintenance: client.maintenance_client() });
         }
+        // Every member asked at once: a paused one costs one wait, not one each.
+        let asks = members.iter().map(|m| {
+            let mut maintenance = m.maintenance.clone();
+            async move { tokio::time::timeout(ADMIN_TIMEOUT, maintenance.status()).await }
+        });
+        let answered = futures::future::join_all(asks).await;
         // Fails here, before the clock starts, when no member is there.
         if !answered.iter().any(|a| matches!(a, Ok(Ok(_)))) {
             let said: Vec<String> = members
