@@ -116,39 +116,54 @@ fn two_local_agents_split_the_schedule_and_merge_into_the_cell_one_process_measu
     assert!(report.contains("local-0") && report.contains("local-1"), "{report}");
 }
 
-/// `faultline run SPEC --agents wait:1` listening on `listen`, its stderr kept.
-fn waiting_coordinator(spec: &Path, listen: &str, out: &Path) -> std::process::Child {
-    faultline()
-        .arg("run")
-        .arg(spec)
-        .args(["--agents", "wait:1", "--agent-listen", listen, "--out"])
-        .arg(out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+/// A paced run waiting for one agent (`--agents wait:1`) on a free port,
+/// its stderr kept.
+struct Waiting {
+    _spec: tempfile::TempDir,
+    out: tempfile::TempDir,
+    listen: String,
+    coordinator: std::process::Child,
+}
+
+impl Waiting {
+    fn start() -> Waiting {
+        let (spec_dir, spec) = spec_file(&paced_spec("1s"));
+        let out = tempfile::tempdir().unwrap();
+        let listen = format!("127.0.0.1:{}", free_port());
+        let coordinator = faultline()
+            .arg("run")
+            .arg(&spec)
+            .args(["--agents", "wait:1", "--agent-listen", &listen, "--out"])
+            .arg(out.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Waiting { _spec: spec_dir, out, listen, coordinator }
+    }
+
+    /// The agent `elsewhere` dials in and runs the load; its output, the
+    /// coordinator's, and the run's results.
+    fn serve_one(self) -> (std::process::Output, std::process::Output, serde_json::Value) {
+        let agent = faultline().args(["agent", "--connect", &self.listen, "--name", "elsewhere"]).output().unwrap();
+        let coordinator = self.coordinator.wait_with_output().unwrap();
+        let dir = run_dir(self.out.path()).expect("a run directory");
+        let results = serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+        (agent, coordinator, results)
+    }
 }
 
 #[test]
 #[ignore = "alone: needs the machine to itself; scripts/test.sh runs it after the rest"]
 fn an_agent_started_elsewhere_dials_in_and_runs_the_load() {
     let _guard = exclusive();
-    let (_dir, spec) = spec_file(&paced_spec("1s"));
-    let port = free_port();
-    let out = tempfile::tempdir().unwrap();
-    let listen = format!("127.0.0.1:{port}");
-    let coordinator = waiting_coordinator(&spec, &listen, out.path());
-    let agent = faultline().args(["agent", "--connect", &listen, "--name", "elsewhere"]).output().unwrap();
-    let coordinator = coordinator.wait_with_output().unwrap();
+    let (agent, coordinator, results) = Waiting::start().serve_one();
     assert_eq!(
         agent.status.code(),
         Some(0),
         "the agent leaves on the coordinator's goodbye: {}",
         String::from_utf8_lossy(&agent.stderr)
     );
-    let dir = run_dir(out.path()).expect("a run directory");
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert!([0, 1].contains(&coordinator.status.code().unwrap()), "{}", String::from_utf8_lossy(&coordinator.stderr));
     assert_eq!(results["run"]["agents"][0]["name"], "elsewhere");
     assert_eq!(results["run"]["agents"][0]["launcher"], "external");
@@ -165,11 +180,8 @@ fn an_agent_started_elsewhere_dials_in_and_runs_the_load() {
 fn stray_connections_while_agents_join_are_refused_and_the_run_goes_on() {
     use std::io::Write;
     let _guard = exclusive();
-    let (_dir, spec) = spec_file(&paced_spec("1s"));
-    let port = free_port();
-    let out = tempfile::tempdir().unwrap();
-    let listen = format!("127.0.0.1:{port}");
-    let coordinator = waiting_coordinator(&spec, &listen, out.path());
+    let waiting = Waiting::start();
+    let listen = waiting.listen.clone();
     let dial = || std::net::TcpStream::connect(&listen);
     assert!(wait_until(Duration::from_secs(60), || dial().is_ok()), "the coordinator never listened on {listen}");
     let silent = dial().unwrap();
@@ -177,16 +189,12 @@ fn stray_connections_while_agents_join_are_refused_and_the_run_goes_on() {
     probe.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut huge = dial().unwrap();
     huge.write_all(&[0, 0, 0, 0x40, 0]).unwrap();
-    let agent = faultline().args(["agent", "--connect", &listen, "--name", "elsewhere"]).output().unwrap();
-    let coordinator = coordinator.wait_with_output().unwrap();
+    let (agent, coordinator, results) = waiting.serve_one();
     drop((silent, probe, huge));
     let said = String::from_utf8_lossy(&coordinator.stderr);
     assert_eq!(agent.status.code(), Some(0), "{}", String::from_utf8_lossy(&agent.stderr));
     assert!([0, 1].contains(&coordinator.status.code().unwrap()), "{said}");
     assert!(said.contains("refused a connection") && said.contains("is not a faultline agent"), "{said}");
-    let dir = run_dir(out.path()).expect("a run directory");
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["run"]["agents"][0]["name"], "elsewhere");
     assert_eq!(results["cells"][0]["stats"]["agents"][0]["ok"], results["cells"][0]["stats"]["ok"]);
 }

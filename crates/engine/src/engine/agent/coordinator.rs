@@ -43,6 +43,35 @@ const MAX_GREETINGS: usize = 64;
 /// How long a connection may take to say who it is.
 const GREETING_LIMIT: Duration = Duration::from_secs(10);
 
+/// What the join refused, for its error: the first few, and how many.
+#[derive(Default)]
+struct Refusals {
+    first: Vec<String>,
+    count: usize,
+}
+
+impl Refusals {
+    const KEPT: usize = 20;
+
+    fn push(&mut self, why: String) {
+        self.count += 1;
+        if self.first.len() < Self::KEPT {
+            self.first.push(why);
+        }
+    }
+
+    /// `; refused meanwhile: …` (empty when nothing was refused).
+    fn said(&self) -> String {
+        match self.count {
+            0 => String::new(),
+            n if n > self.first.len() => {
+                format!("; refused meanwhile ({n}, the first {}): {}", self.first.len(), self.first.join("; "))
+            }
+            _ => format!("; refused meanwhile: {}", self.first.join("; ")),
+        }
+    }
+}
+
 /// A connection that said it is an agent of this build.
 struct Greeted {
     hello: Hello,
@@ -59,7 +88,9 @@ enum Joining {
 }
 
 /// Reads a connection's Hello and checks it is this build's agent; why
-/// not, naming the peer. An agent of another build is told why.
+/// not, naming the peer. An agent of another build is told only that: the
+/// peer is not authenticated, so this coordinator's version, commit and
+/// digest stay in its own log.
 async fn greet(stream: tokio::net::TcpStream, peer: std::net::SocketAddr, own: Arc<Hello>) -> Result<Greeted, String> {
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
@@ -71,7 +102,8 @@ async fn greet(stream: tokio::net::TcpStream, peer: std::net::SocketAddr, own: A
         Err(_) => return Err(format!("{peer} said nothing within {}s", GREETING_LIMIT.as_secs())),
     };
     if let Err(why) = same_build(&own, &hello) {
-        let _ = tokio::time::timeout(GREETING_LIMIT, wire::write(&mut wr, &Frame::Refused(why.clone()))).await;
+        let told = "this coordinator runs another build of faultline: its log says which".to_string();
+        let _ = tokio::time::timeout(GREETING_LIMIT, wire::write(&mut wr, &Frame::Refused(told))).await;
         return Err(format!("agent `{}` on {} ({peer}): {why}", hello.name, hello.host));
     }
     Ok(Greeted { hello, peer, rd, wr })
@@ -213,7 +245,7 @@ impl Agents {
         // garbled one (a port scan, a health probe) is refused and dropped
         // while the others go on, and the agents keep dialing in.
         let mut greetings = tokio::task::JoinSet::new();
-        let mut refused: Vec<String> = Vec::new();
+        let mut refusals = Refusals::default();
         let own = Arc::new(own_hello("coordinator"));
         while pending.len() < expected {
             let event = tokio::select! {
@@ -229,28 +261,22 @@ impl Agents {
                 Joining::Accepted(Ok(Err(e))) => {
                     // A connection that failed before it was ours (reset,
                     // out of descriptors): the listener goes on.
-                    refused.push(format!("accepting: {e}"));
+                    refusals.push(format!("accepting: {e}"));
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Joining::Greeted(Ok(Ok(greeted))) if pending.iter().any(|p| p.hello.name == greeted.hello.name) => {
                     let why = format!("{}: a second agent named `{}`", greeted.peer, greeted.hello.name);
                     faultline_model::stdout::say_err!("warning: refused a connection: {why}");
-                    refused.push(why);
+                    refusals.push(why);
                 }
                 Joining::Greeted(Ok(Ok(greeted))) => pending.push(greeted),
                 Joining::Greeted(Ok(Err(why))) => {
                     faultline_model::stdout::say_err!("warning: refused a connection: {why}");
-                    refused.push(why);
+                    refusals.push(why);
                 }
-                Joining::Greeted(Err(e)) => refused.push(format!("a greeting failed: {e}")),
+                Joining::Greeted(Err(e)) => refusals.push(format!("a greeting failed: {e}")),
                 Joining::Accepted(Err(_)) | Joining::Late => {
-                    let refused = match refused.is_empty() {
-                        true => String::new(),
-                        false => format!(
-                            "; refused meanwhile: {}",
-                            refused.iter().take(20).cloned().collect::<Vec<_>>().join("; ")
-                        ),
-                    };
+                    let refused = refusals.said();
                     anyhow::bail!(
                         "{} of {expected} agents dialed in within {}s ({}): {}{refused}",
                         pending.len(),
@@ -585,5 +611,26 @@ mod tests {
         assert!(same_build(&own, &rebuilt).unwrap_err().contains("SHA-256"));
         let other = Hello { protocol: wire::PROTOCOL + 1, ..own_hello("a") };
         assert!(same_build(&own, &other).unwrap_err().contains("protocol"));
+    }
+
+    /// A peer that greets as another build is refused without learning this
+    /// one's version, commit or digest; the coordinator's reason names both.
+    #[tokio::test]
+    async fn a_foreign_build_learns_nothing_of_this_one() {
+        let own = Arc::new(own_hello("coordinator"));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let peer = tokio::spawn(async move {
+            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+            let foreign = Hello { binary_sha256: "00".into(), ..own_hello("stranger") };
+            wire::write(&mut stream, &Frame::Hello(foreign)).await.unwrap();
+            wire::read(&mut stream, wire::Sender::Coordinator).await.unwrap()
+        });
+        let (stream, from) = listener.accept().await.unwrap();
+        let why = greet(stream, from, Arc::clone(&own)).await.err().unwrap();
+        assert!(why.contains(&own.binary_sha256) && why.contains("stranger"), "{why}");
+        let Some(Frame::Refused(told)) = peer.await.unwrap() else { panic!("no refusal") };
+        assert!(!told.contains(&own.binary_sha256) && !told.contains(&own.commit), "{told}");
+        assert!(told.contains("another build"), "{told}");
     }
 }

@@ -183,19 +183,8 @@ pub enum Frame {
 
 pub async fn write<W: AsyncWriteExt + Unpin>(w: &mut W, frame: &Frame) -> anyhow::Result<()> {
     let bytes = postcard::to_allocvec(frame)?;
-    let from = match frame {
-        Frame::Hello(_)
-        | Frame::Pong { .. }
-        | Frame::Ready
-        | Frame::Armed
-        | Frame::Progress { .. }
-        | Frame::History { .. }
-        | Frame::Done(_)
-        | Frame::Failed(_)
-        | Frame::RoundsDone { .. } => Sender::Agent,
-        _ => Sender::Coordinator,
-    };
-    let most = limit(bytes[0], from).unwrap_or(0);
+    // Each kind is sent by one end (RoundsDone by both, with one limit).
+    let most = limit(bytes[0], Sender::Agent).or(limit(bytes[0], Sender::Coordinator)).unwrap_or(0);
     anyhow::ensure!(
         bytes.len() <= most,
         "a frame (tag {}) of {} bytes is over its {most}-byte limit",
