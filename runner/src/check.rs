@@ -7,8 +7,8 @@ use std::io::{self, BufReader, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use faultline_check::checker::jepsen_edn::{self, ReadError};
 use faultline_check::checker::linearizability::{self, Limits, Model, Verdict, Witness};
-use faultline_check::history::jepsen_edn::{self, ReadError};
 
 pub const EXIT_LINEARIZABLE: u8 = 0;
 pub const EXIT_NOT_LINEARIZABLE: u8 = 1;

@@ -4,7 +4,10 @@
 //! cell, and a new one could not join a run already under way), each
 //! running `faultline agent --connect` to the coordinator, which waits for
 //! them with `--agents wait:N`. The pods spread over nodes where they can,
-//! since an agent exists to bring another machine's CPU.
+//! since an agent exists to bring another machine's CPU. Each pod mounts
+//! the run's agent key from a Secret (read-only, owner-only) and is told
+//! where it is by FAULTLINE_AGENT_KEY_FILE: the key never appears in the
+//! manifest, the pod's command line or its environment.
 
 use serde_json::json;
 
@@ -17,7 +20,12 @@ pub struct RenderArgs {
     pub job: String,
     /// CPU each agent asks for (and is limited to), in cores.
     pub cpu: Option<f64>,
+    /// The Secret holding the agent key, under the key `key`.
+    pub key_secret: String,
 }
+
+/// Where a pod finds the agent key.
+const KEY_DIR: &str = "/var/run/secrets/faultline";
 
 /// The Job, as YAML.
 pub fn render(args: &RenderArgs) -> Result<String, String> {
@@ -27,14 +35,30 @@ pub fn render(args: &RenderArgs) -> Result<String, String> {
     if !args.connect.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok()) {
         return Err(format!("--connect {}: give the coordinator's HOST:PORT as the pods reach it", args.connect));
     }
+    let dns_name = |n: &str| {
+        (1..=253).contains(&n.len())
+            && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && n.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && n.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    if !dns_name(&args.key_secret) {
+        return Err(format!(
+            "--key-secret {}: a Secret's name is lower-case letters, digits, '-' and '.' (at most 253)",
+            args.key_secret
+        ));
+    }
     let labels = json!({"app.kubernetes.io/name": "faultline-agent", "app.kubernetes.io/instance": args.job});
     let mut container = json!({
         "name": "agent",
         "image": args.image,
         "command": ["faultline"],
         "args": ["agent", "--connect", args.connect],
-        // The pod's name (job-index-suffix) names the agent in results.
-        "env": [{"name": "FAULTLINE_AGENT_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "env": [
+            // The pod's name (job-index-suffix) names the agent in results.
+            {"name": "FAULTLINE_AGENT_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "FAULTLINE_AGENT_KEY_FILE", "value": format!("{KEY_DIR}/key")},
+        ],
+        "volumeMounts": [{"name": "agent-key", "mountPath": KEY_DIR, "readOnly": true}],
     });
     if let Some(cpu) = args.cpu {
         let cores = format!("{}m", (cpu * 1000.0).round() as u64);
@@ -53,7 +77,13 @@ pub fn render(args: &RenderArgs) -> Result<String, String> {
                 "metadata": {"labels": labels},
                 "spec": {
                     "restartPolicy": "Never",
+                    // An agent talks to the coordinator and the targets, never to the API server.
+                    "automountServiceAccountToken": false,
                     "containers": [container],
+                    "volumes": [{
+                        "name": "agent-key",
+                        "secret": {"secretName": args.key_secret, "defaultMode": 0o400, "items": [{"key": "key", "path": "key"}]},
+                    }],
                     "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
                         "weight": 100,
                         "podAffinityTerm": {
@@ -66,11 +96,16 @@ pub fn render(args: &RenderArgs) -> Result<String, String> {
         },
     });
     let header = format!(
-        "# {} faultline agents dialing {}; start the run first:\n#   faultline run SPEC --agents wait:{} --agent-listen 0.0.0.0:{}\n",
-        args.count,
-        args.connect,
-        args.count,
-        args.connect.rsplit_once(':').map_or("PORT", |(_, p)| p)
+        "# {count} faultline agents dialing {connect}. First the run's key, as a Secret:\n\
+         #   faultline agents key > agent.key && chmod 600 agent.key\n\
+         #   kubectl -n {namespace} create secret generic {secret} --from-file=key=agent.key\n\
+         # then the run, then these manifests:\n\
+         #   faultline run SPEC --agents wait:{count} --agent-listen 0.0.0.0:{port} --agent-key-file agent.key\n",
+        count = args.count,
+        connect = args.connect,
+        namespace = args.namespace,
+        secret = args.key_secret,
+        port = args.connect.rsplit_once(':').map_or("PORT", |(_, p)| p)
     );
     serde_yaml_ng::to_string(&job).map(|yaml| header + &yaml).map_err(|e| e.to_string())
 }
@@ -91,6 +126,7 @@ mod tests {
             namespace: "load".into(),
             job: "faultline-agents".into(),
             cpu: Some(1.5),
+            key_secret: "faultline-agent-key".into(),
         }
     }
 
@@ -106,12 +142,26 @@ mod tests {
         let c = &pod["containers"][0];
         assert_eq!(c["args"], json!(["agent", "--connect", "10.0.0.5:7600"]));
         assert_eq!(c["resources"]["limits"]["cpu"], "1500m");
-        assert!(render(&args()).unwrap().starts_with("# 4 faultline agents dialing 10.0.0.5:7600"));
+        // The key: a Secret mounted owner-only, named by a path, never a value.
+        assert_eq!(pod["volumes"][0]["secret"]["secretName"], "faultline-agent-key");
+        assert_eq!(pod["volumes"][0]["secret"]["defaultMode"], 0o400);
+        assert_eq!(c["volumeMounts"][0]["mountPath"], KEY_DIR);
+        assert!(c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "FAULTLINE_AGENT_KEY_FILE" && e["value"] == format!("{KEY_DIR}/key")));
+        assert_eq!(pod["automountServiceAccountToken"], false);
+        let text = render(&args()).unwrap();
+        assert!(text.starts_with("# 4 faultline agents dialing 10.0.0.5:7600"), "{text}");
+        assert!(text.contains("create secret generic faultline-agent-key --from-file=key=agent.key"), "{text}");
     }
 
     #[test]
     fn bad_arguments_say_what_to_give() {
         assert!(render(&RenderArgs { connect: "nowhere".into(), ..args() }).unwrap_err().contains("HOST:PORT"));
         assert!(render(&RenderArgs { count: 0, ..args() }).unwrap_err().contains("between 1 and 256"));
+        let bad = RenderArgs { key_secret: "Agent_Key".into(), ..args() };
+        assert!(render(&bad).unwrap_err().contains("--key-secret Agent_Key"));
     }
 }

@@ -68,7 +68,15 @@ enum AgentsCommand {
         /// CPU each agent requests and is limited to, in cores.
         #[arg(long)]
         cpu: Option<f64>,
+        /// The Kubernetes Secret holding the run's agent key (under the
+        /// key `key`), mounted into each pod.
+        #[arg(long, default_value = "faultline-agent-key")]
+        key_secret: String,
     },
+    /// Print a new agent key (64 hex characters): for `--agents wait:N
+    /// --agent-key-file FILE` and the agents you start (`faultline agent
+    /// --key-file FILE`, or a Kubernetes Secret).
+    Key,
 }
 
 #[derive(Subcommand)]
@@ -108,6 +116,11 @@ enum Command {
         /// `local`; `wait` needs an address they can reach, e.g. 0.0.0.0:7600).
         #[arg(long, value_name = "ADDR:PORT", requires = "agents")]
         agent_listen: Option<std::net::SocketAddr>,
+        /// The run's agent key (`faultline agents key > FILE`): needed by
+        /// `wait`, whose agents hold it too; `local` and `swarm` make one
+        /// per run when it is not given.
+        #[arg(long, value_name = "FILE", requires = "agents")]
+        agent_key_file: Option<PathBuf>,
         /// `swarm`: the agents' image, with this very faultline build on
         /// its PATH (default: `faultline/agent:<digest>`, made here from
         /// --agent-base and this binary).
@@ -127,6 +140,11 @@ enum Command {
         /// This agent's name in results (default: host-pid).
         #[arg(long)]
         name: Option<String>,
+        /// The run's agent key (default: the file named by
+        /// FAULTLINE_AGENT_KEY_FILE, else FAULTLINE_AGENT_KEY's 64 hex
+        /// characters). Never give the key itself on a command line.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
     },
     /// What runs agents elsewhere: manifests for an orchestrator.
     Agents {
@@ -168,9 +186,13 @@ enum Command {
     Compare {
         run_a: PathBuf,
         run_b: PathBuf,
-        /// Changes within ± this share are noise (e.g. 0.05 for ±5%).
+        /// Throughput changes within ± this share are noise (e.g. 0.05 for ±5%).
         #[arg(long, default_value_t = comparison::DEFAULT_PARITY_BAND)]
         threshold: f64,
+        /// p50 and p99 changes within ± this share are noise (latency is
+        /// noisier than throughput).
+        #[arg(long, default_value_t = comparison::runs::DEFAULT_LATENCY_THRESHOLD)]
+        latency_threshold: f64,
         /// Also write the comparison as JSON.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
@@ -327,6 +349,7 @@ fn main() -> ExitCode {
             load_threads,
             agents,
             agent_listen,
+            agent_key_file,
             agent_image,
             agent_base,
         } => {
@@ -334,15 +357,16 @@ fn main() -> ExitCode {
             let agents = agents.map(|launcher| run::AgentsArgs {
                 launcher,
                 listen: agent_listen,
+                key_file: agent_key_file,
                 image: agent_image,
                 base: agent_base,
             });
             run::run(run::RunArgs { spec, set, quick, only, out, dry_run, junit, load_threads, agents })
         }
         Command::Agents {
-            command: AgentsCommand::Render { kubernetes: _, count, connect, image, namespace, job, cpu },
+            command: AgentsCommand::Render { kubernetes: _, count, connect, image, namespace, job, cpu, key_secret },
         } => {
-            let args = kubernetes::RenderArgs { count, connect, image, namespace, job, cpu };
+            let args = kubernetes::RenderArgs { count, connect, image, namespace, job, cpu, key_secret };
             match kubernetes::render(&args) {
                 Ok(yaml) => {
                     crate::stdout::print(&yaml);
@@ -354,10 +378,22 @@ fn main() -> ExitCode {
                 }
             }
         }
-        // 2: the run could not be served (the coordinator refused this
-        // agent, or went away mid-run).
-        Command::Agent { connect, name } => {
-            match agent::serve::run(agent::serve::AgentArgs { connect, name }, &kinds::CATALOG) {
+        Command::Agents { command: AgentsCommand::Key } => match agent::link::LinkKey::generate() {
+            Ok(key) => {
+                crate::stdout::print(&format!("{}\n", key.to_hex()));
+                0
+            }
+            Err(e) => {
+                crate::stdout::say_err!("error: {e:#}");
+                2
+            }
+        },
+        // 2: the run could not be served (no key, the coordinator refused
+        // this agent, or went away mid-run).
+        Command::Agent { connect, name, key_file } => {
+            let key = agent_key(key_file.as_deref());
+            match key.and_then(|key| agent::serve::run(agent::serve::AgentArgs { connect, name, key }, &kinds::CATALOG))
+            {
                 Ok(()) => 0,
                 Err(e) => {
                     crate::stdout::say_err!("error: {e:#}");
@@ -365,8 +401,8 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Compare { run_a, run_b, threshold, json } => {
-            comparison::runs::command(&run_a, &run_b, threshold, json)
+        Command::Compare { run_a, run_b, threshold, latency_threshold, json } => {
+            comparison::runs::command(&run_a, &run_b, threshold, latency_threshold, json)
         }
         Command::Validate { spec, set } => {
             match spec::load(&spec, &set, &kinds::CATALOG)
@@ -438,14 +474,15 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::History { command: HistoryCommand::Bench { ops, keys } } => match history::synthetic::bench(ops, keys)
-        {
-            Ok(()) => 0,
-            Err(e) => {
-                crate::stdout::say_err!("error: {e:#}");
-                1
+        Command::History { command: HistoryCommand::Bench { ops, keys } } => {
+            match faultline_check::bench::bench(ops, keys, &mut |line| crate::stdout::say!("{line}")) {
+                Ok(()) => 0,
+                Err(e) => {
+                    crate::stdout::say_err!("error: {e:#}");
+                    1
+                }
             }
-        },
+        }
         Command::Check { model, file, budget, memory } => {
             let model = match model {
                 ModelArg::Register => checker::linearizability::Model::Register,
@@ -481,4 +518,23 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(code)
+}
+
+/// An agent's key: `--key-file`, else the environment's (which is removed
+/// either way, so nothing the agent starts inherits it).
+fn agent_key(key_file: Option<&std::path::Path>) -> anyhow::Result<agent::link::LinkKey> {
+    use agent::link::{LinkKey, KEY_ENV, KEY_FILE_ENV};
+    let from_env = LinkKey::take_from_env()?;
+    match key_file {
+        Some(path) => {
+            LinkKey::warn_if_shared(path);
+            LinkKey::read_file(path)
+        }
+        None => from_env.ok_or_else(|| {
+            anyhow::anyhow!(
+                "no agent key: give --key-file FILE (or set {KEY_FILE_ENV}=FILE, or {KEY_ENV}), holding the key \
+                 the coordinator was given with --agent-key-file"
+            )
+        }),
+    }
 }

@@ -33,6 +33,8 @@ pub struct RunArgs {
 pub struct AgentsArgs {
     pub launcher: crate::agent::launch::Launcher,
     pub listen: Option<std::net::SocketAddr>,
+    /// The run's agent key (`wait` needs it; `local` and `swarm` make one).
+    pub key_file: Option<PathBuf>,
     /// Swarm: the image to run (default: made here from `base`).
     pub image: Option<String>,
     pub base: String,
@@ -86,6 +88,13 @@ pub fn run(args: RunArgs) -> u8 {
         if let Err(e) = crate::agent::unsupported(&loaded.spec, &plan) {
             crate::stdout::say_err!("error: {}: {e}", args.spec.display());
             return EXIT_USAGE;
+        }
+        if let Err(e) = agent_key(a) {
+            crate::stdout::say_err!("error: {e:#}");
+            return EXIT_USAGE;
+        }
+        if let Some(path) = &a.key_file {
+            crate::agent::link::LinkKey::warn_if_shared(path);
         }
     }
     if args.dry_run {
@@ -166,6 +175,21 @@ fn swarm_ready(agents: Option<&AgentsArgs>, runtime: &tokio::runtime::Runtime) -
     runtime.block_on(async { faultline_docker::Docker::connect().await?.require_swarm_manager().await })
 }
 
+/// The run's agent key: the file given, or (`local`, `swarm`) a new one.
+/// `wait` needs the file: the agents someone else starts must hold it.
+fn agent_key(agents: &AgentsArgs) -> anyhow::Result<crate::agent::link::LinkKey> {
+    use crate::agent::link::LinkKey;
+    match (&agents.key_file, agents.launcher) {
+        (Some(path), _) => LinkKey::read_file(path).context("--agent-key-file"),
+        (None, crate::agent::launch::Launcher::Wait(_)) => anyhow::bail!(
+            "--agents wait:N needs --agent-key-file FILE, the key the agents you start hold too: make one with \
+             `faultline agents key > FILE` (chmod 600), give it to them (`faultline agent --key-file FILE`, or the \
+             Secret `faultline agents render --kubernetes` mounts)"
+        ),
+        (None, _) => LinkKey::generate(),
+    }
+}
+
 /// Starts (or waits for) the run's agents and hands them the run.
 async fn gather_agents(
     args: &RunArgs,
@@ -180,8 +204,9 @@ async fn gather_agents(
         .await
         .with_context(|| format!("--agent-listen {listen}: cannot listen"))?;
     let address = listener.local_addr()?;
+    let key = agent_key(agents)?;
     let launched = match agents.launcher {
-        Launcher::Local(n) => Launched::local(n, address, log_dir)?,
+        Launcher::Local(n) => Launched::local(n, address, log_dir, &key)?,
         Launcher::Swarm(n) => {
             let docker = faultline_docker::Docker::connect().await?;
             docker.require_swarm_manager().await?;
@@ -205,12 +230,16 @@ async fn gather_agents(
                 false => address,
             };
             let name: String = format!("faultline-agents-{run_id}").chars().take(63).collect();
-            let service = docker.start_agent_service(&name, &image, n, &connect.to_string(), &labels).await?;
+            let service =
+                docker.start_agent_service(&name, &image, n, &connect.to_string(), &key.to_hex(), &labels).await?;
             progress.println(&format!("swarm service `{name}`: {n} agents of image `{image}`"));
             Launched::swarm(docker, service, log_dir)
         }
         Launcher::Wait(n) => {
-            progress.println(&format!("waiting for {n} agents: faultline agent --connect HOST:{}", address.port()));
+            progress.println(&format!(
+                "waiting for {n} agents: faultline agent --connect HOST:{} --key-file <the --agent-key-file>",
+                address.port()
+            ));
             Launched::none(agents.launcher)
         }
     };
@@ -223,12 +252,13 @@ async fn gather_agents(
         run_tag,
         load_threads: args.load_threads,
     };
-    let gathered = crate::agent::Agents::gather(listener, launched, share).await?;
+    let gathered = crate::agent::Agents::gather(listener, launched, share, &key).await?;
     for a in gathered.infos() {
-        progress.println(&format!(
-            "agent {} on {} (pid {}): clock offset {:.0} µs ± {:.0} µs",
-            a.name, a.host, a.pid, a.clock_offset_us, a.clock_uncertainty_us
-        ));
+        let clock = match a.same_clock {
+            true => "this host's clock".to_string(),
+            false => format!("clock offset {:.0} µs ± {:.0} µs", a.clock_offset_us, a.clock_uncertainty_us),
+        };
+        progress.println(&format!("agent {} on {} (pid {}): {clock}", a.name, a.host, a.pid));
     }
     Ok(gathered)
 }

@@ -320,6 +320,8 @@ fn cell(spec: &Spec, c: &Cell, index: usize) -> CellResult {
             }
         }),
         agents: vec![],
+        served: None,
+        host: None,
     };
     let roles = match faults.is_empty() {
         true => vec![],
@@ -405,7 +407,7 @@ fn client_cpu(busiest_share: f64) -> ClientCpu {
 /// A search that grew, failed, bisected and confirmed; every other one
 /// stopped client-bound, with a step whose words hold a pipe and a newline.
 fn capacity_search(slo: &str, index: usize) -> faultline_model::capacity::CapacitySearch {
-    use faultline_model::capacity::{Bound, CapacitySearch, CapacityStep, Phase, SloLimit};
+    use faultline_model::capacity::{Bound, CapacitySearch, CapacityStep, Phase, Repeats, SloLimit};
     let step = |rate: f64, phase: Phase, met: bool, p99: f64| CapacityStep {
         rate,
         phase,
@@ -418,6 +420,9 @@ fn capacity_search(slo: &str, index: usize) -> faultline_model::capacity::Capaci
         client_cpu: Some(client_cpu(0.5)),
         met,
         client_bound: false,
+        noise: false,
+        host: None,
+        disturbed: None,
         why: if met { "p99(set) 0.4ms < 1ms".into() } else { "p99(set) 9ms < 1ms | no\nmore".into() },
     };
     let client_bound = index % 2 == 1;
@@ -434,7 +439,19 @@ fn capacity_search(slo: &str, index: usize) -> faultline_model::capacity::Capaci
             Bound::Client
         }
         false => {
-            steps.push(step(80_000.0, Phase::Grow, false, 9.0));
+            // A failure in a burst of other work, then again: taken.
+            let mut burst = step(80_000.0, Phase::Grow, false, 9.0);
+            burst.host = Some(faultline_model::stats::HostLoad {
+                host_cores: 2,
+                busy_cores: 1.9,
+                ours_cores: 1.0,
+                others_cores: 0.9,
+                steal_cores: 0.0,
+                run_queue: 3.5,
+            });
+            burst.disturbed = Some("the host was busy: other processes took 0.90 of its 2 cores".into());
+            steps.push(burst);
+            steps.push(step(80_000.0, Phase::Retry, false, 9.0));
             steps.push(step(56_600.0, Phase::Bisect, true, 0.8));
             steps.push(step(56_600.0, Phase::Confirm, true, 0.8));
             Bound::Target
@@ -442,10 +459,25 @@ fn capacity_search(slo: &str, index: usize) -> faultline_model::capacity::Capaci
     };
     CapacitySearch {
         slo: slo.into(),
+        rate_from: 10_000.0,
+        rate_to: 200_000.0,
         slo_limits: vec![SloLimit { metric: "p99(set)".into(), ms: 1.0 }],
         capacity: Some(if client_bound { 20_000.0 } else { 56_600.0 }),
         failed_at: Some(if client_bound { 40_000.0 } else { 80_000.0 }),
         bound,
         steps,
+        tolerance: 0.15,
+        non_monotone: None,
+        // Two repeats that disagree: the capacity is not one number.
+        repeats: (!client_bound).then(|| Repeats {
+            count: 2,
+            found: 2,
+            median: Some(48_300.0),
+            min: Some(40_000.0),
+            max: Some(56_600.0),
+            spread: Some(0.17),
+            repeatable: false,
+            why: "its 2 repeats found 40,000 to 56,600/s (median 48,300/s, ±17%), wider than the ±15% tolerance".into(),
+        }),
     }
 }

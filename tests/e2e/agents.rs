@@ -116,36 +116,55 @@ fn two_local_agents_split_the_schedule_and_merge_into_the_cell_one_process_measu
     assert!(report.contains("local-0") && report.contains("local-1"), "{report}");
 }
 
+/// A new agent key in a file of its own (`faultline agents key`).
+fn agent_key(dir: &Path, name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let out = faultline().args(["agents", "key"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let path = dir.join(name);
+    std::fs::write(&path, &out.stdout).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
 /// A paced run waiting for one agent (`--agents wait:1`) on a free port,
-/// its stderr kept.
+/// its stderr kept, with its agent key in a file.
 struct Waiting {
-    _spec: tempfile::TempDir,
+    spec_dir: tempfile::TempDir,
     out: tempfile::TempDir,
     listen: String,
+    key: std::path::PathBuf,
     coordinator: std::process::Child,
 }
 
 impl Waiting {
     fn start() -> Waiting {
         let (spec_dir, spec) = spec_file(&paced_spec("1s"));
+        let key = agent_key(spec_dir.path(), "agent.key");
         let out = tempfile::tempdir().unwrap();
         let listen = format!("127.0.0.1:{}", free_port());
         let coordinator = faultline()
             .arg("run")
             .arg(&spec)
-            .args(["--agents", "wait:1", "--agent-listen", &listen, "--out"])
+            .args(["--agents", "wait:1", "--agent-listen", &listen, "--agent-key-file"])
+            .arg(&key)
+            .arg("--out")
             .arg(out.path())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        Waiting { _spec: spec_dir, out, listen, coordinator }
+        Waiting { spec_dir, out, listen, key, coordinator }
     }
 
-    /// The agent `elsewhere` dials in and runs the load; its output, the
-    /// coordinator's, and the run's results.
+    /// The agent `elsewhere` dials in with the run's key and runs the load;
+    /// its output, the coordinator's, and the run's results.
     fn serve_one(self) -> (std::process::Output, std::process::Output, serde_json::Value) {
-        let agent = faultline().args(["agent", "--connect", &self.listen, "--name", "elsewhere"]).output().unwrap();
+        let agent = faultline()
+            .args(["agent", "--connect", &self.listen, "--name", "elsewhere", "--key-file"])
+            .arg(&self.key)
+            .output()
+            .unwrap();
         let coordinator = self.coordinator.wait_with_output().unwrap();
         let dir = run_dir(self.out.path()).expect("a run directory");
         let results = serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
@@ -173,12 +192,14 @@ fn an_agent_started_elsewhere_dials_in_and_runs_the_load() {
 }
 
 /// Stray connections in the join window (a silent one, an HTTP probe, a
-/// 1 GiB length prefix) are refused one by one while the coordinator goes on
-/// waiting, and the real agent that dials in after them runs the load.
+/// 1 GiB length prefix, a rogue that sends an agent's greeting in the clear,
+/// an agent holding another run's key) are refused one by one while the
+/// coordinator goes on waiting, none learns the spec, and the real agent
+/// that dials in after them runs the load.
 #[test]
 #[ignore = "alone: needs the machine to itself; scripts/test.sh runs it after the rest"]
 fn stray_connections_while_agents_join_are_refused_and_the_run_goes_on() {
-    use std::io::Write;
+    use std::io::{Read, Write};
     let _guard = exclusive();
     let waiting = Waiting::start();
     let listen = waiting.listen.clone();
@@ -189,14 +210,56 @@ fn stray_connections_while_agents_join_are_refused_and_the_run_goes_on() {
     probe.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut huge = dial().unwrap();
     huge.write_all(&[0, 0, 0, 0x40, 0]).unwrap();
+    // Each is dropped as soon as the coordinator has read enough to refuse it.
+    for stream in [&mut probe, &mut huge] {
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let _ = stream.read_to_end(&mut Vec::new());
+    }
+    // The rogue: a greeting as this build's agent sends it, in the
+    // clear (the length-prefixed Hello, its fields as postcard writes them).
+    let mut rogue = dial().unwrap();
+    rogue.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    rogue.write_all(&[40, 0, 0, 0, 0, 2]).unwrap();
+    rogue.write_all(b"\x050.1.0\x07unknown").unwrap();
+    let mut rogue_read = Vec::new();
+    let _ = rogue.read_to_end(&mut rogue_read);
+    let other_key = agent_key(waiting.spec_dir.path(), "another-run.key");
+    let wrong = faultline()
+        .args(["agent", "--connect", &listen, "--name", "wrong-key", "--key-file"])
+        .arg(&other_key)
+        .output()
+        .unwrap();
     let (agent, coordinator, results) = waiting.serve_one();
     drop((silent, probe, huge));
     let said = String::from_utf8_lossy(&coordinator.stderr);
     assert_eq!(agent.status.code(), Some(0), "{}", String::from_utf8_lossy(&agent.stderr));
     assert!([0, 1].contains(&coordinator.status.code().unwrap()), "{said}");
-    assert!(said.contains("refused a connection") && said.contains("is not a faultline agent"), "{said}");
+    // The probe, the prefix and the rogue spoke no TLS; the wrong key's
+    // agent ended its handshake with an alert (the readiness dial above
+    // may add refusals of its own).
+    assert!(said.matches("did not prove it holds this run's agent key").count() >= 4, "{said}");
+    assert!(said.matches("received corrupt message").count() >= 3, "{said}");
+    assert!(said.contains("received fatal alert"), "{said}");
+    let wrong_said = String::from_utf8_lossy(&wrong.stderr);
+    assert_eq!(wrong.status.code(), Some(2), "{wrong_said}");
+    assert!(wrong_said.contains("did not prove it holds this agent's key"), "{wrong_said}");
+    let rogue_read = String::from_utf8_lossy(&rogue_read);
+    assert!(!rogue_read.contains("redis://") && !rogue_read.contains("stale-read-after-ack"), "{rogue_read}");
     assert_eq!(results["run"]["agents"][0]["name"], "elsewhere");
     assert_eq!(results["cells"][0]["stats"]["agents"][0]["ok"], results["cells"][0]["stats"]["ok"]);
+}
+
+/// `--agents wait:N` without the key its agents hold is a usage error,
+/// said before a run directory is made.
+#[test]
+fn waiting_for_agents_needs_their_key() {
+    let (_dir, spec) = spec_file(&paced_spec("1s"));
+    let out = tempfile::tempdir().unwrap();
+    let run = faultline().arg("run").arg(&spec).args(["--agents", "wait:1", "--out"]).arg(out.path()).output().unwrap();
+    let said = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(3), "{said}");
+    assert!(said.contains("--agent-key-file") && said.contains("faultline agents key"), "{said}");
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0, "a run directory was made");
 }
 
 #[test]
@@ -379,6 +442,11 @@ fn services_of(run_id: &str) -> String {
     docker(&["service", "ls", "--filter", &format!("label=faultline.run={run_id}"), "--format", "{{.Name}}"])
 }
 
+/// The swarm secrets (agent keys) labelled with a run.
+fn secrets_of(run_id: &str) -> String {
+    docker(&["secret", "ls", "--filter", &format!("label=faultline.run={run_id}"), "--format", "{{.Name}}"])
+}
+
 #[test]
 #[ignore = "alone: needs the machine to itself; scripts/test.sh runs it after the rest"]
 fn four_swarm_agents_run_the_quickstart_as_one_process_does_and_leave_nothing() {
@@ -432,6 +500,7 @@ fn four_swarm_agents_run_the_quickstart_as_one_process_does_and_leave_nothing() 
     }
     let run_id = docker_run_id(swarm.dir.as_ref().unwrap());
     assert_eq!(services_of(&run_id), "", "the agents' service was left behind");
+    assert_eq!(secrets_of(&run_id), "", "the agents' key was left behind");
     assert_eq!(left_behind(swarm.dir.as_ref().unwrap()), Vec::<String>::new());
 
     // A coordinator killed outright leaves its service; teardown removes it.
@@ -453,11 +522,13 @@ fn four_swarm_agents_run_the_quickstart_as_one_process_does_and_leave_nothing() 
     child.wait().unwrap();
     let run_id = docker_run_id(&dir);
     assert_ne!(services_of(&run_id), "", "a killed coordinator cannot remove its service");
+    assert_ne!(secrets_of(&run_id), "", "the agents' key is a swarm secret");
     let torn =
         faultline().args(["teardown", "--run", &run_id]).env("FAULTLINE_STATE_DIR", state.path()).output().unwrap();
     let said = String::from_utf8_lossy(&torn.stdout);
     assert!(said.contains("removed swarm service"), "{said}{}", String::from_utf8_lossy(&torn.stderr));
     assert_eq!(services_of(&run_id), "");
+    assert_eq!(secrets_of(&run_id), "", "teardown leaves the agents' key");
     assert!(wait_until(Duration::from_secs(30), || left_behind(&dir).is_empty()), "{:?}", left_behind(&dir));
 
     // The agents' image made for this binary goes too, unless it was here before.
@@ -479,4 +550,30 @@ fn the_agents_image_flags_are_refused_without_swarm() {
         run.stderr()
     );
     assert!(run.dir.is_none(), "refused before anything starts");
+}
+
+/// The case: `quickstart-safety.yaml --agents local:3` is judged as
+/// one process's run is. Agents on the coordinator's host read its very
+/// clock, so their histories are not widened at all (the 616 ms "offset"
+/// once printed was the gap between the processes' start times, each
+/// counting from its own), and the linearizability search sees the history
+/// one process would have recorded. The server's counters back the shares.
+#[test]
+#[ignore = "alone: needs the machine to itself; scripts/test.sh runs it after the rest"]
+fn local_agents_keep_the_safety_verdict_and_read_this_hosts_clock() {
+    let _guard = exclusive();
+    let run = run(&repo().join("specs/quickstart-safety.yaml"), &["--set", "duration=2s", "--agents", "local:3"]);
+    let r = run.results();
+    for agent in r["run"]["agents"].as_array().unwrap() {
+        assert_eq!(agent["same_clock"], true, "{agent}");
+        assert_eq!((agent["clock_offset_us"].as_f64(), agent["clock_uncertainty_us"].as_f64()), (Some(0.0), Some(0.0)));
+    }
+    assert!(run.stderr().contains("this host's clock"), "{}", run.stderr());
+    let stats = &r["cells"][0]["stats"];
+    assert!(stats["agents"].as_array().unwrap().iter().all(|a| a["clock_uncertainty_us"] == 0.0), "{stats}");
+    // What the agents claim, the server counted (INFO commandstats).
+    assert_eq!(stats["served"]["outcome"], "held", "{}", stats["served"]);
+    assert_eq!(stats["served"]["source"], "INFO commandstats");
+    // Judged as the one-process run of tests/e2e/safety.rs is.
+    quickstart_safety_judged(&run);
 }

@@ -186,3 +186,37 @@ fn a_server_that_requires_a_client_certificate_gets_the_one_given_and_refuses_no
     assert!(cell["stats"]["per_op"]["get"]["ok"].as_u64().unwrap() > 0, "{cell}");
     assert_eq!(cell["checks"][0]["status"], "ok", "{}", cell["checks"]);
 }
+
+/// The connection mistakes a user makes first, each said at once with what
+/// to dial instead (the ready timeout is never waited out): `redis://` to a
+/// TLS port, `rediss://` to a plain one, and a name the server's
+/// certificate does not hold.
+#[test]
+fn a_wrong_scheme_or_name_says_what_to_dial_at_once() {
+    let _load = shared();
+    let server = TlsRedis::start(false);
+    let options = format!("{{ca_file: \"{}\"}}", server.ca());
+    let refused = |uri: &str, options: &str| {
+        let (_d, path) = spec_file(&spec(uri, options, "300s", GET_SET, "[]"));
+        let run = run(&path, &[]);
+        assert_eq!(run.code(), 2, "{}", run.stderr());
+        run.stderr()
+    };
+    let said = refused(&format!("redis://bench:bench-pw@127.0.0.1:{}", server.port), "{}");
+    assert!(said.contains("speaks TLS, not plain RESP") && said.contains("use `rediss://"), "{said}");
+    let said = refused(&format!("rediss://bench:bench-pw@localhost:{}", server.port), &options);
+    assert!(said.contains("certificate is for 127.0.0.1, not `localhost`"), "{said}");
+    assert!(said.contains("dial `127.0.0.1`"), "{said}");
+    let plain_port = free_port();
+    let mut plain = Command::new("redis-server")
+        .args(["--port", &plain_port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server is installed");
+    assert!(wait_until(std::time::Duration::from_secs(20), || std::net::TcpStream::connect(("127.0.0.1", plain_port))
+        .is_ok()));
+    let said = refused(&format!("rediss://127.0.0.1:{plain_port}"), &options);
+    let _ = plain.kill();
+    let _ = plain.wait();
+    assert!(said.contains("answers plain RESP, not TLS") && said.contains("use `redis://127.0.0.1"), "{said}");
+}

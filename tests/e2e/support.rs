@@ -381,3 +381,38 @@ pub fn measured_as_asked_or_undecided(run: &Run, speed_gates: &[&str], undecided
     eprintln!("the machine was slow for the spec that moment: {}", r["verdict_reasons"]);
     false
 }
+
+/// What a run of specs/quickstart-safety.yaml must show on a healthy
+/// redis-server: four checkers, each of which judged the history and found
+/// it clean. The linearizability search on the hot key is exponential in
+/// how many of its ops overlap: on a machine slowed down for a moment
+/// (latency ten times the usual) it can reach its memory cap or time budget
+/// and say `unknown`, by its own word; its gate is then INCOMPLETE with that
+/// word in its evidence (never a pass), and the run is not a PASS. The open
+/// loop at 20,000/s may find the machine too slow to send its schedule, and
+/// a busy machine may push a get's p99 past the spec's 30 ms: those are
+/// measured as such.
+pub fn quickstart_safety_judged(run: &Run) {
+    let r = run.results();
+    let checks = r["cells"][0]["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 4);
+    let gave_up = |c: &serde_json::Value| {
+        let note = c["note"].as_str().unwrap_or_default();
+        c["checker"] == "linearizability"
+            && c["status"] == "unknown"
+            && (note.starts_with("memory cap of") || note.starts_with("time budget of"))
+    };
+    let undecided = checks.iter().any(gave_up);
+    let gates: &[&str] = if undecided { &["linearizable"] } else { &[] };
+    let passed = measured_as_asked_or_undecided(run, &["fast-gets"], gates);
+    assert!(!(passed && undecided), "a PASS with an undecided check: {checks:?}");
+    for c in checks.iter().filter(|c| !gave_up(c)) {
+        assert_eq!(c["status"], "ok", "{c}");
+        assert!(c["checked"].as_u64().unwrap() > 0, "{c}");
+    }
+    if undecided {
+        let gate = r["gates"].as_array().unwrap().iter().find(|g| g["name"] == "linearizable").unwrap();
+        assert_eq!(gate["result"], "incomplete", "{gate}");
+        assert!(gate["evidence"].as_str().unwrap().contains("checker could not decide"), "{gate}");
+    }
+}

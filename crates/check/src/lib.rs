@@ -11,6 +11,7 @@
 //! the engine that records and the CLI that imports both call it, and its
 //! tests run in seconds. It depends on faultline-model only.
 
+pub mod bench;
 pub mod checker;
 pub mod durability;
 pub mod history;

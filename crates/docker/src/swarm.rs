@@ -14,25 +14,41 @@
 //!   other build). Without `--agent-image`, it is made here, without a
 //!   registry or a builder: a container of a local base image, the binary
 //!   copied in, committed as `faultline/agent:<sha256 of the binary>`.
+//! - The run's agent key reaches the tasks as a swarm secret (kept
+//!   encrypted in the swarm's Raft log, mounted owner-only at
+//!   /run/secrets/faultline-agent-key), never in the service's environment
+//!   or arguments, which `docker service inspect` shows; it is removed with
+//!   the service.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context};
 use bollard::models::{
-    ContainerConfig, ContainerCreateBody, NetworkAttachmentConfig, ServiceSpec, ServiceSpecMode,
-    ServiceSpecModeReplicated, TaskSpec, TaskSpecContainerSpec, TaskSpecRestartPolicy,
-    TaskSpecRestartPolicyConditionEnum,
+    ContainerConfig, ContainerCreateBody, NetworkAttachmentConfig, SecretSpec, ServiceSpec, ServiceSpecMode,
+    ServiceSpecModeReplicated, TaskSpec, TaskSpecContainerSpec, TaskSpecContainerSpecFile,
+    TaskSpecContainerSpecSecrets, TaskSpecRestartPolicy, TaskSpecRestartPolicyConditionEnum,
 };
 use bollard::query_parameters::{
-    CommitContainerOptions, CreateContainerOptionsBuilder, ListContainersOptionsBuilder, ListServicesOptionsBuilder,
-    ListTasksOptionsBuilder, RemoveContainerOptionsBuilder, UploadToContainerOptions,
+    CommitContainerOptions, CreateContainerOptionsBuilder, ListContainersOptionsBuilder, ListImagesOptions,
+    ListServicesOptionsBuilder, ListTasksOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptions,
+    UploadToContainerOptions,
 };
 
 use crate::client::{message_of, status_of, Docker, Labels};
 
 /// Where the agent image keeps faultline: on the default PATH.
 const AGENT_BINARY_DIR: &str = "/usr/local/bin";
+/// Agent images kept (this build's and the newest others'): enough for
+/// the builds a team alternates between, not one per build ever made.
+const KEEP_AGENT_IMAGES: usize = 3;
+/// The agent key's file in each task (under /run/secrets).
+const KEY_FILE: &str = "faultline-agent-key";
+
+/// The secret holding a service's agent key.
+fn key_secret(service: &str) -> String {
+    format!("{service}-key")
+}
 
 /// The service that runs a run's agents.
 pub struct AgentService {
@@ -107,20 +123,53 @@ impl Docker {
         }
         .await;
         scratch.remove().await;
-        made.map(|_| image)
+        made?;
+        self.prune_agent_images(&image).await;
+        Ok(image)
     }
 
-    /// Starts `replicas` agents of `image` dialing `connect`, named
-    /// `swarm-<slot>`, marked with the run's `labels`.
+    /// Removes the agent images of other builds but the newest few: every
+    /// new binary makes one (about 280 MB), which nothing else removes. An
+    /// image a container still uses is left (Docker refuses, and that is
+    /// right).
+    async fn prune_agent_images(&self, keep: &str) {
+        let filters = HashMap::from([("reference".to_string(), vec!["faultline/agent".to_string()])]);
+        let options = ListImagesOptions { filters: Some(filters), ..Default::default() };
+        let Ok(mut images) = self.api.list_images(Some(options)).await else { return };
+        images.sort_by_key(|i| std::cmp::Reverse(i.created));
+        let tags = images.iter().flat_map(|i| i.repo_tags.iter()).filter(|t| t.starts_with("faultline/agent:"));
+        for tag in tags.filter(|t| t.as_str() != keep).skip(KEEP_AGENT_IMAGES - 1) {
+            let _ =
+                self.api.remove_image(tag, Some(RemoveImageOptions { force: false, ..Default::default() }), None).await;
+        }
+    }
+
+    /// Starts `replicas` agents of `image` dialing `connect` with the
+    /// run's agent key (`key`, its hex), named `swarm-<slot>`, marked with
+    /// the run's `labels`.
     pub async fn start_agent_service(
         &self,
         name: &str,
         image: &str,
         replicas: u32,
         connect: &str,
+        key: &str,
         labels: &Labels,
     ) -> anyhow::Result<AgentService> {
+        use base64::Engine as _;
         let labels = labels.to_map();
+        let secret = key_secret(name);
+        let secret_id = self
+            .api
+            .create_secret(SecretSpec {
+                name: Some(secret.clone()),
+                labels: Some(labels.clone()),
+                data: Some(base64::engine::general_purpose::STANDARD.encode(key)),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| anyhow!("creating the agents' key as swarm secret `{secret}`: {}", message_of(&e)))?
+            .id;
         let spec = ServiceSpec {
             name: Some(name.to_string()),
             labels: Some(labels.clone()),
@@ -129,7 +178,20 @@ impl Docker {
                     image: Some(image.to_string()),
                     command: Some(vec!["faultline".into()]),
                     args: Some(vec!["agent".into(), "--connect".into(), connect.to_string()]),
-                    env: Some(vec!["FAULTLINE_AGENT_NAME=swarm-{{.Task.Slot}}".into()]),
+                    env: Some(vec![
+                        "FAULTLINE_AGENT_NAME=swarm-{{.Task.Slot}}".into(),
+                        format!("FAULTLINE_AGENT_KEY_FILE=/run/secrets/{KEY_FILE}"),
+                    ]),
+                    secrets: Some(vec![TaskSpecContainerSpecSecrets {
+                        file: Some(TaskSpecContainerSpecFile {
+                            name: Some(KEY_FILE.into()),
+                            uid: Some("0".into()),
+                            gid: Some("0".into()),
+                            mode: Some(0o400),
+                        }),
+                        secret_id: Some(secret_id),
+                        secret_name: Some(secret.clone()),
+                    }]),
                     labels: Some(labels),
                     ..Default::default()
                 }),
@@ -146,10 +208,10 @@ impl Docker {
             }),
             ..Default::default()
         };
-        self.api
-            .create_service(spec, None)
-            .await
-            .map_err(|e| anyhow!("creating the agents' swarm service `{name}`: {}", message_of(&e)))?;
+        if let Err(e) = self.api.create_service(spec, None).await {
+            let _ = self.api.delete_secret(&secret).await;
+            bail!("creating the agents' swarm service `{name}`: {}", message_of(&e));
+        }
         Ok(AgentService { name: name.to_string(), image: image.to_string(), replicas })
     }
 
@@ -191,13 +253,20 @@ impl Docker {
         Ok(())
     }
 
-    /// Removes a service, and waits (up to 30 s) until the swarm has
-    /// removed its tasks' containers too: a run that ends leaves nothing.
+    /// Removes a service and its key's secret, and waits (up to 30 s)
+    /// until the swarm has removed its tasks' containers too: a run that
+    /// ends leaves nothing.
     pub async fn remove_service(&self, name: &str) -> anyhow::Result<()> {
         match self.api.delete_service(name).await {
             Ok(()) => {}
             Err(e) if status_of(&e) == Some(404) => {}
             Err(e) => return Err(anyhow!("removing swarm service `{name}`: {}", message_of(&e))),
+        }
+        // The service held the secret: it goes once the service is gone.
+        match self.api.delete_secret(&key_secret(name)).await {
+            Ok(()) => {}
+            Err(e) if status_of(&e) == Some(404) => {}
+            Err(e) => return Err(anyhow!("removing swarm secret `{}`: {}", key_secret(name), message_of(&e))),
         }
         let filters = HashMap::from([("label".to_string(), vec![format!("com.docker.swarm.service.name={name}")])]);
         let options = ListContainersOptionsBuilder::new().all(true).filters(&filters).build();

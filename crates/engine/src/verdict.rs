@@ -1,10 +1,12 @@
 //! The run's verdict: INCOMPLETE if the run was interrupted (its numbers cover
-//! an arbitrary part of the plan); otherwise FAIL if any gate failed;
+//! an arbitrary part of the plan); otherwise FAIL if any gate failed, or if
+//! agents claimed successes the server never counted (agent/served.rs);
 //! otherwise INCOMPLETE if any part of the plan did not run or any gate could
 //! not be evaluated; PASS only when everything ran and every gate held on
 //! measured values.
 
 use crate::results::{CellResult, CellStatus, GateOutcome, GateResult, Verdict};
+use faultline_model::stats::ServedOutcome;
 
 pub fn decide(
     gates: &[GateResult],
@@ -25,6 +27,17 @@ pub fn decide(
     }
     if interrupted {
         incomplete.push("the run was interrupted".into());
+    }
+    // Measurements from agents that the server's own counters contradict,
+    // or could not be held against them.
+    for c in cells {
+        let Some(check) = c.stats.as_ref().and_then(|s| s.served.as_ref()) else { continue };
+        let cell = format!("cell {}", c.label());
+        match check.outcome {
+            ServedOutcome::Violated => fail.push(format!("{cell}: {} ({})", check.why, check.source)),
+            ServedOutcome::Unreadable => incomplete.push(format!("{cell}: {}", check.why)),
+            ServedOutcome::Held | ServedOutcome::Unverified => {}
+        }
     }
     let not_run = cells.iter().filter(|c| c.status != CellStatus::Completed).count();
     if not_run > 0 {
@@ -86,5 +99,26 @@ mod tests {
         let info = GateResult { informational: true, ..gate(GateOutcome::Fail) };
         assert_eq!(decide(&[gate(GateOutcome::Pass), info.clone()], &[], &[], &[], false).0, Verdict::Pass);
         assert_eq!(decide(&[info], &[], &[], &[], false).0, Verdict::Incomplete);
+    }
+
+    /// Agents' shares the server's counters contradict fail the run even
+    /// when every gate held; counters that went unreadable leave it
+    /// INCOMPLETE; a restarted server's decide nothing.
+    #[test]
+    fn claims_the_server_never_counted_fail_the_run() {
+        use faultline_model::stats::ServedCheck;
+        let with = |outcome| {
+            let mut c = crate::gate::tests::cell("p", Some(1.0), 0);
+            c.stats.as_mut().unwrap().served =
+                Some(ServedCheck { source: "INFO commandstats".into(), ops: vec![], outcome, why: "why".into() });
+            c
+        };
+        let decided = |outcome| decide(&[gate(GateOutcome::Pass)], &[with(outcome)], &[], &[], false);
+        let (v, reasons) = decided(ServedOutcome::Violated);
+        assert_eq!(v, Verdict::Fail);
+        assert!(reasons[0].contains("why (INFO commandstats)"), "{reasons:?}");
+        assert_eq!(decided(ServedOutcome::Unreadable).0, Verdict::Incomplete);
+        assert_eq!(decided(ServedOutcome::Unverified).0, Verdict::Pass);
+        assert_eq!(decided(ServedOutcome::Held).0, Verdict::Pass);
     }
 }

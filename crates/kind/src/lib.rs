@@ -47,6 +47,19 @@ pub struct ServerInfo {
     pub version: String,
 }
 
+/// The server's own count of the calls it has served since it started,
+/// by op kind: what the coordinator of a run on agents holds the ops they
+/// claim against ([`TargetDriver::served`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Served {
+    /// Names this run of the server (Redis's `run_id`): counters of two
+    /// different runs cannot be subtracted.
+    pub server_id: String,
+    /// Where the counts come from, e.g. `INFO commandstats`.
+    pub source: &'static str,
+    pub calls: Vec<(faultline_model::ops::OpKind, u64)>,
+}
+
 /// The read concern a cell's reads go out under, where the kind has one.
 #[derive(Debug, Clone)]
 pub struct ReadRule {
@@ -107,6 +120,12 @@ pub trait TargetDriver: KindInfo {
     /// Publish/subscribe, for fan-out workloads (Redis); None for kinds
     /// without it (validation refuses `publish` on them).
     fn pubsub(&self) -> Option<&dyn fanout::PubSub> {
+        None
+    }
+    /// The server's own call counters (Redis's `INFO commandstats`); None
+    /// for kinds whose servers keep none that faultline reads.
+    async fn served(&self, uri: &str) -> Option<anyhow::Result<Served>> {
+        let _ = uri;
         None
     }
 }

@@ -15,6 +15,11 @@ use crate::stats::ClientCpu;
 pub struct CapacitySearch {
     /// The SLO every step was held to, as the spec wrote it.
     pub slo: String,
+    /// The range of rates the search was given, ops per second.
+    #[serde(default)]
+    pub rate_from: f64,
+    #[serde(default)]
+    pub rate_to: f64,
     /// The latency limits the SLO sets, for drawing beside the steps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slo_limits: Vec<SloLimit>,
@@ -27,6 +32,46 @@ pub struct CapacitySearch {
     pub failed_at: Option<f64>,
     pub bound: Bound,
     pub steps: Vec<CapacityStep>,
+    /// How far apart the repeats' capacities may be (a share of their
+    /// median either way) and still be one number (default ±15%).
+    #[serde(default = "default_tolerance")]
+    pub tolerance: f64,
+    /// Why the search's own steps contradict each other, if they do: a rate
+    /// held above one that failed (each failure tried again first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub non_monotone: Option<String>,
+    /// The scenario's repeats of this search taken together, when it has
+    /// more than one (the same on each repeat's search).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<Repeats>,
+}
+
+fn default_tolerance() -> f64 {
+    0.15
+}
+
+/// The repeats of one capacity search (the same scenario, variant and
+/// matrix point): one number only when they agree within the tolerance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Repeats {
+    /// Repeats run, and how many of them found the target's own capacity
+    /// (the others are bounds: client-bound, out of steps, ...).
+    pub count: u32,
+    pub found: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// Half the range over the median: the capacities lie within ± this
+    /// share of their median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<f64>,
+    pub repeatable: bool,
+    /// Why not, when not.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub why: String,
 }
 
 /// One latency limit of an SLO: `p99(set) < 100ms` is `p99(set)`, 100.
@@ -74,6 +119,15 @@ impl Bound {
 }
 
 impl CapacitySearch {
+    /// Why this capacity is not one number a reader can take, if so: its
+    /// steps contradict each other, or its repeats disagree.
+    pub fn not_repeatable(&self) -> Option<String> {
+        if let Some(why) = &self.non_monotone {
+            return Some(why.clone());
+        }
+        self.repeats.as_ref().filter(|r| !r.repeatable).map(|r| r.why.clone())
+    }
+
     /// The capacity as a reader takes it: `48,000/s`, `at least 48,000/s
     /// (client-bound)`, `below 1,000/s`.
     pub fn reading(&self) -> String {
@@ -131,6 +185,8 @@ pub enum Phase {
     Bisect,
     /// Again at the knee, to see that it holds.
     Confirm,
+    /// Again at a rate that just failed: a failure counts once it repeats.
+    Retry,
 }
 
 impl Phase {
@@ -139,6 +195,7 @@ impl Phase {
             Phase::Grow => "grow",
             Phase::Bisect => "bisect",
             Phase::Confirm => "confirm",
+            Phase::Retry => "retry",
         }
     }
 }
@@ -163,8 +220,18 @@ pub struct CapacityStep {
     pub client_cpu: Option<ClientCpu>,
     /// Whether the SLO held, on the load asked for.
     pub met: bool,
-    /// Whether the load generator was the limit in this step.
+    /// Whether the load generator was the limit in this step (its CPU
+    /// saturated, or the host too busy to tell).
     pub client_bound: bool,
+    /// A failure its retry did not repeat: noise, not the target's limit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub noise: bool,
+    /// How busy the host was over the step's window, and why that
+    /// disturbed the step, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::stats::HostLoad>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disturbed: Option<String>,
     /// The SLO's evidence (`p99(set) 3.1ms < 100ms, ...`), or why the step
     /// was not judged as met.
     pub why: String,
@@ -187,9 +254,24 @@ mod tests {
             client_cpu: None,
             met: true,
             client_bound: false,
+            noise: false,
+            host: None,
+            disturbed: None,
             why: String::new(),
         };
-        CapacitySearch { slo: "errors == 0".into(), slo_limits: vec![], capacity, failed_at, bound, steps: vec![step] }
+        CapacitySearch {
+            slo: "errors == 0".into(),
+            rate_from: 1000.0,
+            rate_to: 100_000.0,
+            slo_limits: vec![],
+            capacity,
+            failed_at,
+            bound,
+            steps: vec![step],
+            tolerance: 0.15,
+            non_monotone: None,
+            repeats: None,
+        }
     }
 
     #[test]

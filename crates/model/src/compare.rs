@@ -4,17 +4,9 @@
 //! runner's.
 
 use indexmap::IndexMap;
-use serde::{Deserialize, Serialize};
 
 use crate::labels::matrix_suffix;
 use crate::results::{CellResult, CellStatus};
-
-/// A confidence interval of a ratio.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    pub low: f64,
-    pub high: f64,
-}
 
 /// Cells that may be compared with each other: one scenario, matrix point
 /// and profile; the variants and repeats inside differ.

@@ -1,27 +1,12 @@
-//! Numbers and words as reports and console lines print them: `1,234`,
-//! `0.91x`, `0.88–0.94`, **WIN**. One place, so the report, the checkers'
-//! witnesses and the console agree.
-
-use crate::results::Word;
+//! Numbers as reports and console lines print them: `1,234`, `0.91x`,
+//! `12 ms`. One place, so the report, the checkers' witnesses and the
+//! console agree; a type's own words live with the type (an interval's in
+//! compare.rs, a comparison's word in results.rs), so this module depends
+//! on nothing.
 
 /// `0.91x`, or `–` when there is no ratio.
 pub fn format_ratio(v: Option<f64>) -> String {
     v.map_or_else(|| "–".into(), |v| format!("{v:.2}x"))
-}
-
-/// `0.88–0.94`, or `–` without an interval (fewer than two repeats).
-pub fn format_interval(v: Option<crate::compare::Interval>) -> String {
-    v.map_or_else(|| "–".into(), |i| format!("{:.2}–{:.2}", i.low, i.high))
-}
-
-/// The word, or `inconclusive` when the interval crosses an edge of the band.
-pub fn format_word(w: Option<Word>) -> String {
-    match w {
-        Some(Word::Win) => "**WIN**".into(),
-        Some(Word::Parity) => "parity".into(),
-        Some(Word::Loss) => "**LOSS**".into(),
-        None => "inconclusive".into(),
-    }
 }
 
 /// `12`, `0.5`, `0.333`: at most three decimals, no trailing zeros.

@@ -101,6 +101,10 @@ pub struct AgentInfo {
     pub clock_offset_us: f64,
     pub clock_uncertainty_us: f64,
     pub round_trip_us: f64,
+    /// It runs on the coordinator's host (the same kernel boot), so it reads
+    /// the very clock the coordinator does: offset and uncertainty are 0.
+    #[serde(default)]
+    pub same_clock: bool,
     /// Its lanes: lane `i` of a cell runs on agent `i % agents`.
     pub share: String,
 }
@@ -330,6 +334,18 @@ pub struct VariantStats {
     pub mean_delivered_rate: Option<f64>,
 }
 
+/// A confidence interval of a ratio.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub low: f64,
+    pub high: f64,
+}
+
+/// `0.88–0.94`, or `–` without an interval (fewer than two repeats).
+pub fn format_interval(v: Option<Interval>) -> String {
+    v.map_or_else(|| "–".into(), |i| format!("{:.2}–{:.2}", i.low, i.high))
+}
+
 /// A ratio with its noise.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Ratio {
@@ -341,7 +357,7 @@ pub struct Ratio {
     pub paired_median: Option<f64>,
     /// 95% bootstrap interval; none with fewer than two repeats.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub interval: Option<crate::compare::Interval>,
+    pub interval: Option<Interval>,
 }
 
 impl Ratio {
@@ -359,4 +375,14 @@ pub enum Word {
     Parity,
     #[serde(rename = "LOSS")]
     Loss,
+}
+
+/// The word, or `inconclusive` when the interval crosses an edge of the band.
+pub fn format_word(w: Option<Word>) -> String {
+    match w {
+        Some(Word::Win) => "**WIN**".into(),
+        Some(Word::Parity) => "parity".into(),
+        Some(Word::Loss) => "**LOSS**".into(),
+        None => "inconclusive".into(),
+    }
 }

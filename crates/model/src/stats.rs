@@ -123,6 +123,74 @@ pub struct CellStats {
     /// figures above (which are their sums), so a slow agent shows.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub agents: Vec<AgentShare>,
+    /// A run on agents: the successes they claim held against the
+    /// server's own counters, where the target kind can read them.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub served: Option<ServedCheck>,
+    /// How busy the host was over the window, and with whose work.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub host: Option<HostLoad>,
+}
+
+/// The agents' claimed successes against the target's own count of the
+/// calls it served over the cell (its warm-up, probes and other clients
+/// included, so the server may count more, never fewer): forged or replayed
+/// measurements of ops the server never executed show as `violated`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServedCheck {
+    /// Where the server's count comes from, e.g. `INFO commandstats`.
+    pub source: String,
+    /// Per op kind: what the agents claimed and what the server counted.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub ops: Vec<ServedOp>,
+    pub outcome: ServedOutcome,
+    /// Why the check was violated or could not be made.
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub why: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServedOp {
+    pub op: String,
+    /// Successes the agents' shares claim over the measured window.
+    pub claimed: u64,
+    /// Calls the server counted from before the agents started to after
+    /// their last share arrived.
+    pub served: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServedOutcome {
+    /// The server counted at least what the agents claim, for every op kind.
+    Held,
+    /// The agents claim successes the server never counted: the run FAILs.
+    Violated,
+    /// The counters could be read before the cell but not after it (a
+    /// server that stopped answering): the run is INCOMPLETE, never a PASS.
+    Unreadable,
+    /// The counters cannot be compared (the server restarted or another
+    /// one became primary, so they began again): shown, decides nothing.
+    Unverified,
+}
+
+/// How busy the host was over a cell's measured window, from the kernel's
+/// own counts (/proc/stat and each process's CPU): whose CPU it was, so a
+/// number measured while something else took the cores is known as such.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostLoad {
+    pub host_cores: usize,
+    /// Cores busy in all, on average over the window.
+    pub busy_cores: f64,
+    /// Of them, faultline's (its agents on this host included) and the
+    /// target's (its processes, or its containers' here).
+    pub ours_cores: f64,
+    /// The rest: other processes (a noisy neighbour, another CI job).
+    pub others_cores: f64,
+    /// Taken by the hypervisor from this virtual machine (steal time).
+    pub steal_cores: f64,
+    /// Runnable threads, on average over the window (procs_running).
+    pub run_queue: f64,
 }
 
 /// One agent's share of a cell.

@@ -210,8 +210,15 @@ pub fn provenance(results: &Results) -> String {
     };
     out.push_str(&format!("| faultline | {}{commit} |\n", run.faultline_version));
     for a in &run.agents {
+        let clock = match a.same_clock {
+            true => format!("this host's clock (round trip {:.0} µs)", a.round_trip_us),
+            false => format!(
+                "clock {:+.0} µs ± {:.0} µs (round trip {:.0} µs)",
+                a.clock_offset_us, a.clock_uncertainty_us, a.round_trip_us
+            ),
+        };
         out.push_str(&format!(
-            "| Agent `{}` | {} on {} (pid {}, {} cores), faultline {} sha256 {}; clock {:+.0} µs ± {:.0} µs (round trip {:.0} µs); {} |\n",
+            "| Agent `{}` | {} on {} (pid {}, {} cores), faultline {} sha256 {}; {clock}; {} |\n",
             a.name,
             a.launcher,
             a.host,
@@ -219,9 +226,6 @@ pub fn provenance(results: &Results) -> String {
             a.cores,
             a.faultline_version,
             a.binary_sha256.get(..16).unwrap_or(&a.binary_sha256),
-            a.clock_offset_us,
-            a.clock_uncertainty_us,
-            a.round_trip_us,
             a.share
         ));
     }

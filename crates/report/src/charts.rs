@@ -285,14 +285,20 @@ fn timeline(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
 
 /// A capacity search's knee, against the offered rate (log scale): above,
 /// ops sent and succeeded per second beside the offered rate itself
-/// (dashed: what a target that keeps up would do); below, each step's p50
+/// (dashed: what a target that keeps up would do), a strip only when every
+/// step kept up (it would draw the diagonal alone); below, each step's p50
 /// (dashed) and p99 (solid) with the SLO's latency limits in red. A
-/// vertical line marks each search's capacity. A colour per variant; steps
-/// that failed the SLO are hollow.
+/// vertical line marks each search's capacity. A colour per search (each
+/// repeat its own, labelled with what it found); steps that failed the
+/// SLO are hollow.
 fn knee(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
     let searched: Vec<(usize, &faultline_model::capacity::CapacitySearch)> =
         cells.iter().enumerate().filter_map(|(i, c)| Some((i, c.capacity.as_ref()?))).collect();
     let steps = || searched.iter().flat_map(|(_, s)| &s.steps);
+    let kept_up = |s: &faultline_model::capacity::CapacityStep| {
+        (s.achieved_rate - s.rate).abs() <= 0.02 * s.rate && (s.throughput - s.rate).abs() <= 0.02 * s.rate
+    };
+    let diagonal = steps().all(kept_up);
     let low = steps().map(|s| s.rate).fold(f64::INFINITY, f64::min).clamp(1e-3, 1e9) / 1.3;
     let high = steps().map(|s| s.rate.max(s.achieved_rate)).fold(low * 2.0, f64::max) * 1.3;
     // Every search of a group has the same SLO: each limit once.
@@ -308,7 +314,19 @@ fn knee(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
         true => ((ms_low / 2.0).max(0.001), ms_high * 2.0),
         false => (0.001, 1.0),
     };
-    let colors = variant_colors(cells);
+    // Repeats of one variant side by side: each its own colour.
+    let repeated =
+        searched.iter().any(|(i, _)| cells.iter().filter(|c| c.variant() == cells[*i].variant()).count() > 1);
+    let colors: Vec<RGBColor> = match repeated {
+        true => {
+            let mut by_search = vec![PALETTE[0]; cells.len()];
+            for (n, (i, _)) in searched.iter().enumerate() {
+                by_search[*i] = PALETTE[n % PALETTE.len()];
+            }
+            by_search
+        }
+        false => variant_colors(cells),
+    };
     let rate = |v: &f64| match *v >= 1000.0 {
         true => format!("{:.0}k", v / 1000.0),
         false => format!("{v:.0}"),
@@ -318,7 +336,9 @@ fn knee(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
         let root = SVGBackend::with_string(&mut svg, (960, 620)).into_drawing_area();
         root.fill(&WHITE)?;
         let titled = root.titled(title, ("sans-serif", 18))?;
-        let (top, bottom) = titled.split_vertically(290);
+        // Every step kept up: the ops panel would be the diagonal alone, so
+        // it shrinks to a strip (the legend's) and latency takes the room.
+        let (top, bottom) = titled.split_vertically(if diagonal { 150 } else { 290 });
         let mut ops = ChartBuilder::on(&top)
             .margin(10)
             .x_label_area_size(30)
@@ -374,7 +394,11 @@ fn knee(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
             by_rate.sort_by(|a, b| a.rate.total_cmp(&b.rate));
             let line = ops
                 .draw_series(LineSeries::new(by_rate.iter().map(|s| (s.rate, s.throughput)), color.stroke_width(2)))?;
-            if let Some(label) = first_of_variant(cells, *i) {
+            let label = match repeated {
+                true => Some(format!("{} #{}: {}", cells[*i].variant(), cells[*i].repeat, search.reading())),
+                false => first_of_variant(cells, *i),
+            };
+            if let Some(label) = label {
                 line.label(label)
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
             }

@@ -157,7 +157,8 @@ pub fn check_template(path: &Path) -> anyhow::Result<()> {
     environment(Template::File(path)).map(|_| ())
 }
 
-pub use faultline_model::format::{format_interval, format_ratio, format_word, thousands};
+pub use faultline_model::format::{format_ratio, thousands};
+pub use faultline_model::results::{format_interval, format_word};
 /// Which template renders a report.
 #[derive(Clone, Copy)]
 pub enum Template<'a> {

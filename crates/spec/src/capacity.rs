@@ -40,7 +40,19 @@ pub struct CapacitySpec {
     /// is the capacity (default 1).
     #[serde(default = "default_confirm")]
     pub confirm: u32,
-    /// The most steps one search runs, confirmations included (default 24).
+    /// A step that fails is run again this many times before the search
+    /// takes the failure (and bisects below it); one that then holds was
+    /// noise (default 1).
+    #[serde(default = "default_retries")]
+    pub retries: u32,
+    /// How far the repeats' capacities may lie from their median, either
+    /// way, and still be one number (default 0.15: ±15%). Wider, or steps
+    /// that contradict each other, and the capacity is "not repeatable": a
+    /// gate on it is INCOMPLETE.
+    #[serde(default = "default_tolerance")]
+    pub tolerance: f64,
+    /// The most steps one search runs, confirmations and retries included
+    /// (default 24).
     #[serde(default = "default_max_steps")]
     pub max_steps: u32,
 }
@@ -64,6 +76,14 @@ fn default_confirm() -> u32 {
     1
 }
 
+fn default_retries() -> u32 {
+    1
+}
+
+fn default_tolerance() -> f64 {
+    0.15
+}
+
 fn default_max_steps() -> u32 {
     24
 }
@@ -80,9 +100,20 @@ impl CapacitySpec {
     /// from `from` to `to`, bisecting one growth factor down to the
     /// precision, and the confirmations; at most `max_steps`.
     pub fn planned_steps(&self) -> u32 {
-        let grow = ((self.rate.to / self.rate.from).ln() / self.growth.ln()).ceil().max(0.0) as u32 + 1;
         let bisect = (self.growth.ln() / self.precision.ln_1p()).log2().ceil().max(0.0) as u32;
-        grow.saturating_add(bisect).saturating_add(self.confirm).min(self.max_steps)
+        // The first rate that fails is retried, and about half the
+        // bisections' (those that land above the knee).
+        let retried = (1 + bisect.div_ceil(2)).saturating_mul(self.retries);
+        self.steps_to_top()
+            .saturating_add(bisect)
+            .saturating_add(self.confirm)
+            .saturating_add(retried)
+            .min(self.max_steps)
+    }
+
+    /// The steps growing from `from` to `to` take, the top included.
+    pub fn steps_to_top(&self) -> u32 {
+        ((self.rate.to / self.rate.from).ln() / self.growth.ln()).ceil().max(0.0) as u32 + 1
     }
 }
 
@@ -117,6 +148,27 @@ pub fn validate(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn crate::Ca
     }
     if c.max_steps < 2 || c.max_steps > MAX_STEPS {
         return Err((format!("{at}.max_steps"), format!("must be from 2 to {MAX_STEPS}")));
+    }
+    // A search that cannot reach its top rate and confirm it could only end
+    // "out of steps" on a target that holds everywhere.
+    let reach = c.steps_to_top().saturating_add(c.confirm);
+    if c.max_steps < reach {
+        return Err((
+            format!("{at}.max_steps"),
+            format!(
+                "{} steps cannot reach rate.to ({}) from rate.from ({}) growing {}x a step and confirm it: that takes {reach}; raise max_steps to at least {reach} or growth",
+                c.max_steps, c.rate.to, c.rate.from, c.growth
+            ),
+        ));
+    }
+    if c.retries > 10 {
+        return Err((format!("{at}.retries"), "must be at most 10".into()));
+    }
+    if !(c.tolerance > 0.0 && c.tolerance < 1.0) {
+        return Err((
+            format!("{at}.tolerance"),
+            "must be a share above 0 and below 1, e.g. 0.15 for capacities within ±15% of their median".into(),
+        ));
     }
     if c.step.is_some_and(|d| d.0.is_zero()) {
         return Err((format!("{at}.step"), "must be longer than 0s".into()));

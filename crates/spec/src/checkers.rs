@@ -107,11 +107,12 @@ pub fn check_of(cell: &CellResult, reads: Reads) -> Result<&CheckResult, String>
 }
 
 /// The violations a checker found. Nothing judged is nothing passed: a
-/// violation found still counts.
+/// violation found still counts. A checker that could not decide says why
+/// in the gate's evidence (its time budget or memory cap, and where).
 fn violations(metric: &MetricRef, cell: &CellResult, _: &CellStats) -> Value {
     let check = check_of(cell, metric.metric.reads)?;
     match check.status {
-        CheckStatus::Unknown => Ok(None),
+        CheckStatus::Unknown => Err(format!("the {} checker could not decide: {}", check.checker, check.note)),
         CheckStatus::Ok if check.checked == 0 => {
             Err(format!("the {} checker judged 0 {}", check.checker, check.judged))
         }

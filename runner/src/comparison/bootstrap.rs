@@ -15,7 +15,7 @@ const RESAMPLES: usize = 10_000;
 /// The interval's coverage.
 pub const CONFIDENCE: f64 = 0.95;
 
-pub use faultline_model::compare::Interval;
+pub use faultline_model::results::Interval;
 
 /// What a ratio's repeats are: pairs measured side by side (the alternated
 /// repeats of one run), or two independent sets (two runs).

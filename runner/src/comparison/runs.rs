@@ -6,6 +6,14 @@
 //! and the others are judged on their ratio to it within each run, so a
 //! busier disk in one run is not called a regression. The decision table is
 //! in docs/cli.md (faultline compare).
+//!
+//! Throughput is not all a change can cost: each cell's p50 and p99 go
+//! through the same table (as speeds, 1 / latency, so "higher is better"
+//! holds), normalised by the same control, with their own threshold
+//! (latency is noisier than throughput), so a p99 that got 3.8x worse is a
+//! regression even when throughput held. A capacity search's cells are
+//! judged on their capacities, the target's own numbers, not on the last
+//! step's throughput.
 
 use std::path::{Path, PathBuf};
 
@@ -16,8 +24,12 @@ use super::bootstrap::{self, Interval, Placement};
 use super::control::{self, ScenarioControl};
 use super::{ratio, variant_stats, Group, Measure, Pairing, RepeatValues, Sides};
 use crate::results::ResultsFile;
-use faultline_model::format::{format_interval, format_ratio, thousands};
-use faultline_model::results::{Ratio, Results, VariantStats};
+use faultline_model::format::{format_ratio, thousands};
+use faultline_model::results::{format_interval, Ratio, Results, VariantStats};
+
+/// p50 and p99 changes within ± this share are noise by default: a
+/// latency's repeats spread wider than a throughput's.
+pub const DEFAULT_LATENCY_THRESHOLD: f64 = 0.25;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -79,6 +91,16 @@ pub struct CellChange {
     pub normalised: Option<Ratio>,
     pub p50: Ratio,
     pub p99: Ratio,
+    /// What the first columns measure: `throughput`, or a capacity search's
+    /// `capacity`.
+    pub measure: &'static str,
+    /// Each latency's own verdict, and its B / A normalised by the
+    /// control (latency ratios: above 1 is slower).
+    pub p50_verdict: Change,
+    pub p99_verdict: Change,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_normalised: Option<Ratio>,
+    /// The worst of the three: a regression in any is the cell's.
     pub verdict: Change,
     /// Why the verdict is what it is when the table alone does not say.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,6 +114,8 @@ pub struct RunsComparison {
     pub b: RunSide,
     /// Throughput changes within ± this share are noise, e.g. 0.05.
     pub threshold: f64,
+    /// Latency changes within ± this share are noise, e.g. 0.25.
+    pub latency_threshold: f64,
     /// Per scenario: the variants that did not change, and the control.
     pub controls: Vec<ScenarioControl>,
     pub cells: Vec<CellChange>,
@@ -214,6 +238,43 @@ pub fn judge(a: &[RepeatValues], b: &[RepeatValues], basis: Basis, threshold: f6
     j
 }
 
+/// Repeats with `measure` in the place of throughput, as a speed (1 / ms
+/// for a latency, so higher is better): what [`judge`] takes. None when a
+/// repeat lacks it.
+fn as_speed(repeats: &[RepeatValues], measure: Measure) -> Option<Vec<RepeatValues>> {
+    let latency = matches!(measure, Measure::P50 | Measure::P99);
+    repeats
+        .iter()
+        .map(|r| {
+            let v = measure.of(r).filter(|v| *v > 0.0)?;
+            Some(RepeatValues { throughput: if latency { 1.0 / v } else { v }, ..*r })
+        })
+        .collect()
+}
+
+/// A ratio of speeds as the latency ratio a reader expects: B / A of the
+/// milliseconds (the inverse, its interval turned round).
+fn as_latency(r: Ratio) -> Ratio {
+    let inv = |v: f64| if v > 0.0 { 1.0 / v } else { f64::INFINITY };
+    Ratio {
+        value: r.value.map(inv),
+        paired_median: r.paired_median.map(inv),
+        interval: r.interval.map(|i| Interval { low: inv(i.high), high: inv(i.low) }),
+    }
+}
+
+/// The worst of a cell's verdicts: any regression is the cell's; then any
+/// improvement; then what throughput says.
+fn worst(throughput: Change, latencies: [Change; 2]) -> Change {
+    if latencies.contains(&Change::Regression) || throughput == Change::Regression {
+        return Change::Regression;
+    }
+    if throughput == Change::Improvement || latencies.contains(&Change::Improvement) {
+        return Change::Improvement;
+    }
+    throughput
+}
+
 /// The results of a run directory [`crate::run_dir::resolve`] found.
 fn read(dir: &Path) -> anyhow::Result<Results> {
     Results::read(&dir.join("results.json"))
@@ -234,6 +295,10 @@ struct RunCell {
     key: (Group, String),
     shape: String,
     repeats: Vec<RepeatValues>,
+    /// A capacity search's cell, and whether every repeat found the
+    /// target's own capacity.
+    searched: bool,
+    capacity: bool,
 }
 
 /// (group, variant) → its completed repeats, in the run's order.
@@ -242,9 +307,19 @@ fn cells(results: &Results) -> Vec<RunCell> {
     for c in &results.cells {
         let Some(values) = RepeatValues::of(c) else { continue };
         let key = (Group::of(c), c.variant().to_string());
+        let found = values.capacity.is_some() && c.capacity.as_ref().is_some_and(|s| s.not_repeatable().is_none());
         match out.iter_mut().find(|k| k.key == key) {
-            Some(cell) => cell.repeats.push(values),
-            None => out.push(RunCell { key, shape: c.shape.clone(), repeats: vec![values] }),
+            Some(cell) => {
+                cell.repeats.push(values);
+                cell.capacity &= found;
+            }
+            None => out.push(RunCell {
+                key,
+                shape: c.shape.clone(),
+                repeats: vec![values],
+                searched: c.capacity.is_some(),
+                capacity: found,
+            }),
         }
     }
     out
@@ -308,7 +383,7 @@ fn refuse_incomparable<'a>(
     Ok(())
 }
 
-pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64) -> anyhow::Result<RunsComparison> {
+pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64, latency_threshold: f64) -> anyhow::Result<RunsComparison> {
     let (dir_a, dir_b) = (&crate::run_dir::resolve(dir_a)?, &crate::run_dir::resolve(dir_b)?);
     if dir_a.canonicalize().ok() == dir_b.canonicalize().ok() {
         bail!(
@@ -359,11 +434,47 @@ pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64) -> anyhow::Result<Run
             _ => (Basis::NoControl, None),
         };
         let s = bootstrap::seed_for(seed, &label(&ca.key));
-        let j = judge(&ca.repeats, &cb.repeats, basis, threshold, s);
-        let note = match (missing, j.note) {
-            (Some(m), Some(n)) => Some(format!("{m}; {n}")),
-            (m, n) => m.or(n),
+        // A measure's repeats in A and B, and the basis with the control's.
+        let judged = |measure: Measure, threshold: f64, s: u64| -> Option<Judgement> {
+            let (a, b) = (as_speed(&ca.repeats, measure)?, as_speed(&cb.repeats, measure)?);
+            let control = match basis {
+                Basis::Control { name, a, b } => Some((name, as_speed(a, measure)?, as_speed(b, measure)?)),
+                _ => None,
+            };
+            let basis = match (&control, basis) {
+                (Some((name, a, b)), _) => Basis::Control { name, a, b },
+                (None, Basis::Control { .. }) => Basis::NoControl,
+                (None, other) => other,
+            };
+            Some(judge(&a, &b, basis, threshold, s))
         };
+        // A capacity search is judged on its capacity, where every repeat
+        // of both runs found the target's own; its last step's throughput
+        // and latency are of whatever rate that was, so they are not.
+        let searched = ca.searched || cb.searched;
+        let capacity = ca.capacity && cb.capacity;
+        let primary = if capacity { Measure::Capacity } else { Measure::Throughput };
+        let j = match judged(primary, threshold, s).filter(|_| !searched || capacity) {
+            Some(j) => j,
+            None => Judgement {
+                verdict: Change::Unjudged,
+                note: Some(
+                    "not every repeat of both runs found the target's own capacity (a search ended client-bound, out of steps, at its range's edge, or not repeatable): bounds are not compared".into(),
+                ),
+                ..judge(&ca.repeats, &cb.repeats, basis, threshold, s)
+            },
+        };
+        let p50 = judged(Measure::P50, latency_threshold, s.rotate_left(5)).filter(|_| !searched);
+        let p99 = judged(Measure::P99, latency_threshold, s.rotate_left(7)).filter(|_| !searched);
+        let verdict_of = |l: &Option<Judgement>| l.as_ref().map_or(Change::Unjudged, |l| l.verdict);
+        let (p50_verdict, p99_verdict) = (verdict_of(&p50), verdict_of(&p99));
+        let mut notes: Vec<String> = missing.into_iter().chain(j.note.clone()).collect();
+        for (name, verdict) in [("p50", p50_verdict), ("p99", p99_verdict)] {
+            if matches!(verdict, Change::Regression | Change::Improvement) && j.verdict != verdict {
+                notes.push(format!("{name} {}", verdict.as_str().trim_matches('*').replace('_', " ")));
+            }
+        }
+        let note = (!notes.is_empty()).then(|| notes.join("; "));
         changes.push(CellChange {
             cell: group.label(),
             variant: variant.clone(),
@@ -381,7 +492,11 @@ pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64) -> anyhow::Result<Run
             normalised: j.normalised,
             p50: ratio(Measure::P50, &ca.repeats, &cb.repeats, Pairing::None, s),
             p99: ratio(Measure::P99, &ca.repeats, &cb.repeats, Pairing::None, s),
-            verdict: j.verdict,
+            measure: if capacity { "capacity" } else { "throughput" },
+            p50_verdict,
+            p99_verdict,
+            p99_normalised: p99.and_then(|p| p.normalised).map(as_latency),
+            verdict: worst(j.verdict, [p50_verdict, p99_verdict]),
             note,
         });
     }
@@ -407,6 +522,7 @@ pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64) -> anyhow::Result<Run
         a: side(dir_a, &a),
         b: side(dir_b, &b),
         threshold,
+        latency_threshold,
         controls,
         regressions: count(Change::Regression),
         improvements: count(Change::Improvement),
@@ -466,21 +582,31 @@ pub fn markdown(c: &RunsComparison) -> String {
         c.spec, c.a.dir, c.a.started, c.b.dir, c.b.started
     );
     md.push_str(&format!(
-        "Throughput of B over A per cell (mean of each run's completed repeats) with a 95% bootstrap interval over the repeats: a regression or an improvement only when the interval that decides lies wholly beyond ±{}.\n\n",
-        pct(c.threshold)
+        "Throughput (a capacity search's cells: their capacity) of B over A per cell (mean of each run's completed repeats) with a 95% bootstrap interval over the repeats: a regression or an improvement only when the interval that decides lies wholly beyond ±{}. The worst op kind's p50 and p99 are judged the same way, beyond ±{} (latency is noisier): a cell regresses when any of the three does.\n\n",
+        pct(c.threshold),
+        pct(c.latency_threshold)
     ));
     md.push_str(&controls_markdown(&c.controls));
-    md.push_str("\n| Cell | Variant | A ops/s (repeats) | B ops/s (repeats) | B / A | 95% interval | Host drift (control B / A) | Normalised B / A | p50 A → B ms | p99 A → B ms | Verdict |\n");
+    md.push_str("\n| Cell | Variant | A ops/s (repeats) | B ops/s (repeats) | B / A | 95% interval | Host drift (control B / A) | Normalised B / A | p50 A → B ms | p99 A → B ms (normalised B / A) | Verdict |\n");
     md.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
     let ms = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format!("{v:.2}"));
+    let flagged = |v: Change| match v {
+        Change::Regression | Change::Improvement => format!(" {}", v.as_str()),
+        _ => String::new(),
+    };
     for cell in &c.cells {
+        let rate = |v: &VariantStats| match cell.measure {
+            "capacity" => format!("capacity {}", thousands(v.capacity.unwrap_or_default().round() as u64)),
+            _ => thousands(v.mean_throughput.round() as u64),
+        };
+        let p99_normalised = cell.p99_normalised.as_ref().map(|r| format!(" ({})", with_interval(Some(r))));
         md.push_str(&format!(
-            "| {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} | {} → {} | {} → {} | {} |\n",
+            "| {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} | {} → {}{} | {} → {}{}{} | {} |\n",
             cell.cell.replace('|', "\\|"),
             cell.variant.replace('|', "\\|"),
-            thousands(cell.a.mean_throughput.round() as u64),
+            rate(&cell.a),
             cell.a.repeats,
-            thousands(cell.b.mean_throughput.round() as u64),
+            rate(&cell.b),
             cell.b.repeats,
             format_ratio(cell.throughput.value),
             format_interval(cell.throughput.interval),
@@ -488,8 +614,11 @@ pub fn markdown(c: &RunsComparison) -> String {
             with_interval(cell.normalised.as_ref()),
             ms(cell.a.p50_ms),
             ms(cell.b.p50_ms),
+            flagged(cell.p50_verdict),
             ms(cell.a.p99_ms),
             ms(cell.b.p99_ms),
+            p99_normalised.unwrap_or_default(),
+            flagged(cell.p99_verdict),
             cell.verdict.as_str(),
         ));
     }
@@ -528,12 +657,16 @@ pub fn markdown(c: &RunsComparison) -> String {
 
 /// What `faultline compare` prints and writes: Markdown on stdout, JSON to
 /// `json` if given; exit 1 on a regression, 3 on bad input.
-pub fn command(a: &Path, b: &Path, threshold: f64, json: Option<PathBuf>) -> u8 {
+pub fn command(a: &Path, b: &Path, threshold: f64, latency_threshold: f64, json: Option<PathBuf>) -> u8 {
     if !(0.0..1.0).contains(&threshold) {
         eprintln!("error: --threshold must be a share from 0 to 1, e.g. 0.05 for ±5%");
         return crate::EXIT_USAGE;
     }
-    let compared = match compare(a, b, threshold) {
+    if !(0.0..1.0).contains(&latency_threshold) {
+        eprintln!("error: --latency-threshold must be a share from 0 to 1, e.g. 0.25 for ±25%");
+        return crate::EXIT_USAGE;
+    }
+    let compared = match compare(a, b, threshold, latency_threshold) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -702,6 +835,44 @@ mod tests {
         dir
     }
 
+    /// Gives `variant`'s repeats in the run at `dir` these p99s (and p50s
+    /// of half of them) for their `set` ops.
+    fn set_p99(dir: &Path, variant: &str, p99s: &[f64]) {
+        let path = dir.join("results.json");
+        let mut results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let cells = results["cells"].as_array_mut().unwrap().iter_mut().filter(|c| c["variant"] == variant);
+        for (cell, p99) in cells.zip(p99s) {
+            cell["stats"]["per_op"]["set"]["latency_ms"] = serde_json::json!({
+                "p50": p99 / 2.0, "p95": p99 * 0.9, "p99": p99, "p999": p99 * 1.5, "max": p99 * 2.0, "mean": p99 / 2.0
+            });
+        }
+        std::fs::write(&path, results.to_string()).unwrap();
+    }
+
+    /// The case: the candidate's p99 got 3.8x worse while its
+    /// throughput held. Throughput alone would call it within noise.
+    #[test]
+    fn a_p99_that_got_worse_is_a_regression_even_when_throughput_held() {
+        let tmp = tempfile::tempdir().unwrap();
+        let before = [("base", "process", Some("aa"), ARGS), ("cand", "process", Some("bb"), ARGS)];
+        let after = [("base", "process", Some("aa"), ARGS), ("cand", "process", Some("cc"), ARGS)];
+        let a = run_dir(tmp.path(), false, FULL, &before, &[("base", &A), ("cand", &A)]);
+        let b = run_dir(tmp.path(), false, FULL, &after, &[("base", &A), ("cand", &A)]);
+        for (dir, cand) in [(&a, [1.0, 1.05, 0.95]), (&b, [3.8, 4.0, 3.7])] {
+            set_p99(dir, "base", &[1.0, 1.1, 0.9]);
+            set_p99(dir, "cand", &cand);
+        }
+        let c = compare(&a, &b, 0.05, 0.25).unwrap();
+        let cand = c.cells.iter().find(|x| x.variant == "cand").unwrap();
+        assert_eq!(cand.p99_verdict, Change::Regression, "{}", markdown(&c));
+        assert_eq!(cand.verdict, Change::Regression);
+        assert!(cand.p99_normalised.as_ref().unwrap().value.unwrap() > 3.0, "{:?}", cand.p99_normalised);
+        assert_eq!(c.regressions, 1, "{}", markdown(&c));
+        assert!(markdown(&c).contains("**regression**"), "{}", markdown(&c));
+        let base = c.cells.iter().find(|x| x.variant == "base").unwrap();
+        assert_ne!(base.verdict, Change::Regression, "the control moved with nothing");
+    }
+
     const FULL: &str = "{duration: 5s, repeats: 3}";
     const ARGS: &[&str] = &["--appendfsync", "everysec"];
 
@@ -711,7 +882,7 @@ mod tests {
         let same = [("base", "process", Some("aa"), ARGS), ("cand", "process", Some("bb"), ARGS)];
         let a = run_dir(tmp.path(), false, FULL, &same, &[("base", &A), ("cand", &A)]);
         let b = run_dir(tmp.path(), false, FULL, &same, &[("base", &BUSY), ("cand", &BUSY)]);
-        let c = compare(&a, &b, 0.05).unwrap();
+        let c = compare(&a, &b, 0.05, 0.25).unwrap();
         assert_eq!((c.regressions, c.drifts), (0, 2), "{}", markdown(&c));
         assert_eq!(c.controls[0].control.as_deref(), Some("base"));
         assert!(markdown(&c).contains("2 drift"), "{}", markdown(&c));
@@ -722,7 +893,7 @@ mod tests {
         let changed = [("base", "process", Some("aa"), ARGS), ("cand", "process", Some("bb"), fsync_always)];
         let slow = [6_800.0, 6_600.0, 7_100.0];
         let b = run_dir(tmp.path(), false, FULL, &changed, &[("base", &BUSY), ("cand", &slow)]);
-        let c = compare(&a, &b, 0.05).unwrap();
+        let c = compare(&a, &b, 0.05, 0.25).unwrap();
         assert_eq!(c.controls[0].unchanged, ["base"]);
         assert!(c.controls[0].changed["cand"].contains("other arguments"), "{:?}", c.controls);
         let cand = c.cells.iter().find(|x| x.variant == "cand").unwrap();
@@ -736,7 +907,7 @@ mod tests {
         let docker = [("base", "docker", None, ARGS), ("cand", "docker", None, ARGS)];
         let a = run_dir(tmp.path(), false, FULL, &docker, &[("base", &A), ("cand", &A)]);
         let b = run_dir(tmp.path(), false, FULL, &docker, &[("base", &BUSY), ("cand", &BUSY)]);
-        let c = compare(&a, &b, 0.05).unwrap();
+        let c = compare(&a, &b, 0.05, 0.25).unwrap();
         assert!(c.controls[0].control.is_none());
         assert!(c.controls[0].changed["base"].contains("no binary digest"), "{:?}", c.controls);
         let md = markdown(&c);
@@ -751,10 +922,10 @@ mod tests {
         let same = [("base", "process", Some("aa"), ARGS)];
         let full = run_dir(tmp.path(), false, FULL, &same, &[("base", &A)]);
         let quick = run_dir(tmp.path(), true, FULL, &same, &[("base", &A)]);
-        let e = compare(&full, &quick, 0.05).unwrap_err().to_string();
+        let e = compare(&full, &quick, 0.05, 0.25).unwrap_err().to_string();
         assert!(e.contains("without --quick") && e.contains("with --quick"), "{e}");
         let shorter = run_dir(tmp.path(), false, "{duration: 1s, repeats: 3}", &same, &[("base", &A)]);
-        let e = compare(&full, &shorter, 0.05).unwrap_err().to_string();
+        let e = compare(&full, &shorter, 0.05, 0.25).unwrap_err().to_string();
         assert!(e.contains("different timing") && e.contains("1s"), "{e}");
 
         let other_shape = run_dir(tmp.path(), false, FULL, &same, &[("base", &A), ("cand", &A)]);
@@ -762,7 +933,7 @@ mod tests {
         let text = text.replacen("closed 2x8", "closed 4x8", 3);
         std::fs::write(other_shape.join("results.json"), text).unwrap();
         let both = run_dir(tmp.path(), false, FULL, &same, &[("base", &A), ("cand", &A)]);
-        let c = compare(&both, &other_shape, 0.05).unwrap();
+        let c = compare(&both, &other_shape, 0.05, 0.25).unwrap();
         assert_eq!(c.not_compared, ["s/p base: its profile ran as `closed 2x8` in A and `closed 4x8` in B"]);
         assert_eq!(c.cells.iter().map(|x| x.variant.as_str()).collect::<Vec<_>>(), ["cand"]);
         assert!(markdown(&c).contains("Not compared: s/p base: its profile ran as `closed 2x8`"));

@@ -1117,7 +1117,7 @@ mod tests {
 
     fn generated(shape: &crate::history::partitioned_kv::Shape) -> Vec<Operation> {
         let text = crate::history::partitioned_kv::generate(shape).unwrap();
-        crate::history::jepsen_edn::parse(&text, Model::Kv).unwrap()
+        crate::checker::jepsen_edn::parse(&text, Model::Kv).unwrap()
     }
 
     fn fifty_clients(hard: u64, violations: Vec<u64>) -> crate::history::partitioned_kv::Shape {

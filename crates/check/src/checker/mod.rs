@@ -9,6 +9,7 @@
 
 mod final_state;
 pub mod hot_key;
+pub mod jepsen_edn;
 pub mod linearizability;
 mod linearizable_kv;
 pub mod lost_write;

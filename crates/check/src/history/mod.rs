@@ -9,9 +9,7 @@
 //! time order.
 
 pub mod export;
-pub mod jepsen_edn;
 pub mod partitioned_kv;
-pub mod synthetic;
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};

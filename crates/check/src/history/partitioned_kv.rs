@@ -162,8 +162,8 @@ pub fn generate(shape: &Shape) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checker::jepsen_edn::parse;
     use crate::checker::linearizability::{check, Input, Model, Output, Verdict};
-    use crate::history::jepsen_edn::parse;
     use std::time::Duration;
 
     fn shape() -> Shape {

@@ -7,12 +7,21 @@
 //! confirmation that fails moves the knee down. The capacity is the highest
 //! rate that held in its step and every confirmation.
 //!
+//! A host shared with other work makes noise, so a failure counts only once
+//! it repeats: a step that fails is run again (`retries`) before the search
+//! bisects below it, and one that then holds is noise, kept in the steps.
+//! Steps that still contradict each other (a rate held above one that
+//! failed), or repeats whose capacities lie further apart than the
+//! tolerance ([`judge_repeats`]), make the capacity "not repeatable": a
+//! gate on it is INCOMPLETE, never PASS or FAIL on noise.
+//!
 //! The search stops early, and says so, when the load generator is the
-//! limit rather than the target: a step that failed while faultline's own
-//! CPU was saturated, or with ops unsent because a lane saw the window's end
-//! late with slots free, is the client's ceiling, and the capacity is then
-//! only "at least" the last rate that held. [`Searcher`] is the arithmetic of the
-//! search, apart from running anything.
+//! limit rather than the target: a step that failed (and failed again)
+//! while faultline's own CPU was saturated, while other processes took the
+//! host's cores (engine/host_watch.rs), or with ops unsent because a lane
+//! saw the window's end late with slots free, is the client's ceiling, and
+//! the capacity is then only "at least" the last rate that held.
+//! [`Searcher`] is the arithmetic of the search, apart from running anything.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +33,7 @@ use crate::provider::RunningTarget;
 use crate::results::{CellResult, CellStatus};
 use crate::spec::capacity::CapacitySpec;
 use faultline_kind::workload::Workload;
-use faultline_model::capacity::{Bound, CapacitySearch, CapacityStep, Phase, SloLimit};
+use faultline_model::capacity::{Bound, CapacitySearch, CapacityStep, Phase, Repeats, SloLimit};
 use faultline_model::format::thousands;
 
 /// What to do next.
@@ -43,8 +52,12 @@ pub struct Searcher {
     growth: f64,
     precision: f64,
     confirm: u32,
+    retries: u32,
     max_steps: u32,
     steps: u32,
+    /// A failure being tried again: its rate, the phase it failed in, and
+    /// the tries left.
+    retrying: Option<(f64, Phase, u32)>,
     /// The rates that held, in the order they were run.
     held: Vec<f64>,
     /// The lowest rate that failed.
@@ -62,8 +75,10 @@ impl Searcher {
             growth: c.growth,
             precision: c.precision,
             confirm: c.confirm,
+            retries: c.retries,
             max_steps: c.max_steps,
             steps: 0,
+            retrying: None,
             held: Vec::new(),
             failed: None,
             confirmed: 0,
@@ -92,6 +107,9 @@ impl Searcher {
                 Some(_) => Bound::Steps,
             });
         }
+        if let Some((rate, _, _)) = self.retrying {
+            return Next::Step(rate, Phase::Retry);
+        }
         let confirm_or = |knee: f64, done: Bound| match self.confirmed < self.confirm {
             true => Next::Step(knee, Phase::Confirm),
             false => Next::Done(done),
@@ -107,9 +125,19 @@ impl Searcher {
     }
 
     /// What the step at `rate` found: whether the SLO held, and whether the
-    /// load generator was the limit (which ends the search when it failed).
+    /// load generator was the limit (which ends the search when it failed
+    /// every try). A failure is tried again before it counts; a retry that
+    /// holds counts as the step it retried having held.
     pub fn record(&mut self, rate: f64, phase: Phase, held: bool, client_bound: bool) {
         self.steps += 1;
+        let (phase, tries_left) = match (phase, self.retrying.take()) {
+            (Phase::Retry, Some((_, failed_in, left))) => (failed_in, left),
+            (phase, _) => (phase, self.retries),
+        };
+        if !held && tries_left > 0 {
+            self.retrying = Some((rate, phase, tries_left - 1));
+            return;
+        }
         let knee = self.knee();
         if held {
             match phase {
@@ -176,6 +204,7 @@ impl Engine<'_> {
         let slo = expr::parse(&search.slo, faultline_check::checker::declared()).expect("validated: the SLO parses");
         let mut searcher = Searcher::new(search);
         let mut steps: Vec<CapacityStep> = Vec::new();
+        let mut outcomes: Vec<Outcome> = Vec::new();
         let mut held: Vec<(f64, CellResult)> = Vec::new();
         let mut last: Option<CellResult> = None;
         // A step that could not run, or whose SLO could not be judged,
@@ -189,8 +218,9 @@ impl Engine<'_> {
             let step = cell.at_rate(self.spec, rate);
             let result = self.run_cell(&step, position, running, Arc::clone(&workload), remaining_after).await;
             let judged = judge_step(&slo, &result, rate, phase);
+            let disturbed = judged.step.disturbed.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
             let verdict = match judged.outcome {
-                Outcome::Held => "SLO held".to_string(),
+                Outcome::Held => format!("SLO held{disturbed}"),
                 Outcome::ClientBound => format!("client-bound: {}", judged.step.why),
                 Outcome::Failed => format!("SLO failed: {}", judged.step.why),
                 Outcome::NotJudged => format!("not judged: {}", judged.step.why),
@@ -205,6 +235,11 @@ impl Engine<'_> {
                 judged.step.p99_ms.map(|p| format!(", p99 {p:.2}ms")).unwrap_or_default(),
             ));
             steps.push(judged.step);
+            outcomes.push(judged.outcome);
+            // A retry that held: the failures it retried were noise.
+            if phase == Phase::Retry && judged.outcome == Outcome::Held {
+                mark_noise(&mut steps);
+            }
             match judged.outcome {
                 Outcome::NotJudged => {
                     searcher.stop();
@@ -226,11 +261,16 @@ impl Engine<'_> {
         };
         let search = CapacitySearch {
             slo: search.slo.clone(),
+            rate_from: search.rate.from,
+            rate_to: search.rate.to,
             slo_limits: slo.latency_limits().into_iter().map(|(metric, ms)| SloLimit { metric, ms }).collect(),
             capacity,
             failed_at: searcher.failed_at(),
             bound,
+            non_monotone: contradiction(&steps, &outcomes),
             steps,
+            tolerance: search.tolerance,
+            repeats: None,
         };
         // The cell's numbers are those of the last step at the capacity;
         // a search a step ended is that step's cell, failed or unjudged.
@@ -246,6 +286,109 @@ impl Engine<'_> {
         result.capacity = Some(search);
         result
     }
+}
+
+/// Marks the failed tries before the last step (a retry that held) at its
+/// rate as noise, back to the step they retried.
+fn mark_noise(steps: &mut [CapacityStep]) {
+    let Some((last, earlier)) = steps.split_last_mut() else { return };
+    for step in earlier.iter_mut().rev() {
+        if step.rate != last.rate {
+            break;
+        }
+        step.noise |= !step.met;
+        if step.phase != Phase::Retry {
+            break;
+        }
+    }
+}
+
+/// Steps that contradict each other, if any: a rate that held above one
+/// that failed (the target's failure, tried again and failed again). A rate
+/// that held once and then failed its confirmation is the knee moving
+/// down, not a contradiction.
+fn contradiction(steps: &[CapacityStep], outcomes: &[Outcome]) -> Option<String> {
+    let at = |i: usize| format!("{}/s (step {})", thousands(steps[i].rate.round() as u64), i + 1);
+    let failed = (0..steps.len()).filter(|&i| outcomes[i] == Outcome::Failed && !steps[i].noise);
+    let lowest_failed = failed.min_by(|&a, &b| steps[a].rate.total_cmp(&steps[b].rate))?;
+    let highest_held = (0..steps.len())
+        .filter(|&i| outcomes[i] == Outcome::Held)
+        .max_by(|&a, &b| steps[a].rate.total_cmp(&steps[b].rate))?;
+    (steps[highest_held].rate > steps[lowest_failed].rate).then(|| {
+        format!(
+            "the steps contradict each other: the SLO held at {} but failed at {}, tried again",
+            at(highest_held),
+            at(lowest_failed)
+        )
+    })
+}
+
+/// Takes each capacity search's repeats together (the same scenario,
+/// profile, variant and matrix point): their median, range and spread, and
+/// whether they agree within the search's tolerance. A single repeat is
+/// left alone.
+pub fn judge_repeats(cells: &mut [CellResult]) {
+    let key = |c: &CellResult| (c.scenario.clone(), c.profile.clone(), c.variant().to_string(), c.matrix.clone());
+    let mut groups: Vec<(_, Vec<usize>)> = Vec::new();
+    for (i, c) in cells.iter().enumerate().filter(|(_, c)| c.capacity.is_some()) {
+        let k = key(c);
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((k, vec![i])),
+        }
+    }
+    for (_, members) in groups.into_iter().filter(|(_, m)| m.len() > 1) {
+        let searches: Vec<&CapacitySearch> = members.iter().filter_map(|&i| cells[i].capacity.as_ref()).collect();
+        let repeats = repeats_of(&searches);
+        for &i in &members {
+            if let Some(search) = cells[i].capacity.as_mut() {
+                search.repeats = Some(repeats.clone());
+            }
+        }
+    }
+}
+
+fn repeats_of(searches: &[&CapacitySearch]) -> Repeats {
+    let mut found: Vec<f64> = searches.iter().filter_map(|s| s.target_capacity()).collect();
+    found.sort_by(f64::total_cmp);
+    let tolerance = searches.iter().map(|s| s.tolerance).fold(f64::INFINITY, f64::min);
+    let mut repeats = Repeats {
+        count: searches.len() as u32,
+        found: found.len() as u32,
+        median: None,
+        min: None,
+        max: None,
+        spread: None,
+        repeatable: true,
+        why: String::new(),
+    };
+    if found.len() < 2 {
+        return repeats;
+    }
+    let median = match found.len() % 2 {
+        1 => found[found.len() / 2],
+        _ => (found[found.len() / 2 - 1] + found[found.len() / 2]) / 2.0,
+    };
+    let (min, max) = (found[0], found[found.len() - 1]);
+    let spread = (max - min) / 2.0 / median;
+    repeats.median = Some(median);
+    repeats.min = Some(min);
+    repeats.max = Some(max);
+    repeats.spread = Some(spread);
+    if spread > tolerance {
+        let rate = |r: f64| thousands(r.round() as u64);
+        repeats.repeatable = false;
+        repeats.why = format!(
+            "its {} repeats found {} to {}/s (median {}/s, ±{:.0}%), wider than the ±{:.0}% tolerance",
+            found.len(),
+            rate(min),
+            rate(max),
+            rate(median),
+            spread * 100.0,
+            tolerance * 100.0
+        );
+    }
+    repeats
 }
 
 /// How a step came out.
@@ -288,10 +431,13 @@ fn without_late_unsent(result: &CellResult) -> Option<CellResult> {
 }
 
 /// One step's row and outcome. A failure is the client's when faultline's
-/// CPU was saturated, or when the SLO would have held but for the ops it
-/// owed for its own lateness; otherwise the target's.
+/// CPU was saturated, when other processes took the host's cores, or when
+/// the SLO would have held but for the ops it owed for its own lateness;
+/// otherwise the target's.
 fn judge_step(slo: &Expr, result: &CellResult, rate: f64, phase: Phase) -> Judged {
     let stats = result.stats.as_ref();
+    let host = stats.and_then(|s| s.host.clone());
+    let disturbed = host.as_ref().and_then(super::host_watch::disturbed);
     let values = faultline_model::compare::RepeatValues::of(result);
     let (ok, failed) = stats.map_or((0, 0), |s| (s.ok, s.failed));
     let (outcome, why) = match result.status {
@@ -299,7 +445,7 @@ fn judge_step(slo: &Expr, result: &CellResult, rate: f64, phase: Phase) -> Judge
             Ok((true, evidence)) => (Outcome::Held, evidence),
             Ok((false, evidence)) => {
                 let late = without_late_unsent(result).is_some_and(|r| holds(slo, &r).is_ok_and(|(h, _)| h));
-                match (client_bound(result), late) {
+                match (client_bound(result).or(disturbed.clone()), late) {
                     (Some(client), _) => (Outcome::ClientBound, format!("{client} ({evidence})")),
                     (None, true) => (
                         Outcome::ClientBound,
@@ -337,6 +483,9 @@ fn judge_step(slo: &Expr, result: &CellResult, rate: f64, phase: Phase) -> Judge
         client_cpu: stats.and_then(|s| s.client_cpu.clone()),
         met: outcome == Outcome::Held,
         client_bound: outcome == Outcome::ClientBound,
+        noise: false,
+        host,
+        disturbed,
         why,
     };
     Judged { step, outcome }
@@ -355,6 +504,8 @@ mod tests {
             growth: 2.0,
             precision: 0.05,
             confirm,
+            retries: 0,
+            tolerance: 0.15,
             max_steps: 40,
         }
     }
@@ -491,6 +642,109 @@ mod tests {
         let unanswerable = expr::parse("p99(set) < 10ms", &[]).unwrap();
         let judged = judge_step(&unanswerable, &step(0, 0, 0.4), 10_000.0, Phase::Grow);
         assert_eq!(judged.outcome, Outcome::NotJudged);
+    }
+
+    /// The noisy host: a step fails once in a burst of other work.
+    /// Tried again it holds, so the search goes on past it instead of
+    /// bisecting below noise; a failure that repeats is taken.
+    #[test]
+    fn a_failure_counts_once_it_repeats() {
+        let c = CapacitySpec { retries: 1, ..spec(1000.0, 1_000_000.0, 1) };
+        // Holds up to 37k, but the first try at 4000 fails (a burst).
+        let (s, bound, tried) = search(&c, |r, n| r <= 37_000.0 && !(r == 4000.0 && n == 2));
+        assert_eq!(bound, Bound::Target);
+        assert!(s.knee().unwrap() > 30_000.0, "the noise at 4000 did not stop the search: {tried:?}");
+        assert_eq!(&tried[2..4], &[(4000.0, Phase::Grow), (4000.0, Phase::Retry)]);
+        // The real limit failed twice before it counted.
+        let failed = s.failed_at().unwrap();
+        assert_eq!(tried.iter().filter(|(r, _)| *r == failed).count(), 2, "{tried:?}");
+        // Without retries the noise ends the growth: a knee below 4000.
+        let (s, _, _) = search(&spec(1000.0, 1_000_000.0, 1), |r, n| r <= 37_000.0 && !(r == 4000.0 && n == 2));
+        assert!(s.knee().unwrap() < 4000.0);
+    }
+
+    fn row(rate: f64, phase: Phase, met: bool) -> CapacityStep {
+        CapacityStep {
+            rate,
+            phase,
+            achieved_rate: rate,
+            throughput: rate,
+            p50_ms: None,
+            p99_ms: None,
+            error_rate: 0.0,
+            unsent: 0,
+            client_cpu: None,
+            met,
+            client_bound: false,
+            noise: false,
+            host: None,
+            disturbed: None,
+            why: String::new(),
+        }
+    }
+
+    #[test]
+    fn steps_that_contradict_each_other_are_said_to() {
+        use Outcome::{Failed, Held};
+        let mut steps =
+            vec![row(1000.0, Phase::Grow, true), row(2000.0, Phase::Grow, false), row(2000.0, Phase::Retry, true)];
+        mark_noise(&mut steps);
+        assert!(steps[1].noise && !steps[0].noise);
+        assert_eq!(contradiction(&steps, &[Held, Failed, Held]), None, "noise contradicts nothing");
+        // Held at 4000, failed (twice) at 3000.
+        let steps =
+            [row(4000.0, Phase::Grow, true), row(3000.0, Phase::Confirm, false), row(3000.0, Phase::Retry, false)];
+        let why = contradiction(&steps, &[Held, Failed, Failed]).unwrap();
+        assert!(why.contains("held at 4,000/s (step 1) but failed at 3,000/s (step 2)"), "{why}");
+    }
+
+    fn searched(repeat: u32, capacity: f64, bound: Bound) -> CellResult {
+        let mut cell = step(0, 0, 0.4);
+        cell.repeat = repeat;
+        cell.capacity = Some(CapacitySearch {
+            slo: "errors == 0".into(),
+            rate_from: 1000.0,
+            rate_to: 1_000_000.0,
+            slo_limits: vec![],
+            capacity: Some(capacity),
+            failed_at: None,
+            bound,
+            steps: vec![],
+            tolerance: 0.15,
+            non_monotone: None,
+            repeats: None,
+        });
+        cell
+    }
+
+    #[test]
+    fn repeats_agree_within_the_tolerance_or_are_not_repeatable() {
+        let mut quiet = vec![
+            searched(1, 100_000.0, Bound::Target),
+            searched(2, 110_000.0, Bound::Target),
+            searched(3, 95_000.0, Bound::Target),
+        ];
+        judge_repeats(&mut quiet);
+        let r = quiet[0].capacity.as_ref().unwrap().repeats.clone().unwrap();
+        assert_eq!(
+            (r.count, r.found, r.median, r.min, r.max),
+            (3, 3, Some(100_000.0), Some(95_000.0), Some(110_000.0))
+        );
+        assert!(r.repeatable && (r.spread.unwrap() - 0.075).abs() < 1e-9, "{r:?}");
+        assert_eq!(quiet[2].capacity.as_ref().unwrap().not_repeatable(), None);
+        // The busy host: 30,600, 181,000 and 347,000/s.
+        let mut noisy = vec![
+            searched(1, 30_600.0, Bound::Target),
+            searched(2, 181_000.0, Bound::Target),
+            searched(3, 347_000.0, Bound::Target),
+        ];
+        judge_repeats(&mut noisy);
+        let why = noisy[1].capacity.as_ref().unwrap().not_repeatable().unwrap();
+        assert!(why.contains("30,600 to 347,000/s (median 181,000/s, ±87%), wider than the ±15% tolerance"), "{why}");
+        // One search alone has no repeats to agree with.
+        let mut alone = vec![searched(1, 1000.0, Bound::Target)];
+        judge_repeats(&mut alone);
+        assert_eq!(alone[0].capacity.as_ref().unwrap().repeats, None);
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod books;
 mod capacity;
 pub mod cell;
 mod fanout;
+mod host_watch;
 mod instances;
 pub mod load_threads;
 mod pipeline;
@@ -175,6 +176,7 @@ impl Engine<'_> {
             outcome.cells.push(result);
         }
         outcome.interrupted |= self.cancel.is_cancelled();
+        capacity::judge_repeats(&mut outcome.cells);
         self.progress.finish();
         instances.stop_all().await;
         outcome

@@ -350,6 +350,10 @@ fn holds_over_capacity(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<Stri
     let Some(search) = cell.capacity.as_ref().filter(|_| expr.reads(expr::Reads::Capacity)) else {
         return holds_in(expr, cell);
     };
+    // Noise is neither a pass nor a failure.
+    if let Some(why) = search.not_repeatable() {
+        return Err(format!("the capacity is not repeatable: {why}"));
+    }
     let (low, high) = search.interval();
     if low == high {
         return holds_in(expr, cell);
@@ -414,7 +418,7 @@ fn plugin_gate(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use faultline_check::checker;
     use faultline_model::checks::{CheckResult, CheckStatus};
@@ -431,7 +435,8 @@ mod tests {
         )
     }
 
-    fn cell(profile: &str, get_p99: Option<f64>, errors: u64) -> CellResult {
+    /// A completed cell of 1000 gets (verdict.rs's tests take it too).
+    pub(crate) fn cell(profile: &str, get_p99: Option<f64>, errors: u64) -> CellResult {
         let get = OpStats {
             ok: 1000,
             failed: errors,
@@ -479,6 +484,8 @@ mod tests {
                 client_cpu: None,
                 fanout: None,
                 agents: Vec::new(),
+                served: None,
+                host: None,
             }),
             checks: vec![],
             faults: vec![],
@@ -500,11 +507,16 @@ mod tests {
         let searched = |bound: Bound| {
             let capacity = CapacitySearch {
                 slo: "errors == 0".into(),
+                rate_from: 1000.0,
+                rate_to: 100_000.0,
                 slo_limits: vec![],
                 capacity: Some(20_000.0),
                 failed_at: Some(40_000.0),
                 bound,
                 steps: vec![],
+                tolerance: 0.15,
+                non_monotone: None,
+                repeats: None,
             };
             CellResult { capacity: Some(capacity), ..cell("p", Some(1.0), 0) }
         };
@@ -528,6 +540,15 @@ mod tests {
         assert_eq!(evaluate(&gate("capacity >= 10000"), &cells)[0].result, GateOutcome::Pass);
         let r = evaluate(&gate("capacity >= 1"), &[cell("p", Some(1.0), 0)]).remove(0);
         assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
+        // Noise decides nothing: a capacity whose steps contradict each
+        // other is neither a pass nor a failure.
+        let mut noisy = searched(Bound::Target);
+        noisy.capacity.as_mut().unwrap().non_monotone = Some("the steps contradict each other".into());
+        for expr in ["capacity >= 10000", "capacity >= 30000"] {
+            let r = evaluate(&gate(expr), std::slice::from_ref(&noisy)).remove(0);
+            assert_eq!(r.result, GateOutcome::Incomplete, "{}", r.evidence);
+            assert!(r.evidence.contains("not repeatable: the steps contradict"), "{}", r.evidence);
+        }
     }
 
     #[test]
@@ -737,7 +758,7 @@ mod tests {
     }
     #[test]
     fn a_ratio_gate_is_judged_per_group_on_the_ratio_or_its_interval() {
-        use faultline_model::compare::Interval;
+        use faultline_model::results::Interval;
         use faultline_model::results::Word;
         let scenarios: Vec<ScenarioSpec> =
             serde_json::from_str(r#"[{"name": "s", "target": ["redis", "cand"], "workload": "w", "profiles": ["p"]}]"#)

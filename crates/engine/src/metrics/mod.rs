@@ -767,6 +767,11 @@ impl CellMetrics {
         self.kinds.iter().flatten().fold((0, 0), |(ok, failed), k| (ok + k.ok, failed + k.errors.total()))
     }
 
+    /// Successes of the measured window per op kind, in [`OpKind::ALL`]'s order.
+    pub fn ok_by_kind(&self) -> impl Iterator<Item = u64> + '_ {
+        self.kinds.iter().map(|k| k.as_ref().map_or(0, |k| k.ok))
+    }
+
     /// Takes in what the cell's recorders handed over of their timelines.
     pub fn absorb_timelines(&mut self, shared: &SharedTimelines) {
         self.step_us = shared.step_us;
@@ -909,6 +914,8 @@ impl CellMetrics {
             fault_impact: Vec::new(),
             fanout: None,
             agents: Vec::new(),
+            served: None,
+            host: None,
             window_latency: Vec::new(),
             stages: self.stage_stats(open, stages, window),
             client_cpu: None,

@@ -77,6 +77,12 @@ impl RunningTarget {
         self.process.as_ref()
     }
 
+    /// Its containers' ids (none for other providers): whose CPU is the
+    /// target's when the host is watched.
+    pub fn container_ids(&self) -> Vec<String> {
+        self.topology().map(|t| t.all().map(|m| m.container.id.clone()).collect()).unwrap_or_default()
+    }
+
     /// The members and companions of a docker target, with their roles on
     /// request; None for other providers.
     pub fn topology(&self) -> Option<&std::sync::Arc<faultline_docker::members::Topology>> {

@@ -114,6 +114,42 @@ impl RedisDriver {
         Ok((stream, false))
     }
 
+    /// One round trip that succeeds only when the server would serve the
+    /// load ([`TargetDriver::ready`] without its diagnosis).
+    async fn probe(&self, uri: &str) -> anyhow::Result<ServerInfo> {
+        // A connection of the load's own first: a refusal of the URI's
+        // credentials comes back in the server's words (the redis crate's
+        // connection says only "AuthenticationFailed").
+        match tokio::time::timeout(ADMIN_CONNECT_TIMEOUT, self.dial(uri)).await {
+            Ok(dialed) => drop(dialed?),
+            Err(_) => anyhow::bail!("no connection within {ADMIN_CONNECT_TIMEOUT:?}"),
+        }
+        let mut conn = self.admin_connection(uri).await.map_err(refusal)?;
+        // INFO answers while a dataset loads, but commands get -LOADING: only
+        // a PONG and `loading:0` mean the load would be served.
+        let pong: Result<String, redis::RedisError> = redis::cmd("PING").query_async(&mut conn).await;
+        match pong {
+            Ok(p) if p == "PONG" => {}
+            Ok(other) => anyhow::bail!("PING answered `{other}`, not PONG"),
+            Err(e) if e.code() == Some("LOADING") => anyhow::bail!("still loading the dataset (PING: {e})"),
+            Err(e) => return Err(refusal(anyhow::Error::new(e).context("PING"))),
+        }
+        let persistence: String =
+            redis::cmd("INFO").arg("persistence").query_async(&mut conn).await.map_err(|e| refusal(e.into()))?;
+        if let Some(progress) = still_loading(&persistence) {
+            anyhow::bail!("still loading the dataset ({progress})");
+        }
+        let info: String =
+            redis::cmd("INFO").arg("server").query_async(&mut conn).await.map_err(|e| refusal(e.into()))?;
+        let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()));
+        let version = match (field("redis_version:"), field("valkey_version:")) {
+            (_, Some(v)) => format!("valkey {v}"),
+            (Some(v), None) => format!("redis {v}"),
+            (None, None) => "unknown (INFO server had no version)".into(),
+        };
+        Ok(ServerInfo { version })
+    }
+
     /// A connection for probes and admin reads (not the load path); through
     /// the Sentinels for a `redis+sentinel://` URI, over TLS for `rediss://`.
     async fn admin_connection(&self, uri: &str) -> anyhow::Result<redis::aio::MultiplexedConnection> {
@@ -247,37 +283,33 @@ impl TargetDriver for RedisDriver {
     }
 
     async fn ready(&self, uri: &str) -> anyhow::Result<ServerInfo> {
-        // A connection of the load's own first: a refusal of the URI's
-        // credentials comes back in the server's words (the redis crate's
-        // connection says only "AuthenticationFailed").
-        match tokio::time::timeout(ADMIN_CONNECT_TIMEOUT, self.dial(uri)).await {
-            Ok(dialed) => drop(dialed?),
-            Err(_) => anyhow::bail!("no connection within {ADMIN_CONNECT_TIMEOUT:?}"),
+        let answered = self.probe(uri).await;
+        // A URI of the wrong scheme fails in ways that look like a server
+        // starting up (a plain server waits for the rest of a TLS hello;
+        // a TLS port closes on plain bytes): the first bytes tell, so the
+        // wait ends at once, saying which scheme to use.
+        let Err(e) = &answered else { return answered };
+        if e.downcast_ref::<Refused>().is_some() {
+            return answered;
         }
-        let mut conn = self.admin_connection(uri).await.map_err(refusal)?;
-        // INFO answers while a dataset loads, but commands get -LOADING: only
-        // a PONG and `loading:0` mean the load would be served.
-        let pong: Result<String, redis::RedisError> = redis::cmd("PING").query_async(&mut conn).await;
-        match pong {
-            Ok(p) if p == "PONG" => {}
-            Ok(other) => anyhow::bail!("PING answered `{other}`, not PONG"),
-            Err(e) if e.code() == Some("LOADING") => anyhow::bail!("still loading the dataset (PING: {e})"),
-            Err(e) => return Err(refusal(anyhow::Error::new(e).context("PING"))),
-        }
-        let persistence: String =
-            redis::cmd("INFO").arg("persistence").query_async(&mut conn).await.map_err(|e| refusal(e.into()))?;
-        if let Some(progress) = still_loading(&persistence) {
-            anyhow::bail!("still loading the dataset ({progress})");
-        }
-        let info: String =
-            redis::cmd("INFO").arg("server").query_async(&mut conn).await.map_err(|e| refusal(e.into()))?;
-        let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()));
-        let version = match (field("redis_version:"), field("valkey_version:")) {
-            (_, Some(v)) => format!("valkey {v}"),
-            (Some(v), None) => format!("redis {v}"),
-            (None, None) => "unknown (INFO server had no version)".into(),
+        let wrong = match Target::parse(uri) {
+            Ok(Target::Plain(info)) => match info.addr() {
+                redis::ConnectionAddr::Tcp(host, port) if tls::speaks_tls(host, *port).await => Some(format!(
+                    "{host}:{port} speaks TLS, not plain RESP: use `rediss://{}` (with `ca_file`, or `insecure: true` for a test server)",
+                    uri.strip_prefix("redis://").unwrap_or(uri)
+                )),
+                _ => None,
+            },
+            Ok(Target::Tls { host, port, .. }) if tls::speaks_plain_resp(&host, port).await => Some(format!(
+                "{host}:{port} answers plain RESP, not TLS: use `redis://{}` (or the server's TLS port)",
+                uri.strip_prefix("rediss://").unwrap_or(uri)
+            )),
+            _ => None,
         };
-        Ok(ServerInfo { version })
+        match wrong {
+            Some(why) => Err(anyhow::Error::new(Refused(why))),
+            None => answered,
+        }
     }
 
     async fn read_values(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
@@ -297,6 +329,23 @@ impl TargetDriver for RedisDriver {
 
     fn pubsub(&self) -> Option<&dyn PubSub> {
         Some(self)
+    }
+
+    async fn served(&self, uri: &str) -> Option<anyhow::Result<faultline_kind::Served>> {
+        Some(
+            async {
+                let mut conn = self.admin_connection(uri).await?;
+                let server: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await?;
+                let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await?;
+                let run_id = server.lines().find_map(|l| l.strip_prefix("run_id:")).map(str::trim);
+                Ok(faultline_kind::Served {
+                    server_id: run_id.context("INFO server has no run_id")?.to_string(),
+                    source: "INFO commandstats",
+                    calls: command_calls(&stats),
+                })
+            }
+            .await,
+        )
     }
 }
 
@@ -464,6 +513,26 @@ fn not_the_primary(error: &[u8]) -> bool {
         .any(|code| error.starts_with(code) && matches!(error.get(code.len()), Some(b' ' | b'\r')))
 }
 
+/// The calls `INFO commandstats` counts of the commands the load sends
+/// (`cmdstat_get:calls=12,usec=…`), by the op kind that sends each.
+fn command_calls(info: &str) -> Vec<(OpKind, u64)> {
+    let of = |command: &str| match command {
+        "get" => Some(OpKind::Get),
+        "set" => Some(OpKind::Set),
+        "incr" => Some(OpKind::Incr),
+        "del" => Some(OpKind::Del),
+        "publish" => Some(OpKind::Publish),
+        _ => None,
+    };
+    info.lines()
+        .filter_map(|line| {
+            let (command, fields) = line.trim().strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = fields.split(',').find_map(|f| f.strip_prefix("calls="))?.parse().ok()?;
+            Some((of(command)?, calls))
+        })
+        .collect()
+}
+
 fn put_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
     out.push(b'$');
     out.extend_from_slice(itoa::Buffer::new().format(bytes.len()).as_bytes());
@@ -592,6 +661,15 @@ mod tests {
         let spec: faultline_spec::WorkloadSpec =
             serde_yaml_ng::from_str("ops: {set: 1}\nvalue_size: 3B\nkeys: {prefix: 'k:'}").unwrap();
         Resp { workload: Arc::new(Workload::new(&spec, 1, 0)), scratch: Vec::new(), follow_primary: false }
+    }
+
+    #[test]
+    fn commandstats_gives_the_calls_of_the_loads_commands() {
+        let info =
+            "# Commandstats\r\ncmdstat_get:calls=1200,usec=900,usec_per_call=0.75,rejected_calls=0,failed_calls=0\r\n\
+                    cmdstat_set:calls=800,usec=700,usec_per_call=0.88,rejected_calls=2,failed_calls=1\r\n\
+                    cmdstat_info:calls=3,usec=100,usec_per_call=33.3,rejected_calls=0,failed_calls=0\r\n";
+        assert_eq!(command_calls(info), vec![(OpKind::Get, 1200), (OpKind::Set, 800)]);
     }
 
     #[test]

@@ -1,10 +1,15 @@
-//! One clock for a run on agents. Each process counts nanoseconds from its
-//! own epoch; the coordinator pings an agent a few times and keeps the
-//! round trip that was shortest: the agent's reading then lay within half
-//! that round trip of the midpoint, which gives the agent's offset and its
-//! uncertainty (NTP's reasoning, without NTP). A cell's start is sent as an
-//! instant of the agent's own clock, so every agent starts together, and
-//! its timelines and history line up with the coordinator's fault windows.
+//! One clock for a run on agents. Each process counts nanoseconds of its
+//! host's monotonic clock (CLOCK_MONOTONIC, what `Instant` reads on Linux);
+//! the coordinator pings an agent a few times and keeps the round trip that
+//! was shortest: the agent's reading then lay within half that round trip
+//! of the midpoint, which gives the agent's offset and its uncertainty
+//! (NTP's reasoning, without NTP). An agent on the coordinator's own host
+//! (the same kernel boot) reads the very same clock: its offset is 0 and
+//! its uncertainty none, which the readings confirm ([`Reading::same_clock`]),
+//! so its history is as exact as the coordinator's own lanes'. A cell's
+//! start is sent as an instant of the agent's own clock, so every agent
+//! starts together, and its timelines and history line up with the
+//! coordinator's fault windows.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -13,8 +18,24 @@ use tokio::time::Instant;
 
 static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
 
+/// The instant the host's monotonic clock read zero (its boot), as this
+/// process's `Instant`s count: every process on the host finds the same one
+/// (to within the nanoseconds between the two readings below).
 fn epoch() -> std::time::Instant {
-    *EPOCH.get_or_init(std::time::Instant::now)
+    *EPOCH.get_or_init(|| {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let instant = std::time::Instant::now();
+        // SAFETY: clock_gettime writes the timespec it is given, nothing else.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        let since_boot = Duration::new(now.tv_sec as u64, now.tv_nsec as u32);
+        instant.checked_sub(since_boot).unwrap_or(instant)
+    })
+}
+
+/// This host's kernel boot (/proc/sys/kernel/random/boot_id): processes
+/// that give the same one read the same monotonic clock.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
 /// `at` as nanoseconds since this process's epoch (0 before it).
@@ -58,6 +79,18 @@ impl Reading {
         }
     }
 
+    /// The reading of an agent known to share the coordinator's clock (the
+    /// same kernel boot) once the measurement agrees, its offset within its
+    /// uncertainty of zero: then the offset is exactly zero and the
+    /// uncertainty none. An offset the measurement puts off zero (a clock
+    /// in a time namespace) keeps the measurement.
+    pub fn same_clock(self) -> Reading {
+        match self.offset_ns.unsigned_abs() <= u128::from(self.uncertainty_ns) {
+            true => Reading { offset_ns: 0, uncertainty_ns: 0, ..self },
+            false => self,
+        }
+    }
+
     /// A coordinator instant on the agent's clock.
     pub fn on_agent(&self, at: Instant) -> u64 {
         (since_epoch(at) as i128 + self.offset_ns).max(0) as u64
@@ -82,5 +115,20 @@ mod tests {
         assert_eq!(r.better(slower), r);
         assert_eq!(slower.better(r), r);
         assert_eq!(at_epoch_ns(since_epoch(later)), later);
+        // A reading of the same clock: exact once the measurement agrees.
+        let same = Reading::of_ping(sent, answered, since_epoch(sent) + 140_000).same_clock();
+        assert_eq!((same.offset_ns, same.uncertainty_ns, same.round_trip_ns), (0, 0, 300_000));
+        assert_eq!(r.same_clock(), r, "5 ms off zero is not the same clock");
+    }
+
+    /// The epoch is the host's: another process's clock reads the same.
+    #[test]
+    fn the_epoch_is_the_hosts_monotonic_zero() {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let ours = since_epoch(Instant::now());
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        let host = now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64;
+        assert!(host >= ours && host - ours < 50_000_000, "ours {ours} host {host}");
+        assert!(!boot_id().is_empty());
     }
 }

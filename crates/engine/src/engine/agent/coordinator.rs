@@ -1,5 +1,6 @@
 //! The coordinator's side of a run on agents: it takes the agents in
-//! (refusing any other build), measures their clocks, hands each the run,
+//! (only over TLS with the run's key, link.rs; refusing any other build,
+//! and never letting a stray connection end the join), measures their clocks, hands each the run,
 //! and for every cell arms them, starts them on one instant, relays their
 //! progress and collects their shares. An agent that goes away, or says
 //! nothing for longer than its cell can take, is lost: the cell it was in
@@ -8,7 +9,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::Reading;
 use super::launch::Launched;
+use super::link::{self, LinkKey};
 use super::wire::{self, ArmOrder, CellDone, Frame, Hello, RunOrder, RunShare};
 use super::AgentEnd;
 use crate::engine::cell::CellRun;
@@ -42,6 +44,12 @@ const RESULT_GRACE: Duration = Duration::from_secs(60);
 const MAX_GREETINGS: usize = 64;
 /// How long a connection may take to say who it is.
 const GREETING_LIMIT: Duration = Duration::from_secs(10);
+/// After this long with nothing to send (checkers running between cells),
+/// the coordinator tells each agent it is still there: an agent that hears
+/// nothing for its idle limit leaves (serve.rs).
+const KEEPALIVE_AFTER: Duration = Duration::from_secs(10);
+/// The ping number of a keepalive, which no clock reading uses.
+pub(crate) const KEEPALIVE: u32 = u32::MAX;
 
 /// What the join refused, for its error: the first few, and how many.
 #[derive(Default)]
@@ -72,12 +80,18 @@ impl Refusals {
     }
 }
 
-/// A connection that said it is an agent of this build.
+/// An agent's connection, once it proved it holds the run's key.
+type LinkStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+type LinkRead = tokio::io::ReadHalf<LinkStream>;
+type LinkWrite = tokio::io::WriteHalf<LinkStream>;
+
+/// A connection that proved it holds the run's key and said it is an agent
+/// of this build.
 struct Greeted {
     hello: Hello,
     peer: std::net::SocketAddr,
-    rd: tokio::net::tcp::OwnedReadHalf,
-    wr: tokio::net::tcp::OwnedWriteHalf,
+    rd: LinkRead,
+    wr: LinkWrite,
 }
 
 /// What the join waits for next.
@@ -87,13 +101,25 @@ enum Joining {
     Late,
 }
 
-/// Reads a connection's Hello and checks it is this build's agent; why
-/// not, naming the peer. An agent of another build is told only that: the
-/// peer is not authenticated, so this coordinator's version, commit and
-/// digest stay in its own log.
-async fn greet(stream: tokio::net::TcpStream, peer: std::net::SocketAddr, own: Arc<Hello>) -> Result<Greeted, String> {
+/// Has a connection prove it holds the run's key (the TLS handshake), then
+/// reads its Hello and checks it is this build's agent; why not, naming the
+/// peer. A peer without the key is refused by the handshake and has read
+/// nothing but this coordinator's public key. A key holder of another
+/// build is told only that: its version, commit and digest are in this
+/// coordinator's log.
+async fn greet(
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    own: Arc<Hello>,
+    acceptor: tokio_rustls::TlsAcceptor,
+) -> Result<Greeted, String> {
     let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
+    let stream = match tokio::time::timeout(GREETING_LIMIT, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(format!("{peer} did not prove it holds this run's agent key: {e}")),
+        Err(_) => return Err(format!("{peer} did not finish the TLS handshake within {}s", GREETING_LIMIT.as_secs())),
+    };
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let hello = match tokio::time::timeout(GREETING_LIMIT, wire::read(&mut rd, wire::Sender::Agent)).await {
         Ok(Ok(Some(Frame::Hello(h)))) => h,
         Ok(Ok(Some(_))) => return Err(format!("{peer} spoke before saying who it is")),
@@ -176,6 +202,8 @@ struct Link {
     live: Arc<LiveCounters>,
     sink: Arc<Mutex<HistorySink>>,
     clock: Mutex<Reading>,
+    /// On the coordinator's host: the same monotonic clock (clock.rs).
+    same_clock: bool,
 }
 
 impl Link {
@@ -207,7 +235,10 @@ impl Link {
                 }
             }
         }
-        let best = best.expect("at least one ping");
+        let mut best = best.expect("at least one ping");
+        if self.same_clock {
+            best = best.same_clock();
+        }
         *self.clock.lock().expect("clock lock") = best;
         Ok(best)
     }
@@ -221,15 +252,25 @@ impl Link {
 pub struct Agents {
     links: Vec<Link>,
     launched: Launched,
+    /// The nonce of the cell armed last ([`ArmOrder::arm`]): what an
+    /// agent sends of a cell must carry it, or it is dropped as stale.
+    arm: Arc<AtomicU64>,
 }
 
 impl Agents {
-    /// Takes in the `launched.count` agents dialing `listener`, checks each
-    /// is this very build, reads its clock and gives it the run.
-    /// What the launcher started is stopped again if they do not all join.
-    pub async fn gather(listener: TcpListener, launched: Launched, run: RunShare) -> anyhow::Result<Agents> {
-        match Agents::join(listener, &launched, run).await {
-            Ok(links) => Ok(Agents { links, launched }),
+    /// Takes in the `launched.count` agents dialing `listener` that hold
+    /// `key`, checks each is this very build, reads its clock and gives it
+    /// the run. What the launcher started is stopped again if they do not
+    /// all join.
+    pub async fn gather(
+        listener: TcpListener,
+        launched: Launched,
+        run: RunShare,
+        key: &LinkKey,
+    ) -> anyhow::Result<Agents> {
+        let arm = Arc::new(AtomicU64::new(link::nonce()));
+        match Agents::join(listener, &launched, run, key, &arm).await {
+            Ok(links) => Ok(Agents { links, launched, arm }),
             Err(e) => {
                 launched.stop().await;
                 Err(e)
@@ -237,7 +278,14 @@ impl Agents {
         }
     }
 
-    async fn join(listener: TcpListener, launched: &Launched, run: RunShare) -> anyhow::Result<Vec<Link>> {
+    async fn join(
+        listener: TcpListener,
+        launched: &Launched,
+        run: RunShare,
+        key: &LinkKey,
+        arm: &Arc<AtomicU64>,
+    ) -> anyhow::Result<Vec<Link>> {
+        let acceptor = link::acceptor(key)?;
         let expected = launched.count as usize;
         let mut pending: Vec<Greeted> = Vec::new();
         let deadline = Instant::now() + JOIN_LIMIT;
@@ -256,7 +304,7 @@ impl Agents {
             };
             match event {
                 Joining::Accepted(Ok(Ok((stream, peer)))) => {
-                    greetings.spawn(greet(stream, peer, Arc::clone(&own)));
+                    greetings.spawn(greet(stream, peer, Arc::clone(&own), acceptor.clone()));
                 }
                 Joining::Accepted(Ok(Err(e))) => {
                     // A connection that failed before it was ours (reset,
@@ -294,7 +342,7 @@ impl Agents {
         let peers = Arc::new(Mutex::new(Vec::new()));
         let mut links = Vec::new();
         for (index, (hello, rd, wr)) in pending.into_iter().enumerate() {
-            let link = connect(hello, rd, wr, launched, (index as u32, agents), Arc::clone(&peers));
+            let link = connect(hello, rd, wr, launched, (index as u32, agents), Arc::clone(&peers), Arc::clone(arm));
             peers.lock().expect("peers lock").push(link.out.clone());
             links.push(link);
         }
@@ -324,6 +372,7 @@ impl Agents {
                     clock_offset_us: r.offset_ns as f64 / 1e3,
                     clock_uncertainty_us: r.uncertainty_ns as f64 / 1e3,
                     round_trip_us: r.round_trip_ns as f64 / 1e3,
+                    same_clock: l.same_clock && r.uncertainty_ns == 0,
                     ..l.info.clone()
                 }
             })
@@ -344,6 +393,8 @@ impl Agents {
         }
         let spec = run.spec();
         let capacity = run.engine.scenario(run.cell).capacity.is_some();
+        let nonce = link::nonce();
+        self.arm.store(nonce, Ordering::SeqCst);
         let order = ArmOrder {
             cell: run.position.0 - 1,
             label: run.cell.label(),
@@ -352,6 +403,7 @@ impl Agents {
             uri: run.running.uri.clone(),
             // A capacity search's step runs its cell at the step's rate.
             rate: capacity.then(|| spec.profiles[&run.cell.profile].open.as_ref().and_then(|o| o.rate)).flatten(),
+            arm: nonce,
         };
         for link in &self.links {
             for counter in [&link.live.ok, &link.live.failed, &link.live.warmup] {
@@ -473,24 +525,32 @@ impl Agents {
         }
         // Let the writers send it before the connections drop.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let Agents { links, launched } = self;
+        let Agents { links, launched, .. } = self;
         drop(links);
         launched.stop().await;
     }
 }
 
-/// The reader and writer tasks of one agent's connection.
+/// The reader and writer tasks of one agent's connection. What the agent
+/// sends of a cell other than the one armed last is dropped (a late share
+/// of a cancelled cell); what it sends of another agent's lanes loses it.
 fn connect(
     hello: Hello,
-    mut rd: tokio::net::tcp::OwnedReadHalf,
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut rd: LinkRead,
+    mut wr: LinkWrite,
     launched: &Launched,
     (index, agents): (u32, u32),
     peers: Arc<Mutex<Vec<UnboundedSender<Frame>>>>,
+    arm: Arc<AtomicU64>,
 ) -> Link {
     let (out, mut outbox) = mpsc::unbounded_channel::<Frame>();
     tokio::spawn(async move {
-        while let Some(frame) = outbox.recv().await {
+        loop {
+            let frame = match tokio::time::timeout(KEEPALIVE_AFTER, outbox.recv()).await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return,
+                Err(_) => Frame::Ping { n: KEEPALIVE },
+            };
             if wire::write(&mut wr, &frame).await.is_err() {
                 return;
             }
@@ -501,8 +561,14 @@ fn connect(
     let sink = Arc::new(Mutex::new(HistorySink::default()));
     let (live_in, sink_in) = (Arc::clone(&live), Arc::clone(&sink));
     tokio::spawn(async move {
+        let current = |nonce: u64| nonce == arm.load(Ordering::SeqCst);
+        let own_lane = |lane: u32| lane % agents == index;
         loop {
             let reply = match wire::read(&mut rd, wire::Sender::Agent).await {
+                Ok(Some(Frame::Pong { n: KEEPALIVE, .. })) => continue,
+                Ok(Some(Frame::History { lane, .. } | Frame::RoundsDone { lane, .. })) if !own_lane(lane) => {
+                    Reply::Lost(format!("it sent word of lane {lane}, which is not one of its lanes"))
+                }
                 Ok(Some(Frame::Pong { n, agent_ns })) => Reply::Pong { n, agent_ns, at: Instant::now() },
                 Ok(Some(Frame::Progress { ok, failed, warmup })) => {
                     live_in.ok.store(ok, Ordering::Relaxed);
@@ -510,8 +576,10 @@ fn connect(
                     live_in.warmup.store(warmup, Ordering::Relaxed);
                     continue;
                 }
-                Ok(Some(Frame::History { lane, bytes })) => {
-                    sink_in.lock().expect("sink lock").write(lane, bytes);
+                Ok(Some(Frame::History { arm, lane, bytes })) => {
+                    if current(arm) {
+                        sink_in.lock().expect("sink lock").write(lane, bytes);
+                    }
                     continue;
                 }
                 // Contention rounds: the other agents hear of it at once.
@@ -524,8 +592,10 @@ fn connect(
                     continue;
                 }
                 Ok(Some(Frame::Ready)) => Reply::Ready,
-                Ok(Some(Frame::Armed)) => Reply::Armed,
-                Ok(Some(Frame::Done(done))) => Reply::Done(done),
+                Ok(Some(Frame::Armed { arm })) if current(arm) => Reply::Armed,
+                Ok(Some(Frame::Done(done))) if current(done.arm) => Reply::Done(done),
+                // Of a cell before this one.
+                Ok(Some(Frame::Armed { .. } | Frame::Done(_))) => continue,
                 Ok(Some(Frame::Failed(why))) => Reply::Failed(why),
                 Ok(Some(_)) => Reply::Lost("it sent a frame only a coordinator sends".into()),
                 Ok(None) => Reply::Lost("it closed its connection (it exited or was killed)".into()),
@@ -537,6 +607,7 @@ fn connect(
             }
         }
     });
+    let same_clock = !hello.boot_id.is_empty() && hello.boot_id == super::clock::boot_id();
     let info = AgentInfo {
         name: hello.name,
         host: hello.host,
@@ -548,6 +619,7 @@ fn connect(
         clock_offset_us: 0.0,
         clock_uncertainty_us: 0.0,
         round_trip_us: 0.0,
+        same_clock: false,
         share: format!("lanes i with i % {agents} == {index}"),
     };
     Link {
@@ -557,6 +629,7 @@ fn connect(
         live,
         sink,
         clock: Mutex::new(Reading { offset_ns: 0, uncertainty_ns: 0, round_trip_ns: u64::MAX }),
+        same_clock,
     }
 }
 
@@ -573,6 +646,7 @@ pub fn own_hello(name: &str) -> Hello {
         host: crate::results::host_info().hostname,
         pid: std::process::id(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        boot_id: super::clock::boot_id(),
     }
 }
 
@@ -613,24 +687,56 @@ mod tests {
         assert!(same_build(&own, &other).unwrap_err().contains("protocol"));
     }
 
-    /// A peer that greets as another build is refused without learning this
-    /// one's version, commit or digest; the coordinator's reason names both.
+    /// A key holder that greets as another build is refused without
+    /// learning this one's version, commit or digest; the coordinator's
+    /// reason names both.
     #[tokio::test]
     async fn a_foreign_build_learns_nothing_of_this_one() {
         let own = Arc::new(own_hello("coordinator"));
+        let key = LinkKey::generate().unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
+        let connector = link::connector(&key).unwrap();
         let peer = tokio::spawn(async move {
-            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+            let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
+            let mut stream = connector.connect(link::server_name(), tcp).await.unwrap();
             let foreign = Hello { binary_sha256: "00".into(), ..own_hello("stranger") };
             wire::write(&mut stream, &Frame::Hello(foreign)).await.unwrap();
             wire::read(&mut stream, wire::Sender::Coordinator).await.unwrap()
         });
         let (stream, from) = listener.accept().await.unwrap();
-        let why = greet(stream, from, Arc::clone(&own)).await.err().unwrap();
+        let why = greet(stream, from, Arc::clone(&own), link::acceptor(&key).unwrap()).await.err().unwrap();
         assert!(why.contains(&own.binary_sha256) && why.contains("stranger"), "{why}");
         let Some(Frame::Refused(told)) = peer.await.unwrap() else { panic!("no refusal") };
         assert!(!told.contains(&own.binary_sha256) && !told.contains(&own.commit), "{told}");
         assert!(told.contains("another build"), "{told}");
+    }
+
+    /// The rogue peer: it sends this build's very greeting in the
+    /// clear. It is refused, and of what it read back nothing names this
+    /// build (a TLS alert at most).
+    #[tokio::test]
+    async fn a_peer_without_the_key_learns_nothing_and_is_refused() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let own = Arc::new(own_hello("coordinator"));
+        let key = LinkKey::generate().unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let peer = tokio::spawn(async move {
+            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+            let mut greeting = Vec::new();
+            wire::write(&mut greeting, &Frame::Hello(own_hello("rogue"))).await.unwrap();
+            stream.write_all(&greeting).await.unwrap();
+            let mut read = Vec::new();
+            let _ = stream.read_to_end(&mut read).await;
+            read
+        });
+        let (stream, from) = listener.accept().await.unwrap();
+        let why = greet(stream, from, Arc::clone(&own), link::acceptor(&key).unwrap()).await.err().unwrap();
+        assert!(why.contains("did not prove it holds this run's agent key"), "{why}");
+        let read = String::from_utf8_lossy(&peer.await.unwrap()).into_owned();
+        for secret in [&own.version, &own.commit, &own.binary_sha256] {
+            assert!(!read.contains(secret.as_str()), "the rogue read `{secret}`");
+        }
     }
 }

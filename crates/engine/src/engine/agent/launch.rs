@@ -111,8 +111,15 @@ impl Launched {
         launched
     }
 
-    /// Starts `count` agent processes of this very binary, dialing `coordinator`.
-    pub fn local(count: u32, coordinator: SocketAddr, log_dir: &Path) -> anyhow::Result<Launched> {
+    /// Starts `count` agent processes of this very binary, dialing
+    /// `coordinator`, each given the run's `key` in its environment (only
+    /// its user may read a process's environment; anyone its command line).
+    pub fn local(
+        count: u32,
+        coordinator: SocketAddr,
+        log_dir: &Path,
+        key: &super::link::LinkKey,
+    ) -> anyhow::Result<Launched> {
         use anyhow::Context;
         let exe = std::env::current_exe().context("cannot find faultline's own binary to start agents")?;
         let mut launched = Launched::none(Launcher::Local(count));
@@ -123,6 +130,7 @@ impl Launched {
             let mut command = tokio::process::Command::new(&exe);
             command
                 .args(["agent", "--connect", &coordinator.to_string(), "--name", &name])
+                .env(super::link::KEY_ENV, key.to_hex())
                 .stdin(std::process::Stdio::null())
                 .stdout(file.try_clone()?)
                 .stderr(file)
@@ -205,9 +213,9 @@ impl Launched {
         }
         match self.processes.first() {
             Some(p) => format!("see {} (and the other agents' logs beside it)", p.log.display()),
-            None => {
-                "start them with `faultline agent --connect HOST:PORT` where HOST:PORT reaches --agent-listen".into()
-            }
+            None => "start them with `faultline agent --connect HOST:PORT --key-file FILE` where HOST:PORT reaches \
+                 --agent-listen and FILE holds the --agent-key-file key"
+                .into(),
         }
     }
 

@@ -10,7 +10,9 @@
 pub(crate) mod clock;
 mod coordinator;
 pub mod launch;
+pub mod link;
 pub mod serve;
+pub(crate) mod served;
 pub(crate) mod wire;
 
 pub use coordinator::Agents;

@@ -1,4 +1,6 @@
-//! `faultline agent`: a process that dials its coordinator, plans the run
+//! `faultline agent`: a process that dials its coordinator (over TLS,
+//! proving it holds the run's key and checking the coordinator does:
+//! link.rs), plans the run
 //! from the spec text the coordinator loaded, and for each cell connects
 //! its share of the lanes, starts them on the instant it is given and sends
 //! back what they measured: the merged metrics (HDR histograms exactly),
@@ -18,7 +20,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::clock;
-use super::coordinator::own_hello;
+use super::coordinator::{own_hello, KEEPALIVE};
+use super::link::{self, LinkKey};
 use super::wire::{self, ArmOrder, CellDone, Frame, LaneOutcome, RunOrder, HISTORY_CHUNK};
 use crate::engine::cell::{self, CellRun, Ran};
 use crate::engine::load_threads::LoadThreads;
@@ -36,10 +39,14 @@ use faultline_kind::workload::Workload;
 
 /// How long an agent keeps dialing a coordinator that is not listening yet.
 const DIAL_LIMIT: Duration = Duration::from_secs(30);
+/// How long the TLS handshake with the coordinator may take.
+const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
 
 pub struct AgentArgs {
     pub connect: String,
     pub name: Option<String>,
+    /// The run's key (`--key-file`, or the environment: link.rs).
+    pub key: LinkKey,
 }
 
 /// Serves the run until the coordinator says goodbye; an error when it
@@ -65,9 +72,19 @@ async fn dial(address: &str) -> anyhow::Result<TcpStream> {
 
 async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
     clock::since_epoch(Instant::now());
-    let stream = dial(&args.connect).await?;
-    let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
+    let tcp = dial(&args.connect).await?;
+    let _ = tcp.set_nodelay(true);
+    let connector = link::connector(&args.key)?;
+    let stream = match tokio::time::timeout(HANDSHAKE_LIMIT, connector.connect(link::server_name(), tcp)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => anyhow::bail!(
+            "{} did not prove it holds this agent's key ({e}): it is not the run's coordinator, or this agent was \
+             given another run's key",
+            args.connect
+        ),
+        Err(_) => anyhow::bail!("no TLS handshake with {} within {}s", args.connect, HANDSHAKE_LIMIT.as_secs()),
+    };
+    let (mut rd, mut wr) = tokio::io::split(stream);
     // An orchestrator names its agents through the environment (the
     // Kubernetes manifests give each the pod's name).
     let name = args.name.or_else(|| std::env::var("FAULTLINE_AGENT_NAME").ok().filter(|n| !n.is_empty()));
@@ -85,30 +102,43 @@ async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
         }
     });
     // Pings are answered here, as they arrive: a clock reading must not
-    // wait behind a cell's work.
+    // wait behind a cell's work. A keepalive also goes on to the inbox, so
+    // the waits below hear that the coordinator is still there.
     let (inbox_tx, mut inbox) = mpsc::unbounded_channel::<Frame>();
     let pong = out.clone();
     tokio::spawn(async move {
-        while let Ok(Some(frame)) = wire::read(&mut rd, wire::Sender::Coordinator).await {
-            match frame {
-                Frame::Ping { n } => {
-                    let _ = pong.send(Frame::Pong { n, agent_ns: clock::since_epoch(Instant::now()) });
+        loop {
+            let frame = match wire::read(&mut rd, wire::Sender::Coordinator).await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return,
+                Err(e) => {
+                    let _ = inbox_tx.send(Frame::Failed(format!("the connection failed: {e:#}")));
+                    return;
                 }
-                other => {
-                    if inbox_tx.send(other).is_err() {
-                        return;
-                    }
+            };
+            if let Frame::Ping { n } = frame {
+                let _ = pong.send(Frame::Pong { n, agent_ns: clock::since_epoch(Instant::now()) });
+                if n != KEEPALIVE {
+                    continue;
                 }
+            }
+            if inbox_tx.send(frame).is_err() {
+                return;
             }
         }
     });
     // The coordinator reads every agent's clock before it hands out the run.
-    let order = match tokio::time::timeout(WELCOME_LIMIT, inbox.recv()).await {
-        Ok(Some(Frame::Welcome(order))) => *order,
-        Ok(Some(Frame::Refused(why))) => anyhow::bail!("the coordinator refused this agent: {why}"),
-        Ok(None) => anyhow::bail!("the coordinator closed the connection before giving the run"),
-        Ok(Some(_)) => anyhow::bail!("the coordinator sent something other than the run"),
-        Err(_) => anyhow::bail!("no run from the coordinator within {}s", WELCOME_LIMIT.as_secs()),
+    let welcome_by = Instant::now() + WELCOME_LIMIT;
+    let order = loop {
+        match tokio::time::timeout_at(welcome_by, inbox.recv()).await {
+            Ok(Some(Frame::Welcome(order))) => break *order,
+            Ok(Some(Frame::Ping { .. })) => {}
+            Ok(Some(Frame::Refused(why))) => anyhow::bail!("the coordinator refused this agent: {why}"),
+            Ok(Some(Frame::Failed(why))) => anyhow::bail!("{why}"),
+            Ok(None) => anyhow::bail!("the coordinator closed the connection before giving the run"),
+            Ok(Some(_)) => anyhow::bail!("the coordinator sent something other than the run"),
+            Err(_) => anyhow::bail!("no run from the coordinator within {}s", WELCOME_LIMIT.as_secs()),
+        }
     };
     let session = match Session::open(order, kinds) {
         Ok(s) => {
@@ -123,16 +153,20 @@ async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
         }
     };
     loop {
-        match inbox.recv().await {
-            Some(Frame::Arm(order)) => {
+        // Between cells the coordinator may run checkers for minutes; it
+        // says it is still there every few seconds.
+        match tokio::time::timeout(IDLE_LIMIT, inbox.recv()).await {
+            Ok(Some(Frame::Arm(order))) => {
                 if session.cell(order, &mut inbox, &out).await == Next::Leave {
                     break;
                 }
             }
-            Some(Frame::Bye) => break,
-            None => anyhow::bail!("the coordinator went away without a goodbye"),
+            Ok(Some(Frame::Bye)) => break,
+            Ok(Some(Frame::Failed(why))) => anyhow::bail!("{why}"),
+            Ok(None) => anyhow::bail!("the coordinator went away without a goodbye"),
+            Err(_) => anyhow::bail!("no word from the coordinator for {}s: leaving", IDLE_LIMIT.as_secs()),
             // Nothing is armed: nothing to disarm or cancel.
-            Some(_) => {}
+            Ok(Some(_)) => {}
         }
     }
     eprintln!("the coordinator said goodbye");
@@ -142,6 +176,9 @@ async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
 /// How long an agent waits for the run once it said hello (the coordinator
 /// reads every agent's clock first).
 const WELCOME_LIMIT: Duration = Duration::from_secs(120);
+/// How long an agent waits between cells with no word from the
+/// coordinator, which sends a keepalive after 10 s of silence.
+const IDLE_LIMIT: Duration = Duration::from_secs(60);
 /// How long past the slowest target's ready timeout an armed agent waits
 /// for the start.
 const START_LIMIT: Duration = Duration::from_secs(60);
@@ -163,6 +200,13 @@ fn start_in_range(t0_ns: u64) -> Result<(), String> {
     }
 }
 
+impl Drop for Session {
+    /// The scratch directory goes with the session: struck off its ledger.
+    fn drop(&mut self) {
+        faultline_kind::ledger::forget(&self.scratch_listed);
+    }
+}
+
 #[derive(PartialEq)]
 enum Next {
     Stay,
@@ -175,7 +219,11 @@ struct Session {
     loaded: LoadedSpec,
     plan: Plan,
     order: RunOrder,
+    /// Listed in a run ledger of the agent's own while it exists: an agent
+    /// killed outright (with its coordinator) leaves it for `faultline
+    /// teardown`.
     scratch: tempfile::TempDir,
+    scratch_listed: faultline_kind::ledger::Resource,
     load_threads: LoadThreads,
     plugins: SpecPlugins,
     progress: Progress,
@@ -204,12 +252,21 @@ impl Session {
         let options = PlanOptions { quick: order.run.quick, only: order.run.only.clone() };
         let plan = plan::build(&loaded, &options).map_err(|e| anyhow::anyhow!("{e}"))?;
         let scratch = tempfile::Builder::new().prefix("faultline-agent-").tempdir().context("a scratch directory")?;
+        let scratch_listed = faultline_kind::ledger::Resource::DataDirectory {
+            target: "an agent's scratch".into(),
+            path: scratch.path().display().to_string(),
+        };
+        faultline_kind::ledger::open(&format!("agent-{}", std::process::id()), scratch.path());
+        if let Err(e) = faultline_kind::ledger::record(scratch_listed.clone()) {
+            crate::stdout::say_err!("warning: {e:#}");
+        }
         let threads = order.run.load_threads.unwrap_or_else(LoadThreads::default_count);
         Ok(Session {
             loaded,
             plan,
             order,
             scratch,
+            scratch_listed,
             load_threads: LoadThreads::start(threads).context("starting the load threads")?,
             plugins: SpecPlugins::none(),
             progress: Progress::new(None)?,
@@ -288,7 +345,7 @@ impl Session {
                 return Next::Stay;
             }
         };
-        let _ = out.send(Frame::Armed);
+        let _ = out.send(Frame::Armed { arm: order.arm });
         // Every agent arms before the start: the coordinator waits for the
         // slowest one's target (its ready timeout) and no longer.
         let start_by = tokio::time::Instant::now() + cell_spec.targets[&cell.target].ready_timeout.0 + START_LIMIT;
@@ -332,8 +389,8 @@ impl Session {
         match ran {
             Ok(ran) => {
                 let lanes = engine.place.lanes(run.lanes().0);
-                let done = share(ran, &lanes);
-                send_histories(&run.history_dir(), &lanes, out);
+                let done = share(ran, &lanes, order.arm);
+                send_histories(&run.history_dir(), &lanes, order.arm, out);
                 let _ = out.send(Frame::Done(Box::new(done)));
             }
             Err(stopped) => {
@@ -347,7 +404,7 @@ impl Session {
 }
 
 /// The agent's lanes' books as one share, ready to send.
-fn share(ran: Ran, lanes: &[usize]) -> CellDone {
+fn share(ran: Ran, lanes: &[usize], arm: u64) -> CellDone {
     let Ran { ends, timelines, watcher, client_cpu, clock, .. } = ran;
     watcher.abort();
     let mut metrics = CellMetrics::new();
@@ -370,11 +427,11 @@ fn share(ran: Ran, lanes: &[usize]) -> CellDone {
         }
     }
     metrics.absorb_timelines(&timelines);
-    CellDone { metrics, lanes: outcomes, client_cpu, crashed, history_incomplete }
+    CellDone { arm, metrics, lanes: outcomes, client_cpu, crashed, history_incomplete }
 }
 
 /// Each lane's history file, in whole-record pieces.
-fn send_histories(dir: &std::path::Path, lanes: &[usize], out: &UnboundedSender<Frame>) {
+fn send_histories(dir: &std::path::Path, lanes: &[usize], arm: u64, out: &UnboundedSender<Frame>) {
     use std::io::Read;
     for lane in lanes {
         let Ok(mut file) = std::fs::File::open(dir.join(format!("{lane:04}.ops"))) else { continue };
@@ -383,7 +440,7 @@ fn send_histories(dir: &std::path::Path, lanes: &[usize], out: &UnboundedSender<
             match (&mut file).take(HISTORY_CHUNK as u64).read_to_end(&mut bytes) {
                 Ok(0) => break,
                 Ok(_) => {
-                    let _ = out.send(Frame::History { lane: *lane as u32, bytes });
+                    let _ = out.send(Frame::History { arm, lane: *lane as u32, bytes });
                 }
                 Err(_) => break,
             }

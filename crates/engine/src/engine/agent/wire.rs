@@ -1,8 +1,11 @@
-//! What a coordinator and its agents say to each other: one TCP connection
-//! per agent, the agent dialing in, carrying length-prefixed frames (a u32
-//! length, then a postcard-encoded [`Frame`]). Both ends are the same
-//! build (the handshake refuses anything else), so the frames need no
-//! versioning of their own beyond [`PROTOCOL`].
+//! What a coordinator and its agents say to each other: one TLS connection
+//! per agent (link.rs: both ends hold the run's key), the agent dialing in,
+//! carrying length-prefixed frames (a u32 length, then a postcard-encoded
+//! [`Frame`]). Both ends are the same build (the greeting refuses anything
+//! else), so the frames need no versioning of their own beyond
+//! [`PROTOCOL`]. What an agent sends of a cell echoes the cell's nonce
+//! ([`ArmOrder::arm`]): a late frame of an earlier cell is never taken for
+//! this one's.
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -11,7 +14,7 @@ use crate::metrics::CellMetrics;
 use faultline_model::stats::ClientCpu;
 
 /// Raised when a frame's meaning changes.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// A frame larger than this is refused rather than allocated: a cell's
 /// metrics with every success kept for window gates stay well under it.
@@ -70,6 +73,9 @@ pub struct Hello {
     pub host: String,
     pub pid: u32,
     pub cores: usize,
+    /// Its host's kernel boot: the same as the coordinator's means the same
+    /// monotonic clock (clock.rs).
+    pub boot_id: String,
 }
 
 /// The run an agent joins: the spec as the coordinator loaded it, so the
@@ -108,6 +114,9 @@ pub struct ArmOrder {
     pub uri: String,
     /// A capacity search's step: the open-loop rate it runs at.
     pub rate: Option<f64>,
+    /// This cell's nonce, fresh for each: the agent's Armed, History and
+    /// Done of the cell carry it back.
+    pub arm: u64,
 }
 
 /// How one lane of an agent ended.
@@ -122,6 +131,8 @@ pub struct LaneOutcome {
 /// What an agent's share of a cell measured.
 #[derive(Serialize, Deserialize)]
 pub struct CellDone {
+    /// The cell's nonce, from its [`ArmOrder`].
+    pub arm: u64,
     pub metrics: CellMetrics,
     pub lanes: Vec<LaneOutcome>,
     pub client_cpu: Option<ClientCpu>,
@@ -140,7 +151,9 @@ pub enum Frame {
         agent_ns: u64,
     },
     Ready,
-    Armed,
+    Armed {
+        arm: u64,
+    },
     /// The measured window's counts so far, for the progress line.
     Progress {
         ok: u64,
@@ -149,6 +162,7 @@ pub enum Frame {
     },
     /// A piece of lane `lane`'s history file, in order.
     History {
+        arm: u64,
         lane: u32,
         bytes: Vec<u8>,
     },
@@ -238,6 +252,7 @@ mod tests {
             host: "h".into(),
             pid: 1,
             cores: 2,
+            boot_id: "b".into(),
         }
     }
 
@@ -252,14 +267,15 @@ mod tests {
             target_name: "t".into(),
             uri: "redis://x".into(),
             rate: None,
+            arm: u64::MAX,
         };
         let from_agent = [
             Frame::Hello(hello()),
             Frame::Pong { n: u32::MAX, agent_ns: u64::MAX },
             Frame::Ready,
-            Frame::Armed,
+            Frame::Armed { arm: u64::MAX },
             Frame::Progress { ok: u64::MAX, failed: u64::MAX, warmup: u64::MAX },
-            Frame::History { lane: 0, bytes: vec![0; 8] },
+            Frame::History { arm: u64::MAX, lane: 0, bytes: vec![0; 8] },
             Frame::Failed("x".into()),
             Frame::RoundsDone { lane: u32::MAX, rounds: u64::MAX },
         ];

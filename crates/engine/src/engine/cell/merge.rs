@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::window::Ran;
 use super::{CellRun, Kept, Stopped};
-use crate::engine::agent::AgentEnd;
+use crate::engine::agent::{served, AgentEnd};
 use crate::engine::fanout::FanoutBooks;
 use crate::engine::role_watch;
 use crate::metrics::CellMetrics;
@@ -20,7 +20,8 @@ use crate::results::CellStatus;
 use crate::spec::units::format_duration;
 use faultline_check::history::HistoryWriter;
 use faultline_kind::{ReadRule, TargetDriver};
-use faultline_model::stats::{AgentShare, ClientCpu};
+use faultline_model::ops::OpKind;
+use faultline_model::stats::{AgentShare, ClientCpu, HostLoad, ServedCheck};
 
 /// The lanes' books as one, over the window they measured.
 pub struct Merged {
@@ -37,11 +38,14 @@ pub struct Merged {
     pub role_changes: Option<role_watch::Sampled>,
     pub read_rule: Option<ReadRule>,
     pub client_cpu: Option<ClientCpu>,
+    pub host: Option<HostLoad>,
     pub kept: Kept,
     /// Fan-out: the publishers' and the subscribers' books.
     pub fanout: Option<FanoutBooks>,
     /// On agents: each agent's share.
     pub agents: Vec<AgentShare>,
+    /// On agents: their claimed successes against the server's counters.
+    pub served: Option<ServedCheck>,
 }
 
 pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
@@ -55,9 +59,11 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
         role_changes,
         read_rule,
         mut client_cpu,
+        host,
         kept,
         subscribers,
         remote,
+        served: served_readings,
     } = ran;
     let cancel = &run.engine.cancel;
     let (workload, t) = (&run.workload, run.cell.timing);
@@ -84,6 +90,7 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
     // An agent's share: its lanes' books, merged there.
     let mut lost = None;
     let mut shares = Vec::new();
+    let mut claimed: Vec<(OpKind, u64)> = OpKind::ALL.iter().map(|k| (*k, 0)).collect();
     for end in remote {
         match end {
             Ok(AgentEnd { agent, done, widened_ns }) => {
@@ -102,6 +109,9 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
                     });
                     ran_out = ran_out.max(at.filter(|at| *at < clock.stop_at));
                     every_lane_ran_out &= at.is_some_and(|at| at < clock.stop_at);
+                }
+                for ((_, total), ok) in claimed.iter_mut().zip(done.metrics.ok_by_kind()) {
+                    *total = total.saturating_add(ok);
                 }
                 let (ok, failed) = done.metrics.counts();
                 let clock_uncertainty_us = widened_ns as f64 / 1e3;
@@ -200,6 +210,7 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
             clock_uncertainty_us,
         })
         .collect();
+    let served = served_readings.map(|(before, after)| served::check(before, after, &claimed));
     Ok(Merged {
         driver,
         metrics,
@@ -209,8 +220,10 @@ pub fn merge(run: &CellRun<'_>, ran: Ran) -> Result<Merged, Stopped> {
         role_changes,
         read_rule,
         client_cpu,
+        host,
         kept,
         fanout,
         agents,
+        served,
     })
 }

@@ -40,9 +40,11 @@ pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
         role_changes,
         read_rule,
         client_cpu,
+        host,
         kept,
         fanout,
         agents,
+        served,
     } = merged;
     let schedule = run.schedule();
     let open = schedule.as_ref().map(|(spec, arrivals)| OpenLoad {
@@ -53,6 +55,8 @@ pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
     let mut stats = metrics.summarize(window, open.as_ref(), &run.stages());
     stats.client_cpu = client_cpu;
     stats.agents = agents;
+    stats.served = served;
+    stats.host = host;
     // Only what a fault really did is measured around it: one that was
     // never confirmed has no cost to show (a gate on it is unmeasured, not
     // a pass with no denial), and one whose heal failed has no "after".

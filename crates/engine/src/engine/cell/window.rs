@@ -16,11 +16,11 @@ use tokio::time::Instant;
 
 use super::bring_up::Armed;
 use super::{CellRun, Kept, Stopped};
-use crate::engine::agent::AgentEnd;
+use crate::engine::agent::{served, AgentEnd};
 use crate::engine::books::{self, LaneEnd};
 use crate::engine::place::Place;
 use crate::engine::role_watch::{self, Watched};
-use crate::engine::{fanout, pipeline, progress, requests, rounds, schedule};
+use crate::engine::{fanout, host_watch, pipeline, progress, requests, rounds, schedule};
 use crate::fault;
 use crate::metrics::{client_cpu, LiveCounters, Recorder, SharedTimelines};
 use crate::plugin::shape::{Feed, Shape};
@@ -29,7 +29,7 @@ use crate::spec::StageSpan;
 use faultline_check::history::{HistoryWriter, Scope};
 use faultline_kind::workload::{Fanout, OpStream};
 use faultline_kind::{Connection, PipelinedConnection, ReadRule, Stream, TargetDriver};
-use faultline_model::stats::ClientCpu;
+use faultline_model::stats::{ClientCpu, HostLoad};
 
 /// How long a lane's connection may take to be dialed on its load thread,
 /// when the one bring-up made cannot move there (a TLS stream).
@@ -105,6 +105,8 @@ pub struct Ran {
     pub read_rule: Option<ReadRule>,
     /// faultline's own CPU over the measured window.
     pub client_cpu: Option<ClientCpu>,
+    /// How busy the host was over the window, with whose work.
+    pub host: Option<HostLoad>,
     /// The before- and window probes' outputs, and the fault records.
     pub kept: Kept,
     /// Fan-out: each subscriber's books (or how its task crashed), and how
@@ -112,6 +114,9 @@ pub struct Ran {
     pub subscribers: Option<(Vec<Result<fanout::SubscriberBooks, JoinError>>, Duration)>,
     /// On agents: each agent's share of the cell, or why it has none.
     pub remote: Vec<Result<AgentEnd, String>>,
+    /// On agents: the server's call counters before the agents started
+    /// and after their shares arrived, where the kind keeps them.
+    pub served: Option<(served::Reading, served::Reading)>,
 }
 
 /// A fan-out cell's subscribers, each subscribed on its own load thread
@@ -217,6 +222,12 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     let uri = run.running.uri.as_str();
     let t = cell.timing;
     let place = &engine.place;
+    // On agents, what they will claim is held against the server's own
+    // counters (agent/served.rs), read before they start and after.
+    let served_before = match place {
+        Place::Coordinator(_) => served::read(&driver, uri).await,
+        _ => None,
+    };
     let t0 = match (place, start_at) {
         (_, Some(t0)) => t0,
         (Place::Coordinator(agents), None) => match agents.start().await {
@@ -484,10 +495,21 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         }
         from.until(&client_cpu::Sample::now())
     };
-    let ((ends, subscribers, remote), fault_records, role_changes, window_outputs, client_cpu) =
-        tokio::join!(load_tasks, schedule, roles, window_probes, client_cpu);
+    // The host's other work over the window (the coordinator watches for its agents).
+    let host = async {
+        match place.is_agent() {
+            true => None,
+            false => host_watch::watch(measure_from, stop_at, load_ended.clone(), run.running.container_ids()).await,
+        }
+    };
+    let ((ends, subscribers, remote), fault_records, role_changes, window_outputs, client_cpu, host) =
+        tokio::join!(load_tasks, schedule, roles, window_probes, client_cpu, host);
     kept.probes.extend(window_outputs);
     kept.faults = fault_records;
+    let served = match served_before {
+        Some(before) => Some((before, served::read(&driver, uri).await.unwrap_or(Err("no longer offered".into())))),
+        None => None,
+    };
     Ok(Ran {
         driver,
         shape,
@@ -498,9 +520,11 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         role_changes,
         read_rule,
         client_cpu,
+        host,
         kept,
         subscribers,
         remote,
+        served,
     })
 }
 

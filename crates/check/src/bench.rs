@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::{HistoryWriter, Observed, OpRecord, Outcome, ValueId};
 use crate::checker::{self, Checker};
+use crate::history::{HistoryWriter, Observed, OpRecord, Outcome, ValueId};
 use faultline_model::ops::OpKind;
 
 const WRITERS: u16 = 64;
 /// The generated writes belong to run 0, cell 0.
-const SCOPE: super::Scope = super::Scope { run: 0, cell: 0 };
+const SCOPE: crate::history::Scope = crate::history::Scope { run: 0, cell: 0 };
 
 /// Writes `ops` records over `keys` keys into `dir`; returns each key's final value.
 pub fn generate(dir: &Path, ops: u64, keys: u64) -> anyhow::Result<HashMap<u64, Option<Vec<u8>>>> {
@@ -81,7 +81,7 @@ pub fn generate(dir: &Path, ops: u64, keys: u64) -> anyhow::Result<HashMap<u64, 
         .map(|(key, ws)| {
             let (_, _, id) = *ws.iter().max_by_key(|(s, _, _)| *s).expect("a key in `recent` has a write");
             let mut v = Vec::new();
-            super::write_value(0, id, 64, &mut v);
+            crate::history::write_value(0, id, 64, &mut v);
             (key, Some(v))
         })
         .collect())
@@ -96,12 +96,13 @@ fn lost_write() -> &'static dyn Checker {
 }
 
 /// Generates, then times the first pass (which carries stale-read-after-ack)
-/// and lost-acknowledged-write. Prints one line per measurement.
-pub fn bench(ops: u64, keys: u64) -> anyhow::Result<()> {
+/// and lost-acknowledged-write. Says one line per measurement through `say`
+/// (the CLI prints them; nothing here writes to the terminal).
+pub fn bench(ops: u64, keys: u64, say: &mut dyn FnMut(String)) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let started = Instant::now();
     let final_values = generate(dir.path(), ops, keys)?;
-    println!("generated {ops} ops over {keys} keys in {:.1}s", started.elapsed().as_secs_f64());
+    say(format!("generated {ops} ops over {keys} keys in {:.1}s", started.elapsed().as_secs_f64()));
 
     let started = Instant::now();
     let pass = checker::first_pass(dir.path(), &[stale_read()], Duration::from_secs(6))?;
@@ -115,13 +116,13 @@ pub fn bench(ops: u64, keys: u64) -> anyhow::Result<()> {
         Duration::ZERO,
         &[],
     );
-    println!(
+    say(format!(
         "stale-read-after-ack (with the merge and write table): {:.2}s, {:.2}M ops/s, {} reads judged, {} violations",
         took.as_secs_f64(),
         ops as f64 / took.as_secs_f64() / 1e6,
         stale[0].checked,
         stale[0].violations
-    );
+    ));
 
     let pass = checker::first_pass(dir.path(), &[], Duration::from_secs(6))?;
     let started = Instant::now();
@@ -135,14 +136,14 @@ pub fn bench(ops: u64, keys: u64) -> anyhow::Result<()> {
         &[],
     );
     let took = started.elapsed();
-    println!(
+    say(format!(
         "lost-acknowledged-write (after the first pass): {:.3}s, {:.2}M ops/s, {} writes judged, {} violations",
         took.as_secs_f64(),
         ops as f64 / took.as_secs_f64() / 1e6,
         lost[0].checked,
         lost[0].violations
-    );
-    println!("peak RSS: {} MiB", peak_rss_mib());
+    ));
+    say(format!("peak RSS: {} MiB", peak_rss_mib()));
     anyhow::ensure!(stale[0].violations == 0 && lost[0].violations == 0, "a clean history was reported as violating");
     Ok(())
 }

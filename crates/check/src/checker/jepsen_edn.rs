@@ -32,7 +32,7 @@ use std::io::{BufRead, Read};
 use std::mem::size_of;
 use std::time::Instant;
 
-use crate::checker::linearizability::{Input, Model, Operation, Output};
+use super::linearizability::{Input, Model, Operation, Output};
 
 /// A line that looks like an operation event but cannot be read, or input
 /// that holds no operation at all.
