@@ -52,7 +52,7 @@ pub struct CapacitySpec {
     #[serde(default = "default_tolerance")]
     pub tolerance: f64,
     /// The most steps one search runs, confirmations and retries included
-    /// (default 24).
+    /// (default 32: a noisy search, its failures retried, took up to 24 here).
     #[serde(default = "default_max_steps")]
     pub max_steps: u32,
 }
@@ -85,7 +85,7 @@ fn default_tolerance() -> f64 {
 }
 
 fn default_max_steps() -> u32 {
-    24
+    32
 }
 
 /// The most steps a search may be given: each is a whole warmed-up window.
