@@ -127,6 +127,10 @@ async fn teardown(args: TeardownArgs) -> u8 {
             }
         }
     }
+    // Before the ledgers are struck off: they say where each run's logs go.
+    if let Some(docker) = &docker {
+        save_agents_logs(docker, &chosen).await;
+    }
     failed |= !remove_listed(&listed).await;
     if let Some(docker) = docker.filter(|_| !chosen.is_empty()) {
         let removed = docker.remove_owned(&chosen).await;
@@ -159,6 +163,22 @@ async fn teardown(args: TeardownArgs) -> u8 {
         1
     } else {
         done
+    }
+}
+
+/// A killed coordinator's swarm agents wrote their logs only into their
+/// tasks' containers: saved into the run's `logs/` (found through its
+/// ledger) before the service and its containers go, as the run itself
+/// would have.
+async fn save_agents_logs(docker: &Docker, chosen: &[Owned]) {
+    let runs = ledger::entries();
+    for service in chosen.iter().filter(|o| o.kind == ResourceKind::Service) {
+        let Some((_, entry)) = runs.iter().find(|(_, e)| e.run == service.run) else { continue };
+        let logs = std::path::Path::new(&entry.run_dir).join("logs");
+        match docker.save_service_logs(&service.name, &logs).await {
+            Ok(()) => crate::stdout::say!("saved swarm service {}'s agent logs in {}", service.name, logs.display()),
+            Err(e) => eprintln!("warning: swarm service {}'s agent logs: {e:#}", service.name),
+        }
     }
 }
 

@@ -523,10 +523,27 @@ fn four_swarm_agents_run_the_quickstart_as_one_process_does_and_leave_nothing() 
     let run_id = docker_run_id(&dir);
     assert_ne!(services_of(&run_id), "", "a killed coordinator cannot remove its service");
     assert_ne!(secrets_of(&run_id), "", "the agents' key is a swarm secret");
-    let torn =
-        faultline().args(["teardown", "--run", &run_id]).env("FAULTLINE_STATE_DIR", state.path()).output().unwrap();
-    let said = String::from_utf8_lossy(&torn.stdout);
-    assert!(said.contains("removed swarm service"), "{said}{}", String::from_utf8_lossy(&torn.stderr));
+    let teardown = |extra: &[&str]| {
+        let out = faultline()
+            .args(["teardown", "--run", &run_id])
+            .args(extra)
+            .env("FAULTLINE_STATE_DIR", state.path())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let listed = teardown(&["--dry-run"]);
+    let containers = listed.lines().filter(|l| l.starts_with("would remove container")).count();
+    assert!(containers >= 2, "the agents' task containers are listed: {listed}");
+    let said = teardown(&[]);
+    assert!(said.contains("removed swarm service"), "{said}");
+    // What the dry run listed is what the teardown says it removed.
+    assert!(said.contains(&format!("removed {containers} containers")), "{listed}\n{said}");
+    // The killed run's agents' logs were saved before their containers went.
+    for slot in 1..=2 {
+        let log = dir.join(format!("logs/agent-swarm-{slot}.log"));
+        assert!(log.exists(), "{} missing after teardown: {said}", log.display());
+    }
     assert_eq!(services_of(&run_id), "");
     assert_eq!(secrets_of(&run_id), "", "teardown leaves the agents' key");
     assert!(wait_until(Duration::from_secs(30), || left_behind(&dir).is_empty()), "{:?}", left_behind(&dir));

@@ -137,7 +137,9 @@ impl Docker {
             for attempt in 0..20 {
                 match self.api.remove_container(&c.id, Some(options.clone())).await {
                     Ok(()) => return Ok(Some(c.name.clone())),
-                    Err(e) if status_of(&e) == Some(404) => return Ok(None),
+                    // Listed a moment ago and gone now (a swarm service's
+                    // task, removed with its service): gone is what was asked.
+                    Err(e) if status_of(&e) == Some(404) => return Ok(Some(c.name.clone())),
                     // "removal already in progress": wait for the other removal.
                     Err(e) if status_of(&e) == Some(409) && attempt < 19 => {
                         tokio::time::sleep(Duration::from_millis(100)).await

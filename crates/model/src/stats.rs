@@ -322,6 +322,10 @@ pub struct StageStats {
     /// schedule's ops over its length (the mean of a ramp).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_rate: Option<f64>,
+    /// A ramp: the rate it asks at its start and at its end (none for a
+    /// hold, whose `target_rate` is both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<(f64, f64)>,
     /// Closed loop: the clients the step runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clients: Option<u32>,

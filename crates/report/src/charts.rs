@@ -176,7 +176,8 @@ fn first_of_variant(cells: &[&CellResult], i: usize) -> Option<String> {
 /// p99 (solid; at most 25% high, see `TimelinePoint::p99_ms`) and max (dots)
 /// latency of each timeline bucket (a second, or 100 ms in windows of 5 s
 /// or less); faults shaded from their request to their heal (or the
-/// window's end). A colour per variant.
+/// window's end); a staged profile's stage boundaries dotted, each stage
+/// named. A colour per variant.
 fn timeline(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
     let seconds = cells.iter().map(|c| c.measured_s.max(0.1)).fold(0.1, f64::max);
     let points = |c: &CellResult| c.stats.as_ref().map(|s| s.timeline.clone()).unwrap_or_default();
@@ -241,15 +242,41 @@ fn timeline(title: &str, cells: &[&CellResult]) -> DrawResult<String> {
                 ("sans-serif", 12).into_font().color(&RGBColor(150, 20, 20)),
             ))?;
         }
-        // An open loop's asked rate, once (every cell of a group runs the
-        // same profile): black dashes under the achieved lines.
+        // A staged profile's stages, once (every cell of a group runs the
+        // same profile): a dotted line where each begins, its name below.
+        let stages = cells.iter().find_map(|c| c.stats.as_ref().filter(|s| !s.stages.is_empty()));
+        for stage in stages.map(|s| s.stages.as_slice()).unwrap_or_default() {
+            let grey = BLACK.mix(0.35).stroke_width(1);
+            if stage.from_s > 0.0 {
+                ops.draw_series(DashedLineSeries::new(vec![(stage.from_s, 0.0), (stage.from_s, max_ops)], 2, 3, grey))?;
+                latency.draw_series(DashedLineSeries::new(
+                    vec![(stage.from_s, 0.001), (stage.from_s, max_ms)],
+                    2,
+                    3,
+                    grey,
+                ))?;
+            }
+            let (x, y) = ops.backend_coord(&(stage.from_s, 0.0));
+            root.draw(&Text::new(
+                stage.name.clone(),
+                (x + 3, y - 14),
+                ("sans-serif", 11).into_font().color(&BLACK.mix(0.6)),
+            ))?;
+        }
+        // An open loop's asked rate, once: black dashes under the achieved
+        // lines, and dashed in the legend too.
         if let Some(cell) = cells.iter().find(|c| points(c).iter().any(|p| p.target_rate.is_some())) {
             let half = step(cell) / 2.0;
             let asked: Vec<(f64, f64)> =
                 points(cell).iter().filter_map(|p| Some((p.t + half, p.target_rate?))).collect();
             ops.draw_series(DashedLineSeries::new(asked, 6, 4, BLACK.mix(0.6).stroke_width(1)))?
                 .label("asked rate")
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.mix(0.6).stroke_width(1)));
+                .legend(|(x, y)| {
+                    let dash = BLACK.mix(0.6).stroke_width(1);
+                    EmptyElement::at((x, y))
+                        + PathElement::new(vec![(0, 0), (6, 0)], dash)
+                        + PathElement::new(vec![(10, 0), (16, 0)], dash)
+                });
         }
         for (i, cell) in cells.iter().enumerate() {
             let color = colors[i];

@@ -83,7 +83,6 @@ impl Arrivals {
     }
 
     /// The rate the schedule asks at `t` seconds (0 past its end).
-    #[cfg(test)]
     pub fn rate_at(&self, t: f64) -> f64 {
         match self.piece_at(t) {
             Some(p) => p.from + (p.to - p.from) * ((t - p.start_s) / p.len_s).clamp(0.0, 1.0),

@@ -666,6 +666,15 @@ impl OpenLoad<'_> {
             false => 0.0,
         }
     }
+
+    /// The rates asked at the start and the end of `[from, to)` seconds of
+    /// the window, when they differ (a ramp); None for a hold.
+    fn ramp_over(&self, from: f64, to: f64) -> Option<(f64, f64)> {
+        let (a, b) = (self.window_start_s + from, self.window_start_s + to);
+        let edge = ((b - a) * 1e-6).max(1e-9);
+        let (start, end) = (self.arrivals.rate_at(a + edge), self.arrivals.rate_at(b - edge));
+        ((end - start).abs() > 0.5).then_some((start, end))
+    }
 }
 
 impl CellMetrics {
@@ -950,6 +959,7 @@ impl CellMetrics {
                     from_s: span.from_s,
                     to_s: span.to_s,
                     target_rate: open.map(|o| o.rate_over(span.from_s, span.to_s)),
+                    ramp: open.and_then(|o| o.ramp_over(span.from_s, span.to_s)),
                     clients: span.clients,
                     due: sent + tally.unsent,
                     sent,
@@ -1101,6 +1111,10 @@ mod tests {
         assert!(s.stages[1].per_op["set"].is_none(), "the peak's set failed");
         let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
         assert!(close(s.stages[0].target_rate, 5.0) && close(s.stages[1].target_rate, 10.0), "{:?}", s.stages);
+        // The ramp asks from 0 to 10/s (its mean is 5/s); the hold asks 10/s throughout.
+        let (from, to) = s.stages[0].ramp.expect("a ramp's rates at its ends");
+        assert!(from.abs() < 0.01 && (to - 10.0).abs() < 0.01, "{:?}", s.stages[0].ramp);
+        assert_eq!(s.stages[1].ramp, None);
         let open_loop = s.open_loop.unwrap();
         assert_eq!((open_loop.due, open_loop.unsent), (12, 7));
         assert!(close(Some(open_loop.rate), 7.5), "{open_loop:?}");

@@ -293,7 +293,11 @@ impl TargetDriver for RedisDriver {
             return answered;
         }
         let wrong = match Target::parse(uri) {
-            Ok(Target::Plain(info)) => match info.addr() {
+            // Only a connection the server dropped mid-talk is asked again in
+            // TLS: nothing listening yet, or a plain server still loading,
+            // are the wait's to sit out (and a plain server would hold a TLS
+            // hello unanswered).
+            Ok(Target::Plain(info)) if dropped_mid_talk(e) => match info.addr() {
                 redis::ConnectionAddr::Tcp(host, port) if tls::speaks_tls(host, *port).await => Some(format!(
                     "{host}:{port} speaks TLS, not plain RESP: use `rediss://{}` (with `ca_file`, or `insecure: true` for a test server)",
                     uri.strip_prefix("redis://").unwrap_or(uri)
@@ -428,6 +432,19 @@ fn refusal(e: anyhow::Error) -> anyhow::Error {
         ))),
         false => e,
     }
+}
+
+/// Whether the server accepted the connection and then failed it in a way
+/// a wrong scheme could explain: not refused (nothing listening yet), not a
+/// plain server's own words (still loading), not a timeout.
+fn dropped_mid_talk(e: &anyhow::Error) -> bool {
+    let said = format!("{e:#}");
+    let waiting = said.contains("still loading") || said.contains("no connection within");
+    let refused = e.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+            || cause.downcast_ref::<redis::RedisError>().is_some_and(|r| r.is_connection_refusal() || r.is_timeout())
+    });
+    !waiting && !refused && !said.contains("Connection refused")
 }
 
 /// Sends one command on a fresh load connection and requires a non-error reply.

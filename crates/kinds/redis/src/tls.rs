@@ -101,7 +101,7 @@ pub async fn speaks_tls(host: &str, port: u16) -> bool {
             Err(e) => rustls_error(&e).is_some_and(|r| !matches!(r, rustls::Error::InvalidMessage(_))),
         })
     };
-    tokio::time::timeout(std::time::Duration::from_secs(3), attempt).await.ok().flatten().unwrap_or(false)
+    tokio::time::timeout(std::time::Duration::from_millis(1500), attempt).await.ok().flatten().unwrap_or(false)
 }
 
 /// A certificate's name as webpki writes it in a name mismatch

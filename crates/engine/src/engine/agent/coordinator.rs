@@ -473,6 +473,7 @@ impl Agents {
         &'a self,
         stop_at: Instant,
         timing: &CellTiming,
+        connections: u32,
         cancel: &CancellationToken,
     ) -> Vec<Result<AgentEnd, String>> {
         let last_op = stop_at + timing.deadline + timing.hang_after + timing.over_deadline_after;
@@ -485,7 +486,8 @@ impl Agents {
             }
         };
         let tell_cancel = &tell_cancel;
-        let one = |link: &'a Link| async move {
+        let agents = self.links.len();
+        let one = |(index, link): (usize, &'a Link)| async move {
             let limit = last_op.saturating_duration_since(Instant::now()) + RESULT_GRACE;
             let reply = tokio::select! {
                 r = link.next(limit) => r,
@@ -504,6 +506,11 @@ impl Agents {
                 tell_cancel();
             }
             match reply {
+                // A crashed lane sends no outcome; the crash fails the cell.
+                Reply::Done(done) if done.crashed.is_none() && !own_lanes(&done, index, agents, connections) => {
+                    tell_cancel();
+                    Err(format!("agent `{}` sent an invalid share: not the lanes it runs", link.info.name))
+                }
                 Reply::Done(mut done) => {
                     if let Some(e) = history_error {
                         done.history_incomplete.get_or_insert(e);
@@ -515,7 +522,7 @@ impl Agents {
                 _ => Err(format!("agent `{}` answered the cell with something else", link.info.name)),
             }
         };
-        futures::future::join_all(self.links.iter().map(one)).await
+        futures::future::join_all(self.links.iter().enumerate().map(one)).await
     }
 
     /// Says goodbye to every agent and stops what the launcher started.
@@ -633,6 +640,15 @@ fn connect(
     }
 }
 
+/// Whether a share accounts for exactly the lanes its agent runs (lane `i`
+/// on agent `i % agents`), each once: counts merged from any other set
+/// would be another process's or made up.
+fn own_lanes(done: &CellDone, index: usize, agents: usize, connections: u32) -> bool {
+    let mut sent: Vec<u32> = done.lanes.iter().map(|l| l.lane).collect();
+    sent.sort_unstable();
+    sent.iter().copied().eq((index as u32..connections).step_by(agents.max(1)))
+}
+
 /// What this process says of itself: an agent's hello, or what the
 /// coordinator holds an agent's against.
 pub fn own_hello(name: &str) -> Hello {
@@ -674,6 +690,24 @@ fn same_build(own: &Hello, agent: &Hello) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_share_must_account_for_exactly_its_agents_lanes() {
+        let done = |lanes: &[u32]| CellDone {
+            arm: 0,
+            metrics: crate::metrics::CellMetrics::new(),
+            lanes: lanes.iter().map(|&lane| wire::LaneOutcome { lane, ran_out_ns: None }).collect(),
+            client_cpu: None,
+            crashed: None,
+            history_incomplete: None,
+        };
+        // 5 lanes on 2 agents: agent 1 runs lanes 1 and 3.
+        assert!(own_lanes(&done(&[3, 1]), 1, 2, 5));
+        assert!(!own_lanes(&done(&[1]), 1, 2, 5), "a lane left out");
+        assert!(!own_lanes(&done(&[1, 3, 3]), 1, 2, 5), "a lane twice");
+        assert!(!own_lanes(&done(&[0, 1, 3]), 1, 2, 5), "another agent's lane");
+        assert!(own_lanes(&done(&[]), 3, 4, 2), "no lanes when the cell has fewer than the agents");
+    }
 
     #[test]
     fn only_the_same_build_is_taken() {

@@ -438,7 +438,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     let load_tasks = async {
         let remote = async {
             match place {
-                Place::Coordinator(agents) => agents.collect(stop_at, &t, &engine.cancel).await,
+                Place::Coordinator(agents) => agents.collect(stop_at, &t, connections, &engine.cancel).await,
                 _ => Vec::new(),
             }
         };
