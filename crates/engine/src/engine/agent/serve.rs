@@ -447,3 +447,58 @@ fn send_histories(dir: &std::path::Path, lanes: &[usize], arm: u64, out: &Unboun
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::agent::wire::RunShare;
+
+    static NO_KINDS: Kinds =
+        Kinds { held: &[], optional: &[], checkers: || &[], provider_faults: crate::fault::provider_faults };
+
+    fn share(load_threads: Option<usize>) -> RunShare {
+        RunShare {
+            spec_path: "s.yaml".into(),
+            spec_text: String::new(),
+            set: vec![],
+            quick: false,
+            only: vec![],
+            run_tag: 1,
+            load_threads,
+        }
+    }
+
+    /// A coordinator that holds the key but sends hostile run orders (the
+    /// issue's fake coordinator): the agent answers each with why and
+    /// stops, exit 2 in the CLI, never a panic or a thread storm.
+    #[tokio::test]
+    async fn a_hostile_run_order_is_refused_with_why() {
+        for (order, said) in [
+            (RunOrder { index: 0, agents: 0, run: share(None) }, "place 0 of 0"),
+            (RunOrder { index: 3, agents: 2, run: share(None) }, "place 3 of 2"),
+            (RunOrder { index: 0, agents: 1, run: share(Some(3003)) }, "3003 load threads"),
+        ] {
+            let key = LinkKey::generate().unwrap();
+            let acceptor = link::acceptor(&key).unwrap();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = listener.local_addr().unwrap().to_string();
+            let coordinator = tokio::spawn(async move {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let mut tls = acceptor.accept(tcp).await.unwrap();
+                let Ok(Some(Frame::Hello(_))) = wire::read(&mut tls, wire::Sender::Agent).await else {
+                    panic!("no hello")
+                };
+                wire::write(&mut tls, &Frame::Welcome(Box::new(order))).await.unwrap();
+                match wire::read(&mut tls, wire::Sender::Agent).await {
+                    Ok(Some(Frame::Failed(why))) => why,
+                    _ => String::new(),
+                }
+            });
+            let args = AgentArgs { connect: address, name: Some("a".into()), key };
+            let e = serve(args, &NO_KINDS).await.unwrap_err().to_string();
+            let told = coordinator.await.unwrap();
+            assert!(e.contains(said) && told.contains(said), "{e} / {told}");
+        }
+        assert!(start_in_range(u64::MAX).unwrap_err().contains("outside -1s..+10s"));
+    }
+}
