@@ -524,17 +524,13 @@ fn main() -> ExitCode {
 /// either way, so nothing the agent starts inherits it).
 fn agent_key(key_file: Option<&std::path::Path>) -> anyhow::Result<agent::link::LinkKey> {
     use agent::link::{LinkKey, KEY_ENV, KEY_FILE_ENV};
-    let from_env = LinkKey::take_from_env()?;
-    match key_file {
-        Some(path) => {
-            LinkKey::warn_if_shared(path);
-            LinkKey::read_file(path)
-        }
-        None => from_env.ok_or_else(|| {
-            anyhow::anyhow!(
-                "no agent key: give --key-file FILE (or set {KEY_FILE_ENV}=FILE, or {KEY_ENV}), holding the key \
-                 the coordinator was given with --agent-key-file"
-            )
-        }),
+    if let Some(path) = key_file {
+        LinkKey::warn_if_shared(path);
     }
+    LinkKey::for_agent(key_file)?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "no agent key: give --key-file FILE (or set {KEY_FILE_ENV}=FILE, or {KEY_ENV}), holding the key \
+             the coordinator was given with --agent-key-file"
+        )
+    })
 }

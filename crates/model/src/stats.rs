@@ -179,11 +179,13 @@ pub enum ServedOutcome {
 /// number measured while something else took the cores is known as such.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostLoad {
+    /// The cores faultline may run on (its CPU affinity; all of the host's
+    /// unless a cpuset or `taskset` narrows it): the ones watched.
     pub host_cores: usize,
-    /// Cores busy in all, on average over the window.
+    /// Of them, cores busy in all, on average over the window.
     pub busy_cores: f64,
-    /// Of them, faultline's (its agents on this host included) and the
-    /// target's (its processes, or its containers' here).
+    /// Of those, faultline's (its agents on this host included) and the
+    /// target's (its processes, or its containers' here), at most all.
     pub ours_cores: f64,
     /// The rest: other processes (a noisy neighbour, another CI job).
     pub others_cores: f64,

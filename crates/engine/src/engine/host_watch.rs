@@ -1,7 +1,8 @@
 //! Watching the host, not only faultline. On a shared CI runner another
 //! job may take a core in bursts; a step measured then says little about
 //! the target. Over each cell's measured window this reads the kernel's
-//! own counts: the host's busy and stolen time (/proc/stat), the CPU of
+//! own counts: the busy and stolen time of the cores faultline may run on
+//! (/proc/stat, per core of its affinity), the CPU of
 //! faultline's processes (itself and its descendants: local agents and
 //! process targets) and of the target's containers (their processes, found
 //! by their cgroup), and how many threads were runnable. What is left is
@@ -32,14 +33,40 @@ struct Counts {
     ours: u64,
 }
 
-/// The host's busy and stolen ticks (the `cpu` line of /proc/stat).
-fn host_ticks() -> Option<(u64, u64)> {
+/// The CPUs this process may run on (its affinity: a container's cpuset,
+/// `taskset`), as /proc/stat numbers them. Only their time is watched: on a
+/// big host a container limited to two of its cores is disturbed by what
+/// runs on those two, not by the host's other tenants.
+fn our_cpus() -> Option<Vec<usize>> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity
+    // writes at most its size into it, and CPU_ISSET only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        Some((0..libc::CPU_SETSIZE as usize).filter(|&cpu| libc::CPU_ISSET(cpu, &set)).collect())
+    }
+}
+
+/// Busy and stolen ticks over `cpus` (their `cpuN` lines of /proc/stat).
+fn host_ticks(cpus: &[usize]) -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let n: Vec<u64> = line.split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
-    // user nice system idle iowait irq softirq steal (guest time is in user).
-    let (idle, iowait, steal) = (*n.get(3)?, *n.get(4)?, n.get(7).copied().unwrap_or(0));
-    let busy = n.iter().take(8).sum::<u64>() - idle - iowait - steal;
+    let (mut busy, mut steal) = (0, 0);
+    for line in stat.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(cpu) = fields.next().and_then(|f| f.strip_prefix("cpu")).and_then(|n| n.parse::<usize>().ok()) else {
+            continue;
+        };
+        if !cpus.contains(&cpu) {
+            continue;
+        }
+        let n: Vec<u64> = fields.filter_map(|f| f.parse().ok()).collect();
+        // user nice system idle iowait irq softirq steal (guest time is in user).
+        let (idle, iowait, stolen) = (*n.get(3)?, *n.get(4)?, n.get(7).copied().unwrap_or(0));
+        busy += n.iter().take(8).sum::<u64>() - idle - iowait - stolen;
+        steal += stolen;
+    }
     Some((busy, steal))
 }
 
@@ -99,8 +126,8 @@ fn ours(containers: &[String]) -> u64 {
     table.iter().filter(|(pid, _)| mine.contains(pid)).map(|(_, (_, ticks))| ticks).sum()
 }
 
-fn counts(containers: &[String]) -> Option<Counts> {
-    let (busy, steal) = host_ticks()?;
+fn counts(cpus: &[usize], containers: &[String]) -> Option<Counts> {
+    let (busy, steal) = host_ticks(cpus)?;
     Some(Counts { at: Instant::now(), busy, steal, ours: ours(containers) })
 }
 
@@ -116,7 +143,8 @@ pub async fn watch(
         _ = tokio::time::sleep_until(from) => {}
         _ = ended.cancelled() => return None,
     }
-    let first = counts(&containers)?;
+    let cpus = our_cpus().filter(|c| !c.is_empty())?;
+    let first = counts(&cpus, &containers)?;
     let mut queue = Vec::new();
     loop {
         queue.extend(run_queue());
@@ -128,14 +156,14 @@ pub async fn watch(
             break;
         }
     }
-    let last = counts(&containers)?;
+    let last = counts(&cpus, &containers)?;
     let seconds = last.at.duration_since(first.at).as_secs_f64();
     let ticks = clock_ticks()?;
     let cores = |a: u64, b: u64| b.saturating_sub(a) as f64 / ticks / seconds.max(1e-3);
     let busy = cores(first.busy, last.busy);
     let ours = cores(first.ours, last.ours).min(busy);
     Some(HostLoad {
-        host_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        host_cores: cpus.len(),
         busy_cores: busy,
         ours_cores: ours,
         others_cores: busy - ours,

@@ -95,10 +95,11 @@ impl LinkKey {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// The key in `path`.
+    /// The key in `path`: a regular file of a few lines at most (a FIFO, a
+    /// device or a large file is refused before it is read).
     pub fn read_file(path: &Path) -> anyhow::Result<LinkKey> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("cannot read the agent key {}", path.display()))?;
+        let text = crate::input_file::read_to_string(path, 4 << 10)
+            .with_context(|| format!("cannot read the agent key {}", path.display()))?;
         LinkKey::from_hex(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 
@@ -113,20 +114,22 @@ impl LinkKey {
         }
     }
 
-    /// An agent's key from its environment ([`KEY_FILE_ENV`], else
-    /// [`KEY_ENV`]); both are removed, so nothing the agent starts inherits
-    /// them. None when neither is set.
-    pub fn take_from_env() -> anyhow::Result<Option<LinkKey>> {
+    /// An agent's key: from `key_file` when given, else from its
+    /// environment ([`KEY_FILE_ENV`], else [`KEY_ENV`]). Both variables are
+    /// removed either way, so nothing the agent starts inherits them. None
+    /// when there is no key anywhere.
+    pub fn for_agent(key_file: Option<&Path>) -> anyhow::Result<Option<LinkKey>> {
         let file = std::env::var_os(KEY_FILE_ENV);
         let hex = std::env::var(KEY_ENV).ok();
         // Called before the agent starts a thread (its runtime comes
         // after), so nothing reads the environment meanwhile.
         std::env::remove_var(KEY_FILE_ENV);
         std::env::remove_var(KEY_ENV);
-        match (file, hex) {
-            (Some(path), _) => LinkKey::read_file(Path::new(&path)).map(Some),
-            (None, Some(hex)) => LinkKey::from_hex(&hex).map(Some).map_err(|e| anyhow::anyhow!("{KEY_ENV}: {e}")),
-            (None, None) => Ok(None),
+        match (key_file, file, hex) {
+            (Some(path), _, _) => LinkKey::read_file(path).map(Some),
+            (None, Some(path), _) => LinkKey::read_file(Path::new(&path)).map(Some),
+            (None, None, Some(hex)) => LinkKey::from_hex(&hex).map(Some).map_err(|e| anyhow::anyhow!("{KEY_ENV}: {e}")),
+            (None, None, None) => Ok(None),
         }
     }
 
@@ -379,5 +382,12 @@ mod tests {
         assert!(LinkKey::from_hex(&"zz".repeat(32)).is_err());
         assert_eq!(format!("{key:?}"), "LinkKey(..)");
         assert_ne!(key.public_key(End::Agent).unwrap(), key.public_key(End::Coordinator).unwrap());
+        // A key file is read only when it is small: a key and a newline.
+        let dir = tempfile::tempdir().unwrap();
+        let (good, huge) = (dir.path().join("agent.key"), dir.path().join("huge.key"));
+        std::fs::write(&good, format!("{}\n", key.to_hex())).unwrap();
+        std::fs::write(&huge, vec![b'a'; 1 << 20]).unwrap();
+        assert_eq!(LinkKey::read_file(&good).unwrap().0, key.0);
+        assert!(format!("{:#}", LinkKey::read_file(&huge).unwrap_err()).contains("larger than"));
     }
 }

@@ -251,6 +251,11 @@ impl Session {
             spec::parse(&path, &order.run.spec_text, &order.run.set, kinds).map_err(|e| anyhow::anyhow!("{e}"))?;
         let options = PlanOptions { quick: order.run.quick, only: order.run.only.clone() };
         let plan = plan::build(&loaded, &options).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let threads = order.run.load_threads.unwrap_or_else(LoadThreads::default_count);
+        let load_threads = LoadThreads::start(threads).context("starting the load threads")?;
+        let progress = Progress::new(None)?;
+        // Listed only once nothing after it can fail: the session's Drop
+        // strikes it off again.
         let scratch = tempfile::Builder::new().prefix("faultline-agent-").tempdir().context("a scratch directory")?;
         let scratch_listed = faultline_kind::ledger::Resource::DataDirectory {
             target: "an agent's scratch".into(),
@@ -260,16 +265,15 @@ impl Session {
         if let Err(e) = faultline_kind::ledger::record(scratch_listed.clone()) {
             crate::stdout::say_err!("warning: {e:#}");
         }
-        let threads = order.run.load_threads.unwrap_or_else(LoadThreads::default_count);
         Ok(Session {
             loaded,
             plan,
             order,
             scratch,
             scratch_listed,
-            load_threads: LoadThreads::start(threads).context("starting the load threads")?,
+            load_threads,
             plugins: SpecPlugins::none(),
-            progress: Progress::new(None)?,
+            progress,
             kinds,
         })
     }

@@ -72,9 +72,11 @@ pub(crate) fn check(before: Reading, after: Reading, claimed: &[(OpKind, u64)]) 
         .filter(|o| o.served < o.claimed)
         .map(|o| format!("the agents claim {} `{}` successes, the server counted {} calls", o.claimed, o.op, o.served))
         .collect();
-    match short.is_empty() {
-        true => done(ops, ServedOutcome::Held, String::new()),
-        false => done(ops, ServedOutcome::Violated, short.join("; ")),
+    match (ops.is_empty(), short.is_empty()) {
+        // Nothing claimed: nothing to hold against the server, and no pass.
+        (true, _) => done(ops, ServedOutcome::Unverified, "the agents claim no successes of ops it counts".into()),
+        (false, true) => done(ops, ServedOutcome::Held, String::new()),
+        (false, false) => done(ops, ServedOutcome::Violated, short.join("; ")),
     }
 }
 
@@ -105,6 +107,9 @@ mod tests {
         assert_eq!(c.outcome, ServedOutcome::Violated);
         assert!(c.why.contains("claim 1000 `get` successes, the server counted 0 calls"), "{}", c.why);
         assert_eq!(c.ops.len(), 1, "kinds nobody claimed are not listed");
+        // No claims: nothing held, so not `held`.
+        let none = check(served("a", 1, 1), served("a", 1, 1), &[(OpKind::Get, 0)]);
+        assert_eq!(none.outcome, ServedOutcome::Unverified);
     }
 
     #[test]
