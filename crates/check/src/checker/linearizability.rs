@@ -25,6 +25,7 @@
 //! either yields [`Verdict::Unknown`] naming the undecided partitions, never a
 //! guess.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -168,8 +169,21 @@ pub fn check(model: Model, ops: &[Operation], budget: Duration) -> Verdict {
 
 /// [`check`] with explicit resource bounds.
 pub fn check_with_limits(model: Model, ops: &[Operation], limits: &Limits) -> Verdict {
+    check_partitions(model, ops, limits).verdict
+}
+
+/// A check's verdict and, of a Kv check left unknown, the keys it did not
+/// decide: every other key was found linearizable.
+pub struct Checked {
+    pub verdict: Verdict,
+    pub undecided: Vec<String>,
+}
+
+/// [`check_with_limits`], naming the keys a Kv check left undecided, so a
+/// check that gave up on one hot key still counts the others it judged.
+pub fn check_partitions(model: Model, ops: &[Operation], limits: &Limits) -> Checked {
     let deadline = limits.started.checked_add(limits.budget.saturating_sub(limits.reserve));
-    let checker = Checker { ops, limits, deadline };
+    let checker = Checker { ops, limits, deadline, undecided: RefCell::new(Vec::new()) };
     let result = match model {
         Model::Register => prepare_register(ops).map(|part| checker.run(vec![(None, part)], None)),
         Model::Kv => prepare_kv(ops).map(|parts| {
@@ -177,7 +191,12 @@ pub fn check_with_limits(model: Model, ops: &[Operation], limits: &Limits) -> Ve
             checker.run(parts, String::new())
         }),
     };
-    result.unwrap_or_else(Verdict::Unknown)
+    let verdict = result.unwrap_or_else(Verdict::Unknown);
+    let undecided = match verdict {
+        Verdict::Unknown(_) => checker.undecided.into_inner(),
+        _ => Vec::new(),
+    };
+    Checked { verdict, undecided }
 }
 
 impl fmt::Display for Input {
@@ -755,6 +774,9 @@ struct Checker<'a> {
     ops: &'a [Operation],
     limits: &'a Limits,
     deadline: Option<Instant>,
+    /// The keys of the partitions given up (out of memory) or left live
+    /// when time ran out.
+    undecided: RefCell<Vec<String>>,
 }
 
 impl Checker<'_> {
@@ -768,7 +790,8 @@ impl Checker<'_> {
         let total = parts.len();
         let mut live: Vec<Partition<'_, T>> =
             parts.iter().map(|(key, ops)| Partition { key: key.clone(), ops, search: None }).collect();
-        let mut out_of_memory: Vec<String> = Vec::new();
+        // Each partition given up for memory: its key and a description.
+        let mut out_of_memory: Vec<(Option<String>, String)> = Vec::new();
         let max_bytes = self.limits.max_bytes.saturating_sub(self.limits.history_bytes);
         // Bytes the live searches hold together.
         let mut held = 0usize;
@@ -827,7 +850,8 @@ impl Checker<'_> {
                         };
                         let p = live.swap_remove(largest);
                         held -= p.bytes();
-                        out_of_memory.push(format!("{} after about {} MiB", p.describe(), p.bytes() >> 20));
+                        out_of_memory
+                            .push((p.key.clone(), format!("{} after about {} MiB", p.describe(), p.bytes() >> 20)));
                         release(p.search);
                         if largest != i {
                             i += 1;
@@ -854,9 +878,11 @@ impl Checker<'_> {
         &self,
         total: usize,
         live: &[Partition<'_, T>],
-        out_of_memory: &[String],
+        out_of_memory: &[(Option<String>, String)],
         out_of_time: bool,
     ) -> Verdict {
+        let live_keys = live.iter().filter(|_| out_of_time).filter_map(|p| p.key.clone());
+        *self.undecided.borrow_mut() = out_of_memory.iter().filter_map(|(k, _)| k.clone()).chain(live_keys).collect();
         const MAX_NAMED: usize = 5;
         let name = |names: Vec<String>| {
             let more = names.len().saturating_sub(MAX_NAMED);
@@ -878,7 +904,7 @@ impl Checker<'_> {
             reasons.push(format!(
                 "memory cap of {} MiB reached: gave up {}",
                 self.limits.max_bytes >> 20,
-                name(out_of_memory.to_vec())
+                name(out_of_memory.iter().map(|(_, d)| d.clone()).collect())
             ));
         }
         let undecided = out_of_memory.len() + if out_of_time { live.len() } else { 0 };
@@ -1163,6 +1189,12 @@ mod tests {
             panic!("expected Unknown");
         };
         assert!(why.starts_with("memory cap of 64 MiB reached: gave up key \"hard\" (25 ops)"), "{why}");
+        // The keys left undecided are named, so a caller counts what the
+        // others judged.
+        let checked = check_partitions(Model::Kv, &ops, &limits);
+        assert!(matches!(checked.verdict, Verdict::Unknown(_)));
+        assert_eq!(checked.undecided, ["hard"]);
+        assert!(check_partitions(Model::Kv, &generated(&fifty_clients(0, vec![])), &limits).undecided.is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use super::linearizability::{check_with_limits, Input, Limits, Model, Operation, Output, Verdict};
+use super::linearizability::{check_partitions, Checked, Input, Limits, Model, Operation, Output, Verdict};
 use super::{
     get_and_set_only, lacks_reads_or_writes, CheckContext, CheckResult, CheckStatus, Checker, CheckerInfo, Judgement,
     Observer,
@@ -15,7 +15,7 @@ use super::{
 use crate::history::{Merged, Observed, Outcome};
 use faultline_model::ops::OpKind;
 use faultline_spec::checkers::{judged_metric, violations_metric};
-use faultline_spec::gate::GateMetric;
+use faultline_spec::metric::GateMetric;
 
 pub const MAX_OPS: u64 = 2_000_000;
 
@@ -78,17 +78,21 @@ pub fn check(dir: &Path, ops: u64, budget: Duration) -> CheckResult {
             _ => None,
         })
         .collect();
-    let checked =
-        history.iter().filter(|op| matches!(&op.input, Input::Get(key) if written.contains(key.as_str()))).count()
-            as u64;
-    match check_with_limits(Model::Kv, &history, &Limits::with_budget(budget)) {
+    let Checked { verdict, undecided } = check_partitions(Model::Kv, &history, &Limits::with_budget(budget));
+    // A check that gave up on some keys judged the reads of the others.
+    let undecided: HashSet<&str> = undecided.iter().map(String::as_str).collect();
+    let checked = history
+        .iter()
+        .filter(|op| matches!(&op.input, Input::Get(key) if written.contains(key.as_str()) && !undecided.contains(key.as_str())))
+        .count() as u64;
+    match verdict {
         Verdict::Linearizable => name.counted(checked, 0, vec![]),
         Verdict::NotLinearizable(w) => {
             let mut witnesses = vec![w.explanation.clone()];
             witnesses.extend(w.ops.iter().map(|op| op.to_string()));
             CheckResult { status: CheckStatus::Violated, ..name.counted(checked, 1, witnesses) }
         }
-        Verdict::Unknown(why) => name.unknown(why),
+        Verdict::Unknown(why) => CheckResult { checked, ..name.unknown(why) },
     }
 }
 

@@ -25,6 +25,7 @@ mod errors;
 mod leader;
 mod ops;
 pub mod options;
+mod served;
 mod topology;
 
 use std::path::Path;
@@ -48,7 +49,7 @@ pub const KIND: Kind = Kind {
         options.check().map_err(|(field, e)| (field.to_string(), e))?;
         Ok(Arc::new(EtcdDriver { options }))
     },
-    members: || Arc::new(EtcdTopology),
+    members: Some(|| Arc::new(EtcdTopology)),
     options: Some(|generator| generator.subschema_for::<EtcdOptions>()),
     faults: leader::declared,
     remove_listed: None,
@@ -219,6 +220,14 @@ impl TargetDriver for EtcdDriver {
 
     fn kind_faults(&self) -> Option<&dyn KindFaults> {
         Some(self)
+    }
+
+    /// Each member's gRPC call counters, summed (served.rs).
+    async fn served(&self, uri: &str) -> Option<anyhow::Result<faultline_kind::Served>> {
+        Some(match Self::members(uri) {
+            Ok(members) => served::served(&members, ADMIN_TIMEOUT).await,
+            Err(e) => Err(e),
+        })
     }
 }
 

@@ -13,6 +13,7 @@ mod collection;
 mod errors;
 mod ops;
 pub mod options;
+mod served;
 mod topology;
 
 use std::path::Path;
@@ -42,7 +43,7 @@ pub const KIND: Kind = Kind {
         options.check().map_err(|(field, e)| (field.to_string(), e))?;
         Ok(Arc::new(MongoDriver { options }))
     },
-    members: || Arc::new(MongoTopology),
+    members: Some(|| Arc::new(MongoTopology)),
     options: Some(|generator| generator.subschema_for::<MongoOptions>()),
     faults: admin::declared,
     remove_listed: Some(collection::drop_listed),
@@ -262,6 +263,24 @@ impl TargetDriver for MongoDriver {
 
     fn kind_faults(&self) -> Option<&dyn KindFaults> {
         Some(self)
+    }
+
+    /// The primary's `serverStatus` opcounters (served.rs), where every op
+    /// goes to the primary; reads spread over secondaries are not counted
+    /// there, so then none.
+    async fn served(&self, uri: &str) -> Option<anyhow::Result<faultline_kind::Served>> {
+        if self.options.read_preference != options::ReadPreferenceMode::Primary {
+            return None;
+        }
+        Some(
+            async {
+                let client = self.admin_client(uri).await?;
+                let served = served::served(&client).await;
+                client.shutdown().immediate(true).await;
+                served
+            }
+            .await,
+        )
     }
 }
 
