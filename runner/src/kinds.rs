@@ -2,37 +2,40 @@
 //! own (crates/kinds/: redis, mongodb, dynamodb) implementing
 //! `faultline_kind::TargetDriver` (and, for members in containers,
 //! `faultline_kind::topology::TopologyKind`) that declares its [`Kind`];
-//! a new kind is that crate plus its line in [`KINDS`] (and a cargo feature
-//! when it brings a heavy driver). The list is the CLI's because its cargo
+//! a new kind is that crate plus its entry in [`KINDS`] (and a cargo
+//! feature when it brings a heavy driver: then the entry says what the
+//! build holds without it). The list is the CLI's because its cargo
 //! features choose it; the engine is handed it as [`CATALOG`]. A kind's
 //! `options:` are parsed into the kind's own typed struct (so errors name
 //! the field), checked, and turned into the kind's driver. A scenario's `options:` overlay its target's, key by key,
 //! so one campaign can compare, say, read concerns on the same servers.
 
-use faultline_kind::registry::{Kind, Kinds};
+use faultline_kind::registry::{Kinds, Listed};
 
-/// Every kind this build holds. MongoDB and DynamoDB bring their official
-/// drivers (the AWS SDK, the MongoDB driver), which a Redis-only build
-/// leaves out with their cargo features.
-const KINDS: &[Kind] = &[
-    faultline_kind_redis::KIND,
+/// Every kind faultline has, held or left out of this build. MongoDB,
+/// DynamoDB and etcd bring their drivers (the MongoDB driver, the AWS SDK,
+/// tonic), which a Redis-only build leaves out with their cargo features; a
+/// spec naming one then gets the feature to build with.
+const KINDS: &[Listed] = &[
+    Listed::Held(faultline_kind_redis::KIND),
     #[cfg(feature = "mongodb")]
-    faultline_kind_mongodb::KIND,
+    Listed::Held(faultline_kind_mongodb::KIND),
+    #[cfg(not(feature = "mongodb"))]
+    Listed::LeftOut("mongodb"),
     #[cfg(feature = "dynamodb")]
-    faultline_kind_dynamodb::KIND,
+    Listed::Held(faultline_kind_dynamodb::KIND),
+    #[cfg(not(feature = "dynamodb"))]
+    Listed::LeftOut("dynamodb"),
     #[cfg(feature = "etcd")]
-    faultline_kind_etcd::KIND,
+    Listed::Held(faultline_kind_etcd::KIND),
+    #[cfg(not(feature = "etcd"))]
+    Listed::LeftOut("etcd"),
 ];
-
-/// The kinds a build can leave out, by the cargo feature that brings each
-/// in, so a spec naming one gets the fix rather than "unknown kind".
-const OPTIONAL: &[&str] = &["mongodb", "dynamodb", "etcd"];
 
 /// The one catalog: every spec is loaded against it, and the engine and
 /// teardown find kinds in it.
 pub static CATALOG: Kinds = Kinds {
-    held: KINDS,
-    optional: OPTIONAL,
+    kinds: KINDS,
     checkers: faultline_check::checker::declared,
     provider_faults: faultline_engine::fault::provider_faults,
 };
@@ -43,8 +46,8 @@ pub static CATALOG: Kinds = Kinds {
 /// plain YAML since it does not know the kinds.
 pub fn spec_schema() -> serde_json::Value {
     let mut generator = schemars::SchemaGenerator::default();
-    let options: Vec<_> = KINDS
-        .iter()
+    let options: Vec<_> = CATALOG
+        .held()
         .map(|k| {
             let schema = match k.options {
                 Some(schema_of) => serde_json::to_value(schema_of(&mut generator)).expect("a schema is JSON"),
@@ -56,7 +59,7 @@ pub fn spec_schema() -> serde_json::Value {
     let root = generator.into_root_schema_for::<crate::spec::Spec>();
     let mut root = serde_json::to_value(root).expect("a schema is JSON");
     let target = root.pointer_mut("/$defs/TargetSpec").expect("the spec schema defines TargetSpec");
-    target["properties"]["kind"]["enum"] = KINDS.iter().map(|k| k.name).collect();
+    target["properties"]["kind"]["enum"] = CATALOG.held().map(|k| k.name).collect();
     target["allOf"] = options.into();
     // Checkers, like kinds, are a registry rather than a closed enum: the
     // campaign's `checkers` and each scenario's name the build's.
@@ -94,8 +97,7 @@ mod tests {
     #[test]
     fn a_kind_this_build_lacks_says_how_to_get_it() {
         let redis_only = Kinds {
-            held: &[faultline_kind_redis::KIND],
-            optional: OPTIONAL,
+            kinds: &[Listed::Held(faultline_kind_redis::KIND), Listed::LeftOut("dynamodb")],
             checkers: faultline_check::checker::declared,
             provider_faults: faultline_engine::fault::provider_faults,
         };
@@ -113,9 +115,9 @@ mod tests {
         let schema = spec_schema();
         let target = &schema["$defs"]["TargetSpec"];
         let kinds: Vec<_> = target["properties"]["kind"]["enum"].as_array().unwrap().iter().collect();
-        assert_eq!(kinds.len(), KINDS.len());
+        assert_eq!(kinds.len(), CATALOG.held().count());
         let rules = target["allOf"].as_array().unwrap();
-        assert_eq!(rules.len(), KINDS.len());
+        assert_eq!(rules.len(), CATALOG.held().count());
         let text = serde_json::to_string(&schema).unwrap();
         #[cfg(feature = "mongodb")]
         assert!(text.contains("read_concern") && text.contains("\"const\":\"mongodb\""), "{text}");

@@ -8,7 +8,8 @@
 #![cfg_attr(not(all(feature = "plugins", feature = "mongodb", feature = "dynamodb")), allow(dead_code))]
 
 mod check;
-mod comparison;
+mod compare;
+mod console;
 mod kinds;
 mod kubernetes;
 mod leftovers;
@@ -187,11 +188,11 @@ enum Command {
         run_a: PathBuf,
         run_b: PathBuf,
         /// Throughput changes within ± this share are noise (e.g. 0.05 for ±5%).
-        #[arg(long, default_value_t = comparison::DEFAULT_PARITY_BAND)]
+        #[arg(long, default_value_t = faultline_judge::comparison::DEFAULT_PARITY_BAND)]
         threshold: f64,
         /// p50 and p99 changes within ± this share are noise (latency is
         /// noisier than throughput).
-        #[arg(long, default_value_t = comparison::runs::DEFAULT_LATENCY_THRESHOLD)]
+        #[arg(long, default_value_t = compare::DEFAULT_LATENCY_THRESHOLD)]
         latency_threshold: f64,
         /// Also write the comparison as JSON.
         #[arg(long, value_name = "FILE")]
@@ -392,8 +393,12 @@ fn main() -> ExitCode {
         // this agent, or went away mid-run).
         Command::Agent { connect, name, key_file } => {
             let key = agent_key(key_file.as_deref());
-            match key.and_then(|key| agent::serve::run(agent::serve::AgentArgs { connect, name, key }, &kinds::CATALOG))
-            {
+            let served = key.and_then(|key| {
+                let watcher = console::Console::events(None)?;
+                let args = agent::serve::AgentArgs { connect, name, key, events: watcher };
+                agent::serve::run(args, &kinds::CATALOG)
+            });
+            match served {
                 Ok(()) => 0,
                 Err(e) => {
                     crate::stdout::say_err!("error: {e:#}");
@@ -402,7 +407,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Compare { run_a, run_b, threshold, latency_threshold, json } => {
-            comparison::runs::command(&run_a, &run_b, threshold, latency_threshold, json)
+            compare::command(&run_a, &run_b, threshold, latency_threshold, json)
         }
         Command::Validate { spec, set } => {
             match spec::load(&spec, &set, &kinds::CATALOG)
@@ -524,8 +529,8 @@ fn main() -> ExitCode {
 /// either way, so nothing the agent starts inherits it).
 fn agent_key(key_file: Option<&std::path::Path>) -> anyhow::Result<agent::link::LinkKey> {
     use agent::link::{LinkKey, KEY_ENV, KEY_FILE_ENV};
-    if let Some(path) = key_file {
-        LinkKey::warn_if_shared(path);
+    if let Some(warning) = key_file.and_then(LinkKey::shared_warning) {
+        crate::stdout::say_err!("warning: {warning}");
     }
     LinkKey::for_agent(key_file)?.ok_or_else(|| {
         anyhow::anyhow!(

@@ -10,8 +10,10 @@ use tokio_util::sync::CancellationToken;
 use crate::plan::{self, PlanOptions};
 use crate::plugin::SpecPlugins;
 use crate::results::{Results, ResultsFile, RunInfo, SCHEMA_VERSION};
-use crate::{comparison, results, spec, EXIT_USAGE};
-use faultline_engine::{gate, provenance, verdict, Engine, LoadThreads, Place, Progress};
+use crate::{results, spec, EXIT_USAGE};
+use faultline_engine::events::Events;
+use faultline_engine::{provenance, Engine, LoadThreads, Place};
+use faultline_judge::RunFacts;
 use faultline_report as report;
 
 pub struct RunArgs {
@@ -94,7 +96,9 @@ pub fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
         if let Some(path) = &a.key_file {
-            crate::agent::link::LinkKey::warn_if_shared(path);
+            if let Some(warning) = crate::agent::link::LinkKey::shared_warning(path) {
+                crate::stdout::say_err!("warning: {warning}");
+            }
         }
     }
     if args.dry_run {
@@ -196,7 +200,7 @@ async fn gather_agents(
     agents: &AgentsArgs,
     log_dir: &Path,
     run_tag: u32,
-    progress: &Progress,
+    events: &Events,
 ) -> anyhow::Result<crate::agent::Agents> {
     use crate::agent::launch::{Launched, Launcher};
     let listen = agents.listen.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
@@ -206,7 +210,7 @@ async fn gather_agents(
     let address = listener.local_addr()?;
     let key = agent_key(agents)?;
     let launched = match agents.launcher {
-        Launcher::Local(n) => Launched::local(n, address, log_dir, &key)?,
+        Launcher::Local(n) => Launched::local(n, address, log_dir, &key, events.clone())?,
         Launcher::Swarm(n) => {
             let docker = faultline_docker::Docker::connect().await?;
             docker.require_swarm_manager().await?;
@@ -232,15 +236,15 @@ async fn gather_agents(
             let name: String = format!("faultline-agents-{run_id}").chars().take(63).collect();
             let service =
                 docker.start_agent_service(&name, &image, n, &connect.to_string(), &key.to_hex(), &labels).await?;
-            progress.println(&format!("swarm service `{name}`: {n} agents of image `{image}`"));
-            Launched::swarm(docker, service, log_dir)
+            events.say(&format!("swarm service `{name}`: {n} agents of image `{image}`"));
+            Launched::swarm(docker, service, log_dir, events.clone())
         }
         Launcher::Wait(n) => {
-            progress.println(&format!(
+            events.say(&format!(
                 "waiting for {n} agents: faultline agent --connect HOST:{} --key-file <the --agent-key-file>",
                 address.port()
             ));
-            Launched::none(agents.launcher)
+            Launched::none(agents.launcher, events.clone())
         }
     };
     let share = crate::agent::RunShare {
@@ -258,7 +262,7 @@ async fn gather_agents(
             true => "this host's clock".to_string(),
             false => format!("clock offset {:.0} µs ± {:.0} µs", a.clock_offset_us, a.clock_uncertainty_us),
         };
-        progress.println(&format!("agent {} on {} (pid {}): {clock}", a.name, a.host, a.pid));
+        events.say(&format!("agent {} on {} (pid {}): {clock}", a.name, a.host, a.pid));
     }
     Ok(gathered)
 }
@@ -274,6 +278,9 @@ struct Outputs<'a> {
     junit: Option<&'a report::section::Destination>,
 }
 
+/// The pipeline: a run directory, the cells run by the engine, what
+/// faultline-judge makes of them, results.json, then the report and CI
+/// outputs. Exit code: the verdict's.
 fn execute(
     args: &RunArgs,
     loaded: &spec::LoadedSpec,
@@ -285,87 +292,115 @@ fn execute(
 ) -> anyhow::Result<u8> {
     let spec = &loaded.spec;
     let started = now_text();
-    let run_dir = create_run_dir(&args.out, &spec.name)?;
-    let log_dir = run_dir.join("logs");
-    std::fs::create_dir_all(&log_dir)?;
-    faultline_kind::ledger::open(&faultline_kind::ledger::run_id(&log_dir), &run_dir);
-    let history_dir = run_dir.join("history");
-    std::fs::write(run_dir.join("spec.yaml"), crate::redact::text(&loaded.resolved_text).as_bytes())?;
-    let progress = Progress::new(Some(run_dir.join("run.log")))?;
-    progress.println(&format!(
+    let dirs = RunDirs::create(&args.out, loaded)?;
+    let events = crate::console::Console::events(Some(&dirs.run.join("run.log")))?;
+    events.say(&format!(
         "faultline {}: {} cells, about {} of load; run directory {}",
         spec.name,
         plan.cells.len(),
         spec::units::format_duration(plan.total_time()),
-        run_dir.display()
+        dirs.run.display()
     ));
+    let (outcome, agents) = runtime.block_on(run_cells(args, spec, plan, plugins, &dirs, &events, signals))?;
+    // Every target is down: what the run created is removed, or kept on purpose.
+    faultline_kind::ledger::close();
+    let facts =
+        RunFacts { subset_reasons: &plan.subset_reasons, errors: &outcome.errors, interrupted: outcome.interrupted };
+    let judged = faultline_judge::judge(spec, &outcome.cells, plugins, facts);
+    let results = results_of(args, spec, &dirs.run, started, outcome, judged, agents);
+    results.write_atomically(&dirs.run.join("results.json"))?;
+    write_outputs(&results, &dirs.run, outputs, spec, &events);
+    Ok(verdict_code(results.verdict))
+}
 
+/// A run's directory and the folders in it.
+struct RunDirs {
+    run: PathBuf,
+    logs: PathBuf,
+    history: PathBuf,
+}
+
+impl RunDirs {
+    /// A new run directory under `out`, with its logs/ folder, its run
+    /// ledger opened and the spec as run written into it.
+    fn create(out: &Path, loaded: &spec::LoadedSpec) -> anyhow::Result<RunDirs> {
+        let run = create_run_dir(out, &loaded.spec.name)?;
+        let logs = run.join("logs");
+        std::fs::create_dir_all(&logs)?;
+        faultline_kind::ledger::open(&faultline_kind::ledger::run_id(&logs), &run);
+        std::fs::write(run.join("spec.yaml"), crate::redact::text(&loaded.resolved_text).as_bytes())?;
+        Ok(RunDirs { history: run.join("history"), run, logs })
+    }
+}
+
+/// Runs the plan's cells (on agents, when asked), stopping on a signal.
+async fn run_cells(
+    args: &RunArgs,
+    spec: &spec::Spec,
+    plan: &plan::Plan,
+    plugins: &SpecPlugins,
+    dirs: &RunDirs,
+    events: &Events,
+    signals: StopSignals,
+) -> anyhow::Result<(faultline_engine::EngineOutcome, Vec<results::AgentInfo>)> {
     let load_threads = LoadThreads::start(args.load_threads.unwrap_or_else(LoadThreads::default_count))?;
     let cancel = CancellationToken::new();
     let run_tag = run_tag();
-    let (outcome, agent_infos) = runtime.block_on(async {
-        let signals = tokio::spawn(cancel_on_signal(signals, cancel.clone(), progress.clone()));
-        for warning in crate::leftovers::warnings().await {
-            crate::stdout::say_err!("{warning}");
-        }
-        let agents = match &args.agents {
-            Some(a) => {
-                let gathering = gather_agents(args, a, &log_dir, run_tag, &progress);
-                let gathered = tokio::select! {
-                    g = gathering => g,
-                    _ = cancel.cancelled() => Err(anyhow::anyhow!("interrupted while the agents joined")),
-                };
-                match gathered {
-                    Ok(agents) => Some(agents),
-                    Err(e) => {
-                        signals.abort();
-                        return Err(e);
-                    }
+    let signals = tokio::spawn(cancel_on_signal(signals, cancel.clone(), events.clone()));
+    for warning in crate::leftovers::warnings().await {
+        crate::stdout::say_err!("{warning}");
+    }
+    let agents = match &args.agents {
+        Some(a) => {
+            let gathering = gather_agents(args, a, &dirs.logs, run_tag, events);
+            let gathered = tokio::select! {
+                g = gathering => g,
+                _ = cancel.cancelled() => Err(anyhow::anyhow!("interrupted while the agents joined")),
+            };
+            match gathered {
+                Ok(agents) => Some(agents),
+                Err(e) => {
+                    signals.abort();
+                    return Err(e);
                 }
             }
-            None => None,
-        };
-        let place = match &agents {
-            Some(a) => Place::Coordinator(a),
-            None => Place::Alone,
-        };
-        let engine = Engine {
-            spec,
-            plan,
-            run_dir: &run_dir,
-            log_dir: &log_dir,
-            history_dir: &history_dir,
-            run_tag,
-            cancel: cancel.clone(),
-            progress: progress.clone(),
-            plugins,
-            load_threads: &load_threads,
-            kinds: &crate::kinds::CATALOG,
-            place,
-        };
-        let outcome = engine.run().await;
-        let infos = agents.as_ref().map(|a| a.infos()).unwrap_or_default();
-        if let Some(agents) = agents {
-            agents.shut_down().await;
         }
-        signals.abort();
-        Ok((outcome, infos))
-    })?;
-    // Every target is down: what the run created is removed, or kept on purpose.
-    faultline_kind::ledger::close();
-
-    let comparisons = comparison::compare(spec, &outcome.cells);
-    let context = gate::RunContext {
-        comparisons: &comparisons,
-        scenarios: &spec.scenarios,
-        run_name: &spec.name,
-        complete: plan.subset_reasons.is_empty() && !outcome.interrupted,
-        plugins,
+        None => None,
     };
-    let gates = gate::evaluate(&spec.gates, &outcome.cells, &context);
-    let (verdict, verdict_reasons) =
-        verdict::decide(&gates, &outcome.cells, &plan.subset_reasons, &outcome.errors, outcome.interrupted);
-    let results = Results {
+    let engine = Engine {
+        spec,
+        plan,
+        run_dir: &dirs.run,
+        log_dir: &dirs.logs,
+        history_dir: &dirs.history,
+        run_tag,
+        cancel: cancel.clone(),
+        events: events.clone(),
+        plugins,
+        load_threads: &load_threads,
+        kinds: &crate::kinds::CATALOG,
+        place: agents.as_ref().map_or(Place::Alone, Place::Coordinator),
+    };
+    let outcome = engine.run().await;
+    let infos = agents.as_ref().map(|a| a.infos()).unwrap_or_default();
+    if let Some(agents) = agents {
+        agents.shut_down().await;
+    }
+    signals.abort();
+    Ok((outcome, infos))
+}
+
+/// results.json's content: the run, what was measured, what it was judged.
+fn results_of(
+    args: &RunArgs,
+    spec: &spec::Spec,
+    run_dir: &Path,
+    started: String,
+    outcome: faultline_engine::EngineOutcome,
+    judged: faultline_judge::Judged,
+    agents: Vec<results::AgentInfo>,
+) -> Results {
+    Results {
         schema_version: SCHEMA_VERSION,
         run: RunInfo {
             id: run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
@@ -383,46 +418,48 @@ fn execute(
             faultline_version: env!("CARGO_PKG_VERSION").to_string(),
             faultline_commit: provenance::COMMIT.to_string(),
             host: results::host_info(),
-            agents: agent_infos,
+            agents,
         },
-        verdict,
-        verdict_reasons,
-        gates,
+        verdict: judged.verdict,
+        verdict_reasons: judged.verdict_reasons,
+        gates: judged.gates,
         targets: outcome.targets,
-        comparisons,
+        comparisons: judged.comparisons,
         manifest: provenance::manifest(spec, &args.spec),
-        crash_recovery: faultline_check::durability::matrix(&outcome.cells),
+        crash_recovery: judged.crash_recovery,
         cells: outcome.cells,
         errors: outcome.errors,
-    };
-    results.write_atomically(&run_dir.join("results.json"))?;
+    }
+}
+
+/// The console's last lines, the report, JUnit and the CI step summary.
+/// The verdict stands even if one of them cannot be written: each says so.
+fn write_outputs(results: &Results, run_dir: &Path, outputs: Outputs<'_>, spec: &spec::Spec, events: &Events) {
     for e in &results.errors {
-        progress.println(&format!("error: {e}"));
+        events.say(&format!("error: {e}"));
     }
     for g in &results.gates {
         let outcome = format!("{:?}", g.result).to_uppercase();
-        progress.println(&format!("gate {:<24} {outcome:<10} {}", g.name, g.evidence));
+        events.say(&format!("gate {:<24} {outcome:<10} {}", g.name, g.evidence));
     }
     crate::stdout::say!("verdict: {} ({})", results.verdict.as_str(), results.verdict_reasons.join("; "));
     crate::stdout::say!("results: {}", run_dir.join("results.json").display());
-    // The verdict stands even if a report cannot be written: say so, keep its exit code.
     let report_path = run_dir.join("report.md");
-    match report::write_run_report(&results, &run_dir, outputs.template, spec.report.title.as_deref()) {
+    match report::write_run_report(results, run_dir, outputs.template, spec.report.title.as_deref()) {
         Ok(path) => crate::stdout::say!("report:  {}", path.display()),
         Err(e) => crate::stdout::say_err!("error: no report: {e:#}"),
     }
     if let Some(file) = outputs.junit {
-        match file.replace(&crate::redact::text(&report::junit::render(&results))) {
+        match file.replace(&crate::redact::text(&report::junit::render(results))) {
             Ok(_) => crate::stdout::say!("junit:   {}", file.path.display()),
             Err(e) => crate::stdout::say_err!("error: cannot write the JUnit file {}: {e:#}", file.path.display()),
         }
     }
-    if let Err(e) = report::step_summary::append_if_asked(&results, &report_path) {
+    if let Err(e) = report::step_summary::append_if_asked(results, &report_path) {
         crate::stdout::say_err!("error: {e:#}");
     }
     // What the servers wrote (their logs) may quote a credential too.
-    crate::redact::sweep(&run_dir);
-    Ok(verdict_code(results.verdict))
+    crate::redact::sweep(run_dir);
 }
 
 /// SIGINT and SIGTERM, caught from the moment they are installed; one that
@@ -441,14 +478,14 @@ impl StopSignals {
 }
 
 /// First SIGINT or SIGTERM: stop the load, keep what was measured.
-async fn cancel_on_signal(mut signals: StopSignals, cancel: CancellationToken, progress: Progress) {
+async fn cancel_on_signal(mut signals: StopSignals, cancel: CancellationToken, events: Events) {
     let name = tokio::select! {
         _ = signals.int.recv() => "SIGINT",
         _ = signals.term.recv() => "SIGTERM",
     };
     // Cancel first: telling the user may fail (a closed stderr) and must not stop it.
     cancel.cancel();
-    progress.println(&format!("{name}: stopping the load and cleaning up; partial results will be INCOMPLETE"));
+    events.say(&format!("{name}: stopping the load and cleaning up; partial results will be INCOMPLETE"));
 }
 
 fn create_run_dir(out: &Path, name: &str) -> anyhow::Result<PathBuf> {

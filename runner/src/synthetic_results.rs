@@ -172,7 +172,7 @@ pub fn results(spec: &Spec, plan: &Plan) -> Results {
             fault_filesystem: false,
             probes: vec![],
         }],
-        comparisons: crate::comparison::compare(spec, &cells),
+        comparisons: faultline_judge::comparison::compare(spec, &cells),
         errors: vec!["a target did not come up".into()],
         manifest: Default::default(),
         crash_recovery: faultline_check::durability::matrix(&cells),

@@ -299,12 +299,14 @@ scenarios:
             "moto_server",
             &["mongodb", "redis"][..],
         ),
+        ("etcd", "", "", "etcd 3.4", "etcd", &["mongodb", "redis", "DynamoDB"][..]),
     ];
     let templates = |kind: &str| {
         let mut t = vec![None, Some(repo().join("reports/templates/section.md.j2"))];
         match kind {
             "mongodb" => t.push(Some(repo().join("specs/templates/mongodb.md.j2"))),
             "dynamodb" => t.push(Some(repo().join("specs/templates/dynamodb.md.j2"))),
+            "etcd" => t.push(Some(repo().join("specs/templates/etcd.md.j2"))),
             _ => {}
         }
         t

@@ -5,7 +5,8 @@
 use std::collections::BTreeSet;
 
 use faultline_check::checker;
-use faultline_spec::gate::metrics::{self, GateMetric};
+use faultline_spec::gate::metrics;
+use faultline_spec::metric::GateMetric;
 
 /// No checker's metric takes a name the table or another checker has.
 #[test]

@@ -296,7 +296,7 @@ scenarios:
         runtime().block_on(async {
             let t = &spec.targets["kv"];
             let driver = (faultline_kind_redis::KIND.driver)(None).unwrap();
-            let members = (faultline_kind_redis::KIND.members)();
+            let members = (faultline_kind_redis::KIND.members.expect("redis runs in containers"))();
             let target = crate::provider::start("kv", t, driver, members, &log_dir, None).await.unwrap();
             let topo = Arc::clone(&target.target.topology);
             let result = async {
@@ -368,7 +368,7 @@ scenarios:
             runtime().block_on(async {
                 let t = &spec.targets["kv"];
                 let driver = (faultline_kind_redis::KIND.driver)(None).unwrap();
-                let members = (faultline_kind_redis::KIND.members)();
+                let members = (faultline_kind_redis::KIND.members.expect("redis runs in containers"))();
                 let target = crate::provider::start("kv", t, driver, members, &log_dir, Some(&data)).await.unwrap();
                 let topo = Arc::clone(&target.target.topology);
                 let fault = |action: &str| -> faultline_spec::FaultSpec {

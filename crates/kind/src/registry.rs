@@ -30,8 +30,10 @@ pub struct Kind {
     /// The kind's driver with the options a target (overlaid by a
     /// scenario's) gave it; the error names the field under `options`.
     pub driver: MakeDriver,
-    /// How the kind's members run in containers and tell their roles.
-    pub members: fn() -> Arc<dyn TopologyKind>,
+    /// How the kind's members run in containers and tell their roles;
+    /// None: the kind runs in no container (`provider: docker` is a spec
+    /// error for it).
+    pub members: Option<fn() -> Arc<dyn TopologyKind>>,
     /// The schema of the kind's typed options, for `faultline schema`
     /// (None: the kind takes no options).
     pub options: Option<fn(&mut schemars::SchemaGenerator) -> schemars::Schema>,
@@ -44,14 +46,20 @@ pub struct Kind {
     pub remove_listed: Option<RemoveListed>,
 }
 
-/// The kinds a build holds, and those it can leave out by the cargo
-/// feature of the same name, so a spec naming one gets the fix rather than
-/// "unknown kind". The CLI builds the one value (its features choose the
-/// list); the spec loader, the engine and teardown look kinds up in it.
-/// As the spec loader's catalog it also answers for the build's checkers.
+/// A line of the build's list of kinds: a kind it holds, or one it was
+/// built without (its cargo feature, of the same name, was off), so a spec
+/// naming that one gets the fix rather than "unknown kind".
+pub enum Listed {
+    Held(Kind),
+    LeftOut(&'static str),
+}
+
+/// The build's list of kinds. The CLI builds the one value (its features
+/// choose the list); the spec loader, the engine and teardown look kinds up
+/// in it. As the spec loader's catalog it also answers for the build's
+/// checkers.
 pub struct Kinds {
-    pub held: &'static [Kind],
-    pub optional: &'static [&'static str],
+    pub kinds: &'static [Listed],
     /// The build's checkers (faultline-check's registry, which this crate
     /// does not depend on).
     pub checkers: fn() -> &'static [&'static dyn faultline_spec::CheckerInfo],
@@ -61,9 +69,17 @@ pub struct Kinds {
 }
 
 impl Kinds {
+    /// The kinds this build holds.
+    pub fn held(&self) -> impl Iterator<Item = &'static Kind> {
+        self.kinds.iter().filter_map(|k| match k {
+            Listed::Held(kind) => Some(kind),
+            Listed::LeftOut(_) => None,
+        })
+    }
+
     /// The registered kind named `kind`, or what to do when this build has none.
     pub fn find(&self, kind: &TargetKind) -> Result<&'static Kind, String> {
-        if let Some(k) = self.held.iter().find(|k| k.name == kind.as_str()) {
+        if let Some(k) = self.held().find(|k| k.name == kind.as_str()) {
             return Ok(k);
         }
         Err(self.not_held(kind.as_str()))
@@ -71,8 +87,9 @@ impl Kinds {
 
     /// Why this build cannot take `kind`, and the fix.
     fn not_held(&self, kind: &str) -> String {
-        let held = self.held.iter().map(|k| k.name).collect::<Vec<_>>().join(", ");
-        match self.optional.contains(&kind) {
+        let held = self.held().map(|k| k.name).collect::<Vec<_>>().join(", ");
+        let left_out = self.kinds.iter().any(|k| matches!(k, Listed::LeftOut(name) if *name == kind));
+        match left_out {
             true => format!(
                 "`{kind}` targets need a faultline built with them: `cargo build --release --features {kind}` \
                  (this build holds {held})"
@@ -92,10 +109,13 @@ impl Kinds {
         (kind.driver)(options)
     }
 
-    /// How members of `kind` run in containers (the kind is known: the spec
-    /// was validated against this catalog).
-    pub fn members(&self, kind: &TargetKind) -> Arc<dyn TopologyKind> {
-        (self.find(kind).expect("a validated spec names a kind this build holds").members)()
+    /// How members of `kind` run in containers, or why they cannot.
+    pub fn members(&self, kind: &TargetKind) -> Result<Arc<dyn TopologyKind>, String> {
+        let found = self.find(kind)?;
+        let members = found
+            .members
+            .ok_or_else(|| format!("`{kind}` targets run in no container: use provider process or external"))?;
+        Ok(members())
     }
 }
 
@@ -105,7 +125,11 @@ impl faultline_spec::Catalog for Kinds {
     }
 
     fn names(&self) -> Vec<&'static str> {
-        self.held.iter().map(|k| k.name).collect()
+        self.held().map(|k| k.name).collect()
+    }
+
+    fn runs_in_containers(&self, kind: &TargetKind) -> bool {
+        self.find(kind).is_ok_and(|k| k.members.is_some())
     }
 
     fn known(&self, kind: &TargetKind) -> Result<(), String> {

@@ -39,6 +39,8 @@ pub struct RepeatValues {
     pub capacity: Option<f64>,
     /// Fan-out cells: deliveries per second.
     pub delivered_rate: Option<f64>,
+    /// Failed ops over all ops ended (none when none ended).
+    pub error_share: Option<f64>,
 }
 
 impl RepeatValues {
@@ -56,6 +58,7 @@ impl RepeatValues {
             p99_ms: worst(|l| l.p99),
             capacity: cell.capacity.as_ref().and_then(|c| c.target_capacity()),
             delivered_rate: stats.fanout.as_ref().map(|f| f.delivered_per_s),
+            error_share: (stats.ok + stats.failed > 0).then(|| stats.failed as f64 / (stats.ok + stats.failed) as f64),
         })
     }
 }

@@ -332,6 +332,9 @@ pub struct VariantStats {
     /// Fan-out: mean over repeats of the deliveries per second.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub mean_delivered_rate: Option<f64>,
+    /// Mean over repeats of the share of ops that failed (0–1).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error_share: Option<f64>,
 }
 
 /// A confidence interval of a ratio.

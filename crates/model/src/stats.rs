@@ -336,9 +336,23 @@ pub struct StageStats {
     pub due: u64,
     pub sent: u64,
     pub unsent: u64,
-    /// Ops sent per second of the stage.
+    /// Of the ops due in the stage, those sent (`sent`), per second of the
+    /// stage.
     pub achieved_rate: f64,
-    /// Of the ops sent, those that succeeded and those that failed.
+    /// Ops sent while the stage ran, whenever they were due: what the
+    /// target was asked to serve then. A client behind its schedule sends
+    /// an earlier stage's ops in this one, so a saturated stage can have
+    /// sent little of its own schedule (`achieved_rate`) at full speed.
+    #[serde(default)]
+    pub sent_during: u64,
+    #[serde(default)]
+    pub sent_during_rate: f64,
+    /// Open loop: ops due by the stage's end (in it or before) that were
+    /// not sent by then, the backlog the next stage inherits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind_at_end: Option<u64>,
+    /// Of the ops due in the stage, those that succeeded and those that
+    /// failed.
     pub ok: u64,
     pub failed: u64,
     /// Latency of the stage's successful ops per op kind; `null` when none

@@ -9,44 +9,13 @@
 
 use std::sync::Arc;
 
-use faultline_model::ops::{OpKind, TargetKind};
+use faultline_model::ops::TargetKind;
 
 use crate::checkers::CheckerInfo;
 use crate::fault::FaultType;
-pub use crate::memory::KindCost;
-use crate::model::ProviderKind;
+use crate::kind_info::KindInfo;
 use crate::options::OptionsError;
-
-/// A kind, with the options one target (or scenario) gave it, as validation
-/// sees it.
-pub trait KindInfo: Send + Sync {
-    /// The binary a `process` provider starts when the spec names none.
-    fn default_command(&self) -> &'static str;
-    /// Whether an external target's `uri` is one this kind can reach (its
-    /// scheme, host and port parse): the problem and the fix otherwise.
-    fn check_uri(&self, uri: &str) -> Result<(), String>;
-    /// Whether these options can apply to a target reached at `uri` (None:
-    /// a server faultline starts): the option at fault and why not, so an
-    /// option that would be silently unused is an error instead.
-    fn check_options_for(&self, uri: Option<&str>) -> Result<(), (String, String)> {
-        let _ = uri;
-        Ok(())
-    }
-    fn supports(&self, op: OpKind) -> bool;
-    /// Whether the server acknowledges writes (MongoDB's `w: 0` does not),
-    /// which the lost-acknowledged-write checker needs.
-    fn acknowledges_writes(&self) -> bool {
-        true
-    }
-    /// Whether a put or delete answers with the item it replaced (DynamoDB's
-    /// `ALL_OLD`), which the hot-key checker follows.
-    fn returns_old_images(&self) -> bool {
-        false
-    }
-    /// What one client and one op in flight of this kind cost faultline's
-    /// memory, for the estimate that refuses a load too big to hold.
-    fn cost(&self) -> KindCost;
-}
+use crate::target::ProviderKind;
 
 /// The target kinds and checkers a build holds.
 pub trait Catalog: Sync {
@@ -63,6 +32,11 @@ pub trait Catalog: Sync {
             true => Ok(()),
             false => Err(format!("`{kind}` is not a target kind faultline knows: use one of {}", names.join(", "))),
         }
+    }
+    /// Whether `kind`'s members can run in containers (`provider: docker`).
+    fn runs_in_containers(&self, kind: &TargetKind) -> bool {
+        let _ = kind;
+        true
     }
     /// `kind` with `options` (the target's, overlaid by a scenario's); the
     /// error names the field under `options` and what is wrong.
@@ -90,6 +64,8 @@ pub trait Catalog: Sync {
 #[cfg(test)]
 pub(crate) mod plain {
     use super::*;
+    use crate::memory::KindCost;
+    use faultline_model::ops::OpKind;
 
     pub struct Plain;
 

@@ -11,9 +11,8 @@ use faultline_model::ops::OpKind;
 use faultline_model::results::CellResult;
 use faultline_model::stats::CellStats;
 
-use crate::catalog::KindInfo;
-use crate::gate::metrics::{Args, GateMetric, Reads, Unit, Value};
-use crate::gate::MetricRef;
+use crate::kind_info::KindInfo;
+use crate::metric::{Args, GateMetric, MetricRef, Reads, Unit, Value};
 
 /// A checker as the spec sees it.
 pub trait CheckerInfo: Sync {

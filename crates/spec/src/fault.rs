@@ -23,8 +23,8 @@ use serde::de::{DeserializeOwned, Error as _, MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::model::TargetSpec;
 use crate::selector::Selector;
+use crate::target::TargetSpec;
 
 /// An action's own fields as the spec wrote them.
 pub type Fields = serde_json::Map<String, serde_json::Value>;

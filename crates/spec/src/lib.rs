@@ -19,15 +19,19 @@ pub mod docker;
 pub mod fault;
 pub mod gate;
 pub mod host;
+pub mod kind_info;
 pub mod limits;
 pub mod locate;
 pub mod matrix;
 pub mod memory;
+pub mod metric;
 pub mod model;
 pub mod options;
 pub mod plan;
 pub mod probe;
+pub mod problem;
 pub mod selector;
+pub mod target;
 pub use faultline_model::units;
 pub mod validate;
 
@@ -36,10 +40,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use catalog::{Catalog, KindCost, KindInfo};
+pub use catalog::Catalog;
 pub use checkers::CheckerInfo;
 pub use fault::{Action, FaultSpec, FaultType, Registered};
+pub use kind_info::KindInfo;
+pub use memory::KindCost;
 pub use model::*;
+pub use target::{ProviderKind, TargetSpec};
 
 /// A problem with a spec, located in its file.
 #[derive(Debug)]
@@ -89,7 +96,7 @@ pub struct LoadedSpec {
     pub matrix: Arc<matrix::Expanded>,
     /// What [`validate::warnings`] found (it asks the checkers, which the
     /// catalog given to [`parse`] holds).
-    warnings: Vec<validate::Problem>,
+    warnings: Vec<problem::Problem>,
 }
 
 impl LoadedSpec {
@@ -278,12 +285,12 @@ pub fn parse(
             None => (validate::cells_of(&spec, scenario), format!("scenarios[{i}]")),
         };
         cells = cells.saturating_add(added);
-        if cells > validate::MAX_CELLS {
+        if cells > limits::MAX_CELLS {
             return Err(located((
                 field,
                 format!(
                     "the plan would hold more than {} cells (scenarios x matrix points x repeats x profiles x variants): fewer matrix values, repeats or profiles",
-                    validate::MAX_CELLS
+                    limits::MAX_CELLS
                 ),
             )));
         }

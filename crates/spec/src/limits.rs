@@ -1,10 +1,30 @@
-//! Limits on a spec's text, checked before the YAML is parsed for real: no
+//! Limits on a spec: the bounds of its values (rates, connections, cells),
+//! and on its text, checked before the YAML is parsed for real: no
 //! spec needs more than a mebibyte or deeper nesting than 64 levels, and the
 //! full parser slows with the square of the nesting depth (100,000 brackets
 //! took 19.5 s before it gave up). A streaming pass over yaml-rust2's events
 //! finds the depth in one linear read that stops at the first level too deep.
 
 use yaml_rust2::parser::{Event, Parser};
+
+/// Open-loop rates whose period (1/rate) a `Duration` holds: at most one op
+/// a day, at least a nanosecond between ops.
+pub const MIN_OPEN_RATE: f64 = 1.0 / 86_400.0;
+pub const MAX_OPEN_RATE: f64 = 1e9;
+
+/// Client connections and ops in flight per connection: a history names its
+/// writers with 16 bits, and every slot is allocated up front.
+pub const MAX_CONNECTIONS: u32 = 10_000;
+pub const MAX_IN_FLIGHT: u32 = 10_000;
+
+pub const MAX_REPEATS: u32 = 1_000;
+
+/// Cells a plan may hold: a history names its cell with 16 bits, and the plan
+/// is built in memory before anything runs.
+pub const MAX_CELLS: u64 = 10_000;
+/// Contention rounds a cell may run (`distribution: rounds`), so every
+/// round's key fits in a key number whatever the cell.
+pub const MAX_ROUNDS: u64 = 1_000_000;
 
 /// The largest spec file, and the largest text after `${param}` substitution.
 pub const MAX_SPEC_BYTES: usize = 1 << 20;

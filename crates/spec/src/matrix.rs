@@ -18,6 +18,7 @@
 //! `{primary_ip}`, `{quorum}`) are not dimensions: faultline fills them in
 //! when it starts a target or runs a probe.
 
+use crate::problem::Problem;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -109,9 +110,6 @@ pub struct Expanded {
     pub points: HashMap<String, Vec<Arc<Point>>>,
     pub target_dims: HashMap<String, Vec<String>>,
 }
-
-/// A problem: the failing field's dotted path and the message.
-pub type Problem = (String, String);
 
 /// Each scenario's dimensions as the tree holds them, in scenario order
 /// (empty for a scenario without a matrix).

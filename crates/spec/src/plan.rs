@@ -209,7 +209,7 @@ pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String>
                     for (target, workload) in order {
                         // Refused as soon as it is too many, so a huge matrix
                         // is never built in memory first.
-                        if cells.len() as u64 >= crate::validate::MAX_CELLS {
+                        if cells.len() as u64 >= crate::limits::MAX_CELLS {
                             return Err(too_many_cells(&campaign_scenario.name));
                         }
                         let instance = instance_name(loaded, &scenario.name, &target, point.as_deref());
@@ -252,7 +252,7 @@ fn too_many_cells(scenario: &str) -> String {
     format!(
         "the plan would hold more than {} cells (scenarios x matrix points x repeats x profiles x variants; \
          it passed the limit in scenario `{scenario}`): fewer matrix values, repeats or profiles, or --only",
-        crate::validate::MAX_CELLS
+        crate::limits::MAX_CELLS
     )
 }
 

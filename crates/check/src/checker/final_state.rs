@@ -10,7 +10,7 @@ use super::{
 use crate::history::{is_whole_value, parse_header, Outcome, Scope};
 use faultline_model::ops::OpKind;
 use faultline_spec::checkers::{judged_metric, violations_metric};
-use faultline_spec::gate::GateMetric;
+use faultline_spec::metric::GateMetric;
 
 /// The final-state checker.
 pub struct FinalState;

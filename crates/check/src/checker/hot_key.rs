@@ -50,7 +50,7 @@ use faultline_model::items::{IndexSettle, StoredItem, StreamChange};
 use faultline_model::ops::OpKind;
 use faultline_model::results::CellResult;
 use faultline_spec::checkers::{check_of, judged_metric, violations_metric};
-use faultline_spec::gate::{Args, GateMetric, MetricRef, Reads, Unit, Value};
+use faultline_spec::metric::{Args, GateMetric, MetricRef, Reads, Unit, Value};
 use faultline_spec::KindInfo;
 
 /// Most records the checker holds in memory; a longer history is `unknown`.

@@ -22,7 +22,7 @@ use super::{
 use crate::history::{parse_value, Observed, Outcome, Scope};
 use faultline_model::ops::OpKind;
 use faultline_spec::checkers::{judged_metric, violations_metric};
-use faultline_spec::gate::GateMetric;
+use faultline_spec::metric::GateMetric;
 use faultline_spec::KindInfo;
 
 /// The lost-acknowledged-write checker; it also says when the lost writes

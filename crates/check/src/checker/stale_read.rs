@@ -25,7 +25,7 @@ use super::{
 use crate::history::{Observed, OpRecord, Outcome, ValueId};
 use faultline_model::ops::OpKind;
 use faultline_spec::checkers::{judged_metric, violations_metric};
-use faultline_spec::gate::GateMetric;
+use faultline_spec::metric::GateMetric;
 
 #[derive(Default)]
 struct KeyAcks {

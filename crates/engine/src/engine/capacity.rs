@@ -27,7 +27,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Engine;
-use crate::gate::expr::{self, Expr};
 use crate::plan::Cell;
 use crate::provider::RunningTarget;
 use crate::results::{CellResult, CellStatus};
@@ -35,6 +34,7 @@ use crate::spec::capacity::CapacitySpec;
 use faultline_kind::workload::Workload;
 use faultline_model::capacity::{Bound, CapacitySearch, CapacityStep, Phase, Repeats, SloLimit};
 use faultline_model::format::thousands;
+use faultline_spec::gate::{self as expr, Expr};
 
 /// What to do next.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -225,7 +225,7 @@ impl Engine<'_> {
                 Outcome::Failed => format!("SLO failed: {}", judged.step.why),
                 Outcome::NotJudged => format!("not judged: {}", judged.step.why),
             };
-            self.progress.println(&format!(
+            self.events.say(&format!(
                 "{} step {} ({}): {}/s offered, {}/s sent{}: {verdict}",
                 cell.label(),
                 steps.len() + 1,
@@ -412,8 +412,8 @@ struct Judged {
 /// Whether the SLO holds in a step, on the load asked for, with its
 /// evidence; an error when it cannot be judged.
 fn holds(slo: &Expr, result: &CellResult) -> Result<(bool, String), String> {
-    let (holds, evidence) = crate::gate::holds_in(slo, result)?;
-    match (holds, crate::gate::load_not_sent(result, false)) {
+    let (holds, evidence) = faultline_judge::gate::holds_in(slo, result)?;
+    match (holds, faultline_judge::gate::load_not_sent(result, false)) {
         (true, Some(why)) => Ok((false, why)),
         (held, _) => Ok((held, evidence.join(", "))),
     }

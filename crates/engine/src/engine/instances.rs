@@ -77,7 +77,7 @@ impl Instances {
             }
             let spec = c.spec(engine.spec);
             let target_spec = &spec.targets[&c.target];
-            engine.progress.println(
+            engine.events.say(
                 &format!("starting target `{}` ({} via {:?})", c.instance, target_spec.kind, target_spec.provider)
                     .to_lowercase(),
             );
@@ -107,9 +107,7 @@ impl Instances {
             };
             match result {
                 Ok(t) => {
-                    engine
-                        .progress
-                        .println(&format!("target `{}` is up: {} at {}", c.instance, t.server.version, t.uri));
+                    engine.events.say(&format!("target `{}` is up: {} at {}", c.instance, t.server.version, t.uri));
                     let info = describe(c, spec, &t, (t.provider == ProviderKind::Process).then_some(work_dir));
                     self.running.insert(c.instance.clone(), t);
                     started.push(Ok(info));
@@ -162,15 +160,15 @@ impl Instances {
             .collect();
         for name in done {
             if let Some(t) = self.running.shift_remove(&name) {
-                t.stop().await;
+                t.stop(&engine.events).await;
             }
         }
     }
 
-    pub async fn stop_all(mut self) {
+    pub async fn stop_all(mut self, events: &crate::events::Events) {
         self.thaw();
         for (_, t) in self.running.drain(..) {
-            t.stop().await;
+            t.stop(events).await;
         }
     }
 }

@@ -13,7 +13,6 @@ mod instances;
 pub mod load_threads;
 mod pipeline;
 pub mod place;
-pub mod progress;
 mod requests;
 mod role_watch;
 pub mod rounds;
@@ -26,6 +25,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::events::Events;
 use crate::plan::{Cell, Plan};
 use crate::plugin::SpecPlugins;
 use crate::probe::{ProbeOutput, ProbeTarget};
@@ -37,8 +37,10 @@ use crate::spec::Spec;
 use faultline_kind::registry::Kinds;
 use faultline_kind::workload::Workload;
 use instances::Instances;
-use progress::Progress;
 
+/// What a run measured: every cell's result, the targets it ran on, the
+/// run's own errors, and whether it was interrupted. Judging it is
+/// faultline-judge's.
 pub struct EngineOutcome {
     pub cells: Vec<CellResult>,
     pub targets: Vec<TargetInfo>,
@@ -59,7 +61,7 @@ pub struct Engine<'a> {
     /// run left in a target never passes for this run's writes.
     pub run_tag: u32,
     pub cancel: CancellationToken,
-    pub progress: Progress,
+    pub events: Events,
     pub plugins: &'a SpecPlugins,
     /// Where the pipelined lanes run (the request/response lanes stay on
     /// the main runtime with their drivers' own tasks).
@@ -169,7 +171,7 @@ impl Engine<'_> {
                     result.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
                 ),
             };
-            self.progress.println(&line);
+            self.events.say(&line);
             if let Some(e) = &result.error {
                 outcome.errors.push(format!("{}: {e}", cell.label()));
             }
@@ -177,8 +179,8 @@ impl Engine<'_> {
         }
         outcome.interrupted |= self.cancel.is_cancelled();
         capacity::judge_repeats(&mut outcome.cells);
-        self.progress.finish();
-        instances.stop_all().await;
+        self.events.finish();
+        instances.stop_all(&self.events).await;
         outcome
     }
 
@@ -192,7 +194,7 @@ impl Engine<'_> {
             r = tokio::time::timeout(limit, running.driver.prepare(&running.uri, workload)) => match r {
                 Ok(Ok(done)) if done.is_empty() => Ok(()),
                 Ok(Ok(done)) => {
-                    self.progress.println(&format!("target `{}`, workload `{name}`: {done}", running.name));
+                    self.events.say(&format!("target `{}`, workload `{name}`: {done}", running.name));
                     Ok(())
                 }
                 Ok(Err(e)) => Err(fail(format!("{e:#}"))),

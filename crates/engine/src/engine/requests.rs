@@ -158,3 +158,130 @@ fn end_request(books: &mut Books, p: &Pending, end: Instant, response: Response,
     };
     books.end(p, end, ending);
 }
+
+/// The executor's accounting against a server in memory: every op due is
+/// sent or counted unsent, every op sent ends once (ok, failed, or given
+/// up at its deadline), whatever the server does.
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::schedule::Pacing;
+    use crate::metrics::{CellMetrics, LiveCounters, OpenLoad, SharedTimelines};
+    use crate::spec::arrivals::Arrivals;
+    use faultline_kind::workload::{Op, Workload};
+    use faultline_kind::DriverError;
+    use faultline_model::ops::OpKind;
+    use faultline_model::stats::ErrorClass;
+
+    /// Answers each op after `delay`; fails every `fail_every`th; from op
+    /// `hangs_from` on never answers.
+    struct Fake {
+        served: AtomicU64,
+        delay: Duration,
+        fail_every: u64,
+        hangs_from: u64,
+    }
+
+    #[async_trait::async_trait]
+    impl RequestClient for Fake {
+        async fn execute(&self, _op: &Op) -> Response {
+            let n = self.served.fetch_add(1, Ordering::SeqCst);
+            if n >= self.hangs_from {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(self.delay).await;
+            match (n + 1).is_multiple_of(self.fail_every) {
+                true => Err(DriverError {
+                    class: ErrorClass::Server,
+                    applied: Applied::No,
+                    code: Some("Refused".into()),
+                    message: "refused".into(),
+                }),
+                false => Ok(ReadValue::None),
+            }
+        }
+    }
+
+    /// One lane of an open loop at `rate` over a `window` of ms against
+    /// `fake`, with `in_flight` slots and a 40 ms deadline: the cell's stats.
+    async fn one_lane(fake: Fake, rate: f64, window: u64, in_flight: u32) -> faultline_model::stats::CellStats {
+        let spec: crate::spec::WorkloadSpec = serde_yaml_ng::from_str("{ops: {get: 1}, keys: {count: 10}}").unwrap();
+        let workload = Arc::new(Workload::new(&spec, 1, 1));
+        let t0 = Instant::now() + Duration::from_millis(5);
+        let window = Duration::from_millis(window);
+        let shared = Arc::new(SharedTimelines::new(Duration::from_millis(100)));
+        let recorder = Recorder::new(
+            [OpKind::Get].into_iter(),
+            t0,
+            Arc::new(LiveCounters::default()),
+            shared.clone(),
+            true,
+            false,
+            false,
+        );
+        let arrivals = Arc::new(Arrivals::constant(rate));
+        let timing = crate::spec::plan::CellTiming {
+            warmup: Duration::ZERO,
+            duration: window,
+            deadline: Duration::from_millis(40),
+            hang_after: Duration::from_millis(40),
+            over_deadline_after: Duration::from_millis(40),
+            fault_scale: 1.0,
+            stage_scale: 1.0,
+            windows: 1,
+        };
+        let settings = Settings {
+            in_flight,
+            timing,
+            cancel_at_deadline: true,
+            measure_from: t0,
+            stop_at: t0 + window,
+            pacing: Some(Pacing { t0, arrivals: Arc::clone(&arrivals), first: 0, stride: 1 }),
+            active: Vec::new(),
+            rounds: None,
+            published: None,
+        };
+        let ops = workload.stream(0, 1, in_flight, 1, None);
+        let end = run(Arc::new(fake), ops, settings, recorder, None, CancellationToken::new()).await;
+        let mut cell = CellMetrics::new();
+        cell.merge(end.recorder);
+        cell.absorb_timelines(&shared);
+        let open_spec: crate::spec::OpenSpec = serde_yaml_ng::from_str(&format!("{{rate: {rate}}}")).unwrap();
+        let open = OpenLoad { spec: &open_spec, arrivals: &arrivals, window_start_s: 0.0 };
+        cell.summarize(window, Some(&open), &[])
+    }
+
+    #[tokio::test]
+    async fn every_op_due_is_sent_or_unsent_and_every_op_sent_ends_once() {
+        let fake =
+            Fake { served: AtomicU64::new(0), delay: Duration::from_micros(200), fail_every: 5, hangs_from: u64::MAX };
+        let stats = one_lane(fake, 1000.0, 300, 8).await;
+        let open = stats.open_loop.expect("an open loop");
+        assert_eq!(open.due, open.sent + open.unsent, "{open:?}");
+        assert_eq!(stats.ok + stats.failed, open.sent, "{stats:?}");
+        // 1,000/s over 300 ms: 300 ops due (the first at the window's start).
+        assert!(open.due.abs_diff(300) <= 1, "{open:?}");
+        // The fake fails every fifth op it serves, and it served them all.
+        assert_eq!(stats.errors.server, stats.failed);
+        assert!(stats.failed.abs_diff(open.sent / 5) <= 1, "{} of {}", stats.failed, open.sent);
+    }
+
+    /// A server that stops answering: the slots fill, each op is given up at
+    /// its deadline (a failure of its own class) and what no slot could
+    /// take stays owed, unsent, never lost from the books.
+    #[tokio::test]
+    async fn a_server_that_stops_answering_leaves_every_op_accounted_for() {
+        let fake = Fake { served: AtomicU64::new(0), delay: Duration::ZERO, fail_every: u64::MAX, hangs_from: 50 };
+        let stats = one_lane(fake, 1000.0, 300, 4).await;
+        let open = stats.open_loop.expect("an open loop");
+        assert_eq!(open.due, open.sent + open.unsent, "{open:?}");
+        assert_eq!(stats.ok + stats.failed, open.sent, "{stats:?}");
+        assert_eq!(stats.ok, 50, "the fake answered its first 50 ops");
+        assert!(stats.errors.deadline > 0 && stats.errors.deadline == stats.failed, "{:?}", stats.errors);
+        // 4 slots, each freed every 40 ms, cannot send 1,000/s.
+        assert!(open.unsent > 100, "{open:?}");
+    }
+}

@@ -18,10 +18,8 @@ use super::run_schedule;
 use crate::provider::RunningTarget;
 use crate::spec::{Action, KindCost, KindInfo, OpKind, Registered};
 use faultline_kind::fault::{Applied, Apply, Fault, Healed, KindFaults, Server, Undo};
-use faultline_kind::registry::{Kind, Kinds};
-use faultline_kind::topology::TopologyKind;
+use faultline_kind::registry::{Kind, Kinds, Listed};
 use faultline_kind::{Connection, ServerInfo, TargetDriver};
-use faultline_model::roles::Role;
 
 /// Appends `applied NAME` to its log for each server; undone by appending
 /// `healed NAME`. `fail: true` fails after the first server, half-way, and
@@ -134,31 +132,16 @@ impl KindFaults for Marker {
     }
 }
 
-struct NoContainers;
-
-#[async_trait::async_trait]
-impl TopologyKind for NoContainers {
-    fn container_port(&self) -> u16 {
-        1
-    }
-    fn member_args(&self, _: &faultline_kind::topology::MemberPlan) -> Vec<String> {
-        Vec::new()
-    }
-    async fn role(&self, _: &str) -> anyhow::Result<Role> {
-        Ok(Role::Primary)
-    }
-}
-
-static HELD: [Kind; 1] = [Kind {
+static HELD: [Listed; 1] = [Listed::Held(Kind {
     name: "marker",
     driver: |_| Ok(Arc::new(Marker)),
-    members: || Arc::new(NoContainers),
+    members: None,
     options: None,
     faults: || faultline_kind::fault::declared(MARKS),
     remove_listed: None,
-}];
+})];
 
-static KINDS: Kinds = Kinds { held: &HELD, optional: &[], checkers: || &[], provider_faults: super::provider_faults };
+static KINDS: Kinds = Kinds { kinds: &HELD, checkers: || &[], provider_faults: super::provider_faults };
 
 fn spec(faults: &str) -> Result<crate::spec::Spec, crate::spec::SpecError> {
     let text = format!(

@@ -442,8 +442,12 @@ struct StageTally {
     latency: Vec<Option<Histogram<u64>>>,
     ok: u64,
     failed: u64,
+    /// Of the ops due in the stage, those sent (whenever) and those never sent.
     sent: u64,
     unsent: u64,
+    /// Ops sent while the stage ran, whenever they were due: behind its
+    /// schedule a client is still sending an earlier stage's ops.
+    sent_during: u64,
 }
 
 impl StageTally {
@@ -462,6 +466,7 @@ impl StageTally {
     fn merge(&mut self, o: StageTally) {
         (self.ok, self.failed) = (self.ok + o.ok, self.failed + o.failed);
         (self.sent, self.unsent) = (self.sent + o.sent, self.unsent + o.unsent);
+        self.sent_during += o.sent_during;
         if self.latency.is_empty() {
             self.latency = (0..OpKind::ALL.len()).map(|_| None).collect();
         }
@@ -621,8 +626,13 @@ impl Recorder {
         if scheduled < self.measure_from {
             return;
         }
-        if let Some(stage) = self.stages.as_mut().and_then(|s| s.at(scheduled)) {
-            stage.sent += 1;
+        if let Some(books) = &mut self.stages {
+            if let Some(stage) = books.at(scheduled) {
+                stage.sent += 1;
+            }
+            if let Some(stage) = books.at(started) {
+                stage.sent_during += 1;
+            }
         }
         if let Some(h) = &mut self.schedule_lag {
             h.saturating_record((started - scheduled).as_micros().clamp(1, HIST_MAX_US as u128) as u64);
@@ -937,6 +947,8 @@ impl CellMetrics {
     fn stage_stats(&self, open: Option<&OpenLoad>, stages: &[StageSpan], window: Duration) -> Vec<StageStats> {
         let kinds: Vec<OpKind> = OpKind::ALL.into_iter().filter(|k| self.kinds[k.index()].is_some()).collect();
         let empty = StageTally::default();
+        // Open loop: ops due by a stage's end and not yet sent by it.
+        let (mut due_by_end, mut sent_by_end) = (0u64, 0u64);
         stages
             .iter()
             .enumerate()
@@ -950,10 +962,12 @@ impl CellMetrics {
                         (k.as_str().to_string(), h.and_then(latency_stats))
                     })
                     .collect();
-                let sent = match open {
-                    Some(_) => tally.sent,
-                    None => tally.ok + tally.failed,
+                let (sent, sent_during) = match open {
+                    Some(_) => (tally.sent, tally.sent_during),
+                    None => (tally.ok + tally.failed, tally.ok + tally.failed),
                 };
+                due_by_end += sent + tally.unsent;
+                sent_by_end += sent_during;
                 StageStats {
                     name: span.name.clone(),
                     from_s: span.from_s,
@@ -965,6 +979,9 @@ impl CellMetrics {
                     sent,
                     unsent: tally.unsent,
                     achieved_rate: if ran_s > 0.0 { sent as f64 / ran_s } else { 0.0 },
+                    sent_during,
+                    sent_during_rate: if ran_s > 0.0 { sent_during as f64 / ran_s } else { 0.0 },
+                    behind_at_end: open.map(|_| due_by_end.saturating_sub(sent_by_end)),
                     ok: tally.ok,
                     failed: tally.failed,
                     per_op,
@@ -1093,6 +1110,9 @@ mod tests {
             r.record_lag(due, due);
             r.record(&done(kind, due, ms, result));
         }
+        // Due in the ramp, sent at the peak: the ramp's, sent during the peak.
+        r.record_lag(at(0.5), at(1.2));
+        r.record(&done(OpKind::Get, at(0.5), 3, Ok(())));
         r.record_unsent(Some(1), 7, false);
         assert_eq!(r.stage_bounds().len(), 2);
         let mut cell = CellMetrics::new();
@@ -1106,7 +1126,10 @@ mod tests {
         let s = cell.summarize(Duration::from_secs(2), Some(&open), &profile.stage_spans(1.0));
         let books: Vec<(&str, u64, u64, u64, u64)> =
             s.stages.iter().map(|st| (st.name.as_str(), st.due, st.sent, st.unsent, st.failed)).collect();
-        assert_eq!(books, [("stage1", 2, 2, 0, 0), ("stage2", 10, 3, 7, 1)]);
+        assert_eq!(books, [("stage1", 3, 3, 0, 0), ("stage2", 10, 3, 7, 1)]);
+        let backlog: Vec<(u64, Option<u64>)> = s.stages.iter().map(|st| (st.sent_during, st.behind_at_end)).collect();
+        assert_eq!(backlog, [(2, Some(1)), (4, Some(7))], "the ramp's late op was sent during the peak");
+        assert!((s.stages[1].sent_during_rate - 4.0).abs() < 1e-9, "{:?}", s.stages[1]);
         assert!((s.stages[1].per_op["get"].unwrap().max - 8.0).abs() < 0.01, "{:?}", s.stages[1].per_op);
         assert!(s.stages[1].per_op["set"].is_none(), "the peak's set failed");
         let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
@@ -1116,7 +1139,7 @@ mod tests {
         assert!(from.abs() < 0.01 && (to - 10.0).abs() < 0.01, "{:?}", s.stages[0].ramp);
         assert_eq!(s.stages[1].ramp, None);
         let open_loop = s.open_loop.unwrap();
-        assert_eq!((open_loop.due, open_loop.unsent), (12, 7));
+        assert_eq!((open_loop.due, open_loop.unsent), (13, 7));
         assert!(close(Some(open_loop.rate), 7.5), "{open_loop:?}");
         // Every 100 ms point has the asked rate: the ramp's mean over it, then the hold.
         let asked: Vec<Option<f64>> = s.timeline.iter().map(|p| p.target_rate).collect();

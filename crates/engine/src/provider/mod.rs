@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 
+use crate::events::Events;
 use crate::spec::{ProviderKind, TargetSpec};
 use faultline_kind::registry::Kinds;
 use faultline_kind::{ServerInfo, TargetDriver};
@@ -37,14 +38,17 @@ pub struct RunningTarget {
 impl RunningTarget {
     /// Undoes what the kind set up on the server (a table it created), then
     /// stops what the provider started; external servers are left running.
-    pub async fn stop(mut self) {
+    /// What could not be undone is a warning to `events`.
+    pub async fn stop(mut self, events: &Events) {
         match tokio::time::timeout(Duration::from_secs(20), self.driver.clean_up(&self.uri)).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => crate::stdout::say_err!("warning: target `{}`: {e:#}", self.name),
-            Err(_) => crate::stdout::say_err!("warning: target `{}`: cleaning up took longer than 20s", self.name),
+            Ok(Err(e)) => events.warn(&format!("target `{}`: {e:#}", self.name)),
+            Err(_) => events.warn(&format!("target `{}`: cleaning up took longer than 20s", self.name)),
         }
         if let Some(p) = self.process.take() {
-            p.stop().await;
+            if let Err(e) = p.stop().await {
+                events.warn(&format!("target `{}`: {e}", self.name));
+            }
         }
         if let Some(d) = self.docker.take() {
             d.stop().await;
@@ -122,7 +126,7 @@ pub async fn start(
         }
         ProviderKind::External => external::start(name, spec, driver).await,
         ProviderKind::Docker => {
-            let members = kinds.members(&spec.kind);
+            let members = kinds.members(&spec.kind).map_err(|e| anyhow::anyhow!("target `{name}`: {e}"))?;
             let fault_disk = dirs.fault_disk.then_some(dirs.work_dir);
             let started =
                 faultline_docker::provider::start(name, spec, Arc::clone(&driver), members, dirs.log_dir, fault_disk)

@@ -176,17 +176,17 @@ impl ProcessSlot {
     }
 
     /// Stops the server, for good: the target is stopping; then the
-    /// filesystem under it, if any, is unmounted.
-    pub async fn stop(&self) {
+    /// filesystem under it, if any, is unmounted (an error when it could
+    /// not be).
+    pub async fn stop(&self) -> Result<(), String> {
         let current = self.current.lock().await.take();
         self.pgid.store(0, Ordering::SeqCst);
         if let Some(p) = current {
             p.stop().await;
         }
-        if let Some(disk) = self.disk().take() {
-            if let Err(e) = disk.unmount() {
-                crate::stdout::say_err!("warning: {}: unmounting its fault filesystem: {e}", self.launch.label);
-            }
+        match self.disk().take().map(|disk| disk.unmount()) {
+            Some(Err(e)) => Err(format!("{}: unmounting its fault filesystem: {e}", self.launch.label)),
+            _ => Ok(()),
         }
     }
 

@@ -55,7 +55,7 @@ pub const KIND: Kind = Kind {
         options.check().map_err(|(field, e)| (field.to_string(), e))?;
         Ok(Arc::new(DynamoDriver::new(options)))
     },
-    members: || Arc::new(DynamoTopology),
+    members: Some(|| Arc::new(DynamoTopology)),
     options: Some(|generator| generator.subschema_for::<DynamoOptions>()),
     faults: Vec::new,
     remove_listed: Some(DynamoDriver::delete_listed_table),

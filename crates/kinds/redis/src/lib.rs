@@ -47,7 +47,7 @@ pub const KIND: Kind = Kind {
         }
         Ok(Arc::new(RedisDriver { options, tls }))
     },
-    members: || Arc::new(topology::RedisTopology),
+    members: Some(|| Arc::new(topology::RedisTopology)),
     options: Some(|generator| generator.subschema_for::<RedisOptions>()),
     faults: Vec::new,
     remove_listed: None,

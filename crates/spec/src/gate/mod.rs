@@ -15,7 +15,7 @@ use faultline_model::units::parse_duration;
 
 use crate::checkers::CheckerInfo;
 
-pub use metrics::{Args, GateMetric, Reads, Unit, Value};
+use crate::metric::{Args, GateMetric, MetricRef, Reads, Unit};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
@@ -222,22 +222,6 @@ impl fmt::Display for RatioRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}({}, {}/{})", self.bound.name(), self.measure.name(), self.target, self.baseline)
     }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct MetricRef {
-    pub metric: &'static GateMetric,
-    /// Restricts the metric to one op kind, e.g. `p99(get)`.
-    pub op: Option<OpKind>,
-    /// The fault a fault metric is about, e.g. `denied_window(primary-killed)`,
-    /// or the fault a latency window is taken around.
-    pub fault: Option<String>,
-    /// A latency metric over a window around `fault`, e.g. `p99(get, after: primary-killed)`.
-    pub window: Option<Side>,
-    /// The status classes `count` and `only` name, e.g. `503`, `timeout`.
-    pub statuses: Vec<String>,
-    /// The stage (of an open loop in stages or a closed loop in steps) it is taken over, e.g. `p99(get, stage: peak)`.
-    pub stage: Option<String>,
 }
 
 /// Status classes other than an HTTP status (see [`faultline_model::stats::status_class`]).

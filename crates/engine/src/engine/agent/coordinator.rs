@@ -314,12 +314,12 @@ impl Agents {
                 }
                 Joining::Greeted(Ok(Ok(greeted))) if pending.iter().any(|p| p.hello.name == greeted.hello.name) => {
                     let why = format!("{}: a second agent named `{}`", greeted.peer, greeted.hello.name);
-                    faultline_model::stdout::say_err!("warning: refused a connection: {why}");
+                    launched.events.warn(&format!("refused a connection: {why}"));
                     refusals.push(why);
                 }
                 Joining::Greeted(Ok(Ok(greeted))) => pending.push(greeted),
                 Joining::Greeted(Ok(Err(why))) => {
-                    faultline_model::stdout::say_err!("warning: refused a connection: {why}");
+                    launched.events.warn(&format!("refused a connection: {why}"));
                     refusals.push(why);
                 }
                 Joining::Greeted(Err(e)) => refusals.push(format!("a greeting failed: {e}")),

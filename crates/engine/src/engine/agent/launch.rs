@@ -13,6 +13,8 @@ use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
 
+use crate::events::Events;
+
 /// The local image `swarm` agents' image is made from unless told otherwise
 /// (scripts/docker-images.sh builds it).
 pub const DEFAULT_AGENT_BASE: &str = "faultline/redis:bookworm";
@@ -84,10 +86,12 @@ pub struct Launched {
     service: Option<(faultline_docker::Docker, faultline_docker::swarm::AgentService)>,
     /// Where the agents' logs are kept.
     log_dir: PathBuf,
+    /// Where warnings of the teardown go.
+    pub(crate) events: Events,
 }
 
 impl Launched {
-    pub fn none(launcher: Launcher) -> Launched {
+    pub fn none(launcher: Launcher, events: Events) -> Launched {
         Launched {
             kind: launcher.name(),
             count: launcher.count(),
@@ -96,6 +100,7 @@ impl Launched {
             exited: Arc::default(),
             service: None,
             log_dir: PathBuf::new(),
+            events,
         }
     }
 
@@ -104,8 +109,9 @@ impl Launched {
         docker: faultline_docker::Docker,
         service: faultline_docker::swarm::AgentService,
         log_dir: &Path,
+        events: Events,
     ) -> Launched {
-        let mut launched = Launched::none(Launcher::Swarm(service.replicas));
+        let mut launched = Launched::none(Launcher::Swarm(service.replicas), events);
         launched.service = Some((docker, service));
         launched.log_dir = log_dir.to_path_buf();
         launched
@@ -119,10 +125,11 @@ impl Launched {
         coordinator: SocketAddr,
         log_dir: &Path,
         key: &super::link::LinkKey,
+        events: Events,
     ) -> anyhow::Result<Launched> {
         use anyhow::Context;
         let exe = std::env::current_exe().context("cannot find faultline's own binary to start agents")?;
-        let mut launched = Launched::none(Launcher::Local(count));
+        let mut launched = Launched::none(Launcher::Local(count), events);
         for i in 0..count {
             let name = format!("local-{i}");
             let log = log_dir.join(format!("agent-{name}.log"));
@@ -227,10 +234,10 @@ impl Launched {
             // the service goes, and any task still running with it.
             tokio::time::sleep(Duration::from_millis(500)).await;
             if let Err(e) = docker.save_service_logs(&service.name, &self.log_dir).await {
-                crate::stdout::say_err!("warning: the swarm agents' logs: {e:#}");
+                self.events.warn(&format!("the swarm agents' logs: {e:#}"));
             }
             if let Err(e) = docker.remove_service(&service.name).await {
-                crate::stdout::say_err!("warning: {e:#}");
+                self.events.warn(&format!("{e:#}"));
             }
         }
         let all_gone = async {
@@ -265,7 +272,7 @@ impl Drop for Launched {
                 runtime.block_on(docker.remove_service(&service.name)).err()
             });
             if let Ok(Some(e)) = removing.join() {
-                crate::stdout::say_err!("warning: {e:#}");
+                self.events.warn(&format!("{e:#}"));
             }
         }
     }

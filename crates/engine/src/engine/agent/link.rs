@@ -103,15 +103,15 @@ impl LinkKey {
         LinkKey::from_hex(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 
-    /// Says so when others than its owner may read the key file at `path`.
-    pub fn warn_if_shared(path: &Path) {
+    /// A warning when others than its owner may read the key file at `path`.
+    pub fn shared_warning(path: &Path) -> Option<String> {
         use std::os::unix::fs::PermissionsExt;
-        if std::fs::metadata(path).is_ok_and(|meta| meta.permissions().mode() & 0o077 != 0) {
-            crate::stdout::say_err!(
-                "warning: {} can be read by other users: `chmod 600` it (whoever holds the key can join runs)",
+        std::fs::metadata(path).is_ok_and(|meta| meta.permissions().mode() & 0o077 != 0).then(|| {
+            format!(
+                "{} can be read by other users: `chmod 600` it (whoever holds the key can join runs)",
                 path.display()
-            );
-        }
+            )
+        })
     }
 
     /// An agent's key: from `key_file` when given, else from its

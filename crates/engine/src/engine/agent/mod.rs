@@ -15,6 +15,12 @@ pub mod serve;
 pub(crate) mod served;
 pub(crate) mod wire;
 
+use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinHandle;
+
+use crate::metrics::LiveCounters;
 pub use coordinator::Agents;
 pub use wire::RunShare;
 
@@ -44,4 +50,22 @@ pub fn unsupported(spec: &crate::spec::Spec, plan: &crate::plan::Plan) -> Result
         }
     }
     Ok(())
+}
+
+/// In an agent: sends its lanes' counts to the coordinator every 50 ms until
+/// aborted; the coordinator's progress line adds up every agent's.
+pub(crate) fn relay(live: Vec<Arc<LiveCounters>>, out: UnboundedSender<wire::Frame>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(std::time::Duration::from_millis(50));
+        loop {
+            ticker.tick().await;
+            let (ok, failed, warmup) = live.iter().fold((0, 0, 0), |(o, f, w), c| {
+                let (a, b, d) = c.snapshot();
+                (o + a, f + b, w + d)
+            });
+            if out.send(wire::Frame::Progress { ok, failed, warmup }).is_err() {
+                return;
+            }
+        }
+    })
 }

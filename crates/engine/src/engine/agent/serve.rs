@@ -26,9 +26,9 @@ use super::wire::{self, ArmOrder, CellDone, Frame, LaneOutcome, RunOrder, HISTOR
 use crate::engine::cell::{self, CellRun, Ran};
 use crate::engine::load_threads::LoadThreads;
 use crate::engine::place::{AgentSeat, Place};
-use crate::engine::progress::Progress;
 use crate::engine::rounds::RemoteRounds;
 use crate::engine::Engine;
+use crate::events::Events;
 use crate::metrics::CellMetrics;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::plugin::SpecPlugins;
@@ -47,6 +47,8 @@ pub struct AgentArgs {
     pub name: Option<String>,
     /// The run's key (`--key-file`, or the environment: link.rs).
     pub key: LinkKey,
+    /// Where what the agent says goes (the CLI's console).
+    pub events: Events,
 }
 
 /// Serves the run until the coordinator says goodbye; an error when it
@@ -72,6 +74,7 @@ async fn dial(address: &str) -> anyhow::Result<TcpStream> {
 
 async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
     clock::since_epoch(Instant::now());
+    let events = args.events.clone();
     let tcp = dial(&args.connect).await?;
     let _ = tcp.set_nodelay(true);
     let connector = link::connector(&args.key)?;
@@ -90,7 +93,7 @@ async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
     let name = args.name.or_else(|| std::env::var("FAULTLINE_AGENT_NAME").ok().filter(|n| !n.is_empty()));
     let hello =
         own_hello(&name.unwrap_or_else(|| format!("{}-{}", crate::results::host_info().hostname, std::process::id())));
-    eprintln!("agent {} (pid {}) joined {}", hello.name, hello.pid, args.connect);
+    events.say(&format!("agent {} (pid {}) joined {}", hello.name, hello.pid, args.connect));
     wire::write(&mut wr, &Frame::Hello(hello)).await?;
     let (out, mut outbox) = mpsc::unbounded_channel::<Frame>();
     let writer = tokio::spawn(async move {
@@ -140,7 +143,7 @@ async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
             Err(_) => anyhow::bail!("no run from the coordinator within {}s", WELCOME_LIMIT.as_secs()),
         }
     };
-    let session = match Session::open(order, kinds) {
+    let session = match Session::open(order, kinds, events.clone()) {
         Ok(s) => {
             let _ = out.send(Frame::Ready);
             s
@@ -169,7 +172,7 @@ async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
             Ok(Some(_)) => {}
         }
     }
-    eprintln!("the coordinator said goodbye");
+    events.say("the coordinator said goodbye");
     Ok(())
 }
 
@@ -226,12 +229,12 @@ struct Session {
     scratch_listed: faultline_kind::ledger::Resource,
     load_threads: LoadThreads,
     plugins: SpecPlugins,
-    progress: Progress,
+    events: Events,
     kinds: &'static Kinds,
 }
 
 impl Session {
-    fn open(order: RunOrder, kinds: &'static Kinds) -> anyhow::Result<Session> {
+    fn open(order: RunOrder, kinds: &'static Kinds, events: Events) -> anyhow::Result<Session> {
         // What the coordinator says is checked before it is used.
         let max = super::launch::MAX_AGENTS;
         anyhow::ensure!(
@@ -253,7 +256,6 @@ impl Session {
         let plan = plan::build(&loaded, &options).map_err(|e| anyhow::anyhow!("{e}"))?;
         let threads = order.run.load_threads.unwrap_or_else(LoadThreads::default_count);
         let load_threads = LoadThreads::start(threads).context("starting the load threads")?;
-        let progress = Progress::new(None)?;
         // Listed only once nothing after it can fail: the session's Drop
         // strikes it off again.
         let scratch = tempfile::Builder::new().prefix("faultline-agent-").tempdir().context("a scratch directory")?;
@@ -263,7 +265,7 @@ impl Session {
         };
         faultline_kind::ledger::open(&format!("agent-{}", std::process::id()), scratch.path());
         if let Err(e) = faultline_kind::ledger::record(scratch_listed.clone()) {
-            crate::stdout::say_err!("warning: {e:#}");
+            events.warn(&format!("{e:#}"));
         }
         Ok(Session {
             loaded,
@@ -273,7 +275,7 @@ impl Session {
             scratch_listed,
             load_threads,
             plugins: SpecPlugins::none(),
-            progress,
+            events,
             kinds,
         })
     }
@@ -323,7 +325,7 @@ impl Session {
             history_dir: &history_dir,
             run_tag: self.order.run.run_tag,
             cancel: cancel.clone(),
-            progress: self.progress.clone(),
+            events: self.events.clone(),
             plugins: &self.plugins,
             load_threads: &self.load_threads,
             kinds: self.kinds,
@@ -457,8 +459,7 @@ mod tests {
     use super::*;
     use crate::engine::agent::wire::RunShare;
 
-    static NO_KINDS: Kinds =
-        Kinds { held: &[], optional: &[], checkers: || &[], provider_faults: crate::fault::provider_faults };
+    static NO_KINDS: Kinds = Kinds { kinds: &[], checkers: || &[], provider_faults: crate::fault::provider_faults };
 
     fn share(load_threads: Option<usize>) -> RunShare {
         RunShare {
@@ -498,7 +499,8 @@ mod tests {
                     _ => String::new(),
                 }
             });
-            let args = AgentArgs { connect: address, name: Some("a".into()), key };
+            let events = crate::events::Events::new(Arc::new(crate::events::Recorded::default()));
+            let args = AgentArgs { connect: address, name: Some("a".into()), key, events };
             let e = serve(args, &NO_KINDS).await.unwrap_err().to_string();
             let told = coordinator.await.unwrap();
             assert!(e.contains(said) && told.contains(said), "{e} / {told}");

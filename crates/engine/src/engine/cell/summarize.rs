@@ -78,7 +78,7 @@ pub fn summarize(run: &CellRun<'_>, merged: Merged) -> Measured {
     // console, in the server's words, not only in results.json.
     for f in kept.faults.iter().filter(|f| f.error.is_some()) {
         let error = f.error.as_deref().unwrap_or_default();
-        run.engine.progress.println(&format!("fault `{}` ({} on {}) failed: {error}", f.name, f.action, f.target));
+        run.engine.events.say(&format!("fault `{}` ({} on {}) failed: {error}", f.name, f.action, f.target));
     }
     let non_primary_reads = match (&role_changes, &read_rule) {
         (Some(sampled), Some(rule)) => {

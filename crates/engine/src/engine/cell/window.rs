@@ -20,7 +20,8 @@ use crate::engine::agent::{served, AgentEnd};
 use crate::engine::books::{self, LaneEnd};
 use crate::engine::place::Place;
 use crate::engine::role_watch::{self, Watched};
-use crate::engine::{fanout, host_watch, pipeline, progress, requests, rounds, schedule};
+use crate::engine::{fanout, host_watch, pipeline, requests, rounds, schedule};
+use crate::events;
 use crate::fault;
 use crate::metrics::{client_cpu, LiveCounters, Recorder, SharedTimelines};
 use crate::plugin::shape::{Feed, Shape};
@@ -366,13 +367,13 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             }),
         });
     }
-    let rounds = workload.is_rounds().then(|| progress::Rounds {
+    let rounds = workload.is_rounds().then(|| events::Rounds {
         asked: workload.key_count(),
         writers: u64::from(connections) * u64::from(in_flight),
     });
     let watcher = match place {
-        Place::Agent(seat) => progress::relay(live, seat.out.clone()),
-        Place::Coordinator(agents) => engine.progress.watch_cell(
+        Place::Agent(seat) => crate::engine::agent::relay(live, seat.out.clone()),
+        Place::Coordinator(agents) => engine.events.watch_cell(
             run.position,
             cell.label(),
             agents.live(),
@@ -382,7 +383,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
             run.remaining_after,
             rounds,
         ),
-        Place::Alone => engine.progress.watch_cell(
+        Place::Alone => engine.events.watch_cell(
             run.position,
             cell.label(),
             live,
@@ -418,15 +419,10 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
         (true, _) => None,
         _ if place.is_agent() => None,
         (false, Some(t)) if t.members.len() > 1 => Some(Watched::Members(Arc::clone(t))),
-        (false, _) if driver.has_roles() => {
-            let kind = run.engine.kinds.members(&target_spec.kind);
-            Some(Watched::Server {
-                name: run.running.name.clone(),
-                uri: uri.to_string(),
-                address: kind.address(uri),
-                kind,
-            })
-        }
+        // A server's role is asked as its kind asks a member's.
+        (false, _) if driver.has_roles() => run.engine.kinds.members(&target_spec.kind).ok().map(|kind| {
+            Watched::Server { name: run.running.name.clone(), uri: uri.to_string(), address: kind.address(uri), kind }
+        }),
         (false, _) => None,
     };
     let roles = async {
@@ -547,7 +543,8 @@ fn gates_use_windows(run: &CellRun<'_>) -> bool {
         match &g.rule {
             crate::spec::GateRule::Expr(e) => {
                 covers
-                    && crate::gate::expr::parse(e, faultline_check::checker::declared()).is_ok_and(|e| e.uses_windows())
+                    && faultline_spec::gate::parse(e, faultline_check::checker::declared())
+                        .is_ok_and(|e| e.uses_windows())
             }
             crate::spec::GateRule::Plugin(_) => false,
         }

@@ -11,25 +11,41 @@
 //! through the same table (as speeds, 1 / latency, so "higher is better"
 //! holds), normalised by the same control, with their own threshold
 //! (latency is noisier than throughput), so a p99 that got 3.8x worse is a
-//! regression even when throughput held. A capacity search's cells are
-//! judged on their capacities, the target's own numbers, not on the last
-//! step's throughput.
+//! regression even when throughput held. The share of ops that failed goes
+//! through it too, as the speed 1 / (share + 0.1%): errors appearing or
+//! multiplying are a regression, while shares far below 0.1% count as
+//! alike. A capacity search's cells are judged on their capacities, the
+//! target's own numbers, not on the last step's throughput.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 use serde::Serialize;
 
-use super::bootstrap::{self, Interval, Placement};
-use super::control::{self, ScenarioControl};
-use super::{ratio, variant_stats, Group, Measure, Pairing, RepeatValues, Sides};
 use crate::results::ResultsFile;
+use faultline_judge::comparison::bootstrap::{self, Interval, Placement};
+use faultline_judge::comparison::control::{self, ScenarioControl};
+use faultline_judge::comparison::{ratio, variant_stats, Pairing, Sides};
+use faultline_model::compare::{Group, Measure, RepeatValues};
 use faultline_model::format::{format_ratio, thousands};
 use faultline_model::results::{format_interval, Ratio, Results, VariantStats};
 
 /// p50 and p99 changes within ± this share are noise by default: a
 /// latency's repeats spread wider than a throughput's.
 pub const DEFAULT_LATENCY_THRESHOLD: f64 = 0.25;
+
+/// Error shares are judged as the speed 1 / (share + this), so 0 errors
+/// is a number like any other and shares far below it are alike: a rise
+/// from 0 to 0.05% of ops is 1.5x, from 0 to 0.01% only 1.1x.
+const ERROR_FLOOR: f64 = 0.001;
+
+/// What a cell's repeats are judged on: a measure, or the share of their
+/// ops that failed.
+#[derive(Debug, Clone, Copy)]
+enum Judged {
+    Measure(Measure),
+    Errors,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -100,7 +116,10 @@ pub struct CellChange {
     pub p99_verdict: Change,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p99_normalised: Option<Ratio>,
-    /// The worst of the three: a regression in any is the cell's.
+    /// The share of ops that failed, judged as latencies are (against the
+    /// latency threshold, see [`ERROR_FLOOR`]).
+    pub errors_verdict: Change,
+    /// The worst of the four: a regression in any is the cell's.
     pub verdict: Change,
     /// Why the verdict is what it is when the table alone does not say.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -114,7 +133,8 @@ pub struct RunsComparison {
     pub b: RunSide,
     /// Throughput changes within ± this share are noise, e.g. 0.05.
     pub threshold: f64,
-    /// Latency changes within ± this share are noise, e.g. 0.25.
+    /// Latency and error-share changes within ± this share are noise,
+    /// e.g. 0.25.
     pub latency_threshold: f64,
     /// Per scenario: the variants that did not change, and the control.
     pub controls: Vec<ScenarioControl>,
@@ -238,16 +258,19 @@ pub fn judge(a: &[RepeatValues], b: &[RepeatValues], basis: Basis, threshold: f6
     j
 }
 
-/// Repeats with `measure` in the place of throughput, as a speed (1 / ms
-/// for a latency, so higher is better): what [`judge`] takes. None when a
-/// repeat lacks it.
-fn as_speed(repeats: &[RepeatValues], measure: Measure) -> Option<Vec<RepeatValues>> {
-    let latency = matches!(measure, Measure::P50 | Measure::P99);
+/// Repeats with what is judged in the place of throughput, as a speed
+/// (1 / ms for a latency, 1 / (share + floor) for errors, so higher is
+/// better): what [`judge`] takes. None when a repeat lacks it.
+fn as_speed(repeats: &[RepeatValues], judged: Judged) -> Option<Vec<RepeatValues>> {
     repeats
         .iter()
         .map(|r| {
-            let v = measure.of(r).filter(|v| *v > 0.0)?;
-            Some(RepeatValues { throughput: if latency { 1.0 / v } else { v }, ..*r })
+            let speed = match judged {
+                Judged::Errors => 1.0 / (r.error_share? + ERROR_FLOOR),
+                Judged::Measure(m @ (Measure::P50 | Measure::P99)) => 1.0 / m.of(r).filter(|v| *v > 0.0)?,
+                Judged::Measure(m) => m.of(r).filter(|v| *v > 0.0)?,
+            };
+            Some(RepeatValues { throughput: speed, ..*r })
         })
         .collect()
 }
@@ -265,11 +288,11 @@ fn as_latency(r: Ratio) -> Ratio {
 
 /// The worst of a cell's verdicts: any regression is the cell's; then any
 /// improvement; then what throughput says.
-fn worst(throughput: Change, latencies: [Change; 2]) -> Change {
-    if latencies.contains(&Change::Regression) || throughput == Change::Regression {
+fn worst(throughput: Change, others: [Change; 3]) -> Change {
+    if others.contains(&Change::Regression) || throughput == Change::Regression {
         return Change::Regression;
     }
-    if throughput == Change::Improvement || latencies.contains(&Change::Improvement) {
+    if throughput == Change::Improvement || others.contains(&Change::Improvement) {
         return Change::Improvement;
     }
     throughput
@@ -435,7 +458,7 @@ pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64, latency_threshold: f6
         };
         let s = bootstrap::seed_for(seed, &label(&ca.key));
         // A measure's repeats in A and B, and the basis with the control's.
-        let judged = |measure: Measure, threshold: f64, s: u64| -> Option<Judgement> {
+        let judged = |measure: Judged, threshold: f64, s: u64| -> Option<Judgement> {
             let (a, b) = (as_speed(&ca.repeats, measure)?, as_speed(&cb.repeats, measure)?);
             let control = match basis {
                 Basis::Control { name, a, b } => Some((name, as_speed(a, measure)?, as_speed(b, measure)?)),
@@ -454,7 +477,7 @@ pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64, latency_threshold: f6
         let searched = ca.searched || cb.searched;
         let capacity = ca.capacity && cb.capacity;
         let primary = if capacity { Measure::Capacity } else { Measure::Throughput };
-        let j = match judged(primary, threshold, s).filter(|_| !searched || capacity) {
+        let j = match judged(Judged::Measure(primary), threshold, s).filter(|_| !searched || capacity) {
             Some(j) => j,
             None => Judgement {
                 verdict: Change::Unjudged,
@@ -464,12 +487,13 @@ pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64, latency_threshold: f6
                 ..judge(&ca.repeats, &cb.repeats, basis, threshold, s)
             },
         };
-        let p50 = judged(Measure::P50, latency_threshold, s.rotate_left(5)).filter(|_| !searched);
-        let p99 = judged(Measure::P99, latency_threshold, s.rotate_left(7)).filter(|_| !searched);
+        let p50 = judged(Judged::Measure(Measure::P50), latency_threshold, s.rotate_left(5)).filter(|_| !searched);
+        let p99 = judged(Judged::Measure(Measure::P99), latency_threshold, s.rotate_left(7)).filter(|_| !searched);
+        let errors = judged(Judged::Errors, latency_threshold, s.rotate_left(11)).filter(|_| !searched);
         let verdict_of = |l: &Option<Judgement>| l.as_ref().map_or(Change::Unjudged, |l| l.verdict);
-        let (p50_verdict, p99_verdict) = (verdict_of(&p50), verdict_of(&p99));
+        let (p50_verdict, p99_verdict, errors_verdict) = (verdict_of(&p50), verdict_of(&p99), verdict_of(&errors));
         let mut notes: Vec<String> = missing.into_iter().chain(j.note.clone()).collect();
-        for (name, verdict) in [("p50", p50_verdict), ("p99", p99_verdict)] {
+        for (name, verdict) in [("p50", p50_verdict), ("p99", p99_verdict), ("error rate", errors_verdict)] {
             if matches!(verdict, Change::Regression | Change::Improvement) && j.verdict != verdict {
                 notes.push(format!("{name} {}", verdict.as_str().trim_matches('*').replace('_', " ")));
             }
@@ -496,7 +520,8 @@ pub fn compare(dir_a: &Path, dir_b: &Path, threshold: f64, latency_threshold: f6
             p50_verdict,
             p99_verdict,
             p99_normalised: p99.and_then(|p| p.normalised).map(as_latency),
-            verdict: worst(j.verdict, [p50_verdict, p99_verdict]),
+            errors_verdict,
+            verdict: worst(j.verdict, [p50_verdict, p99_verdict, errors_verdict]),
             note,
         });
     }
@@ -582,14 +607,19 @@ pub fn markdown(c: &RunsComparison) -> String {
         c.spec, c.a.dir, c.a.started, c.b.dir, c.b.started
     );
     md.push_str(&format!(
-        "Throughput (a capacity search's cells: their capacity) of B over A per cell (mean of each run's completed repeats) with a 95% bootstrap interval over the repeats: a regression or an improvement only when the interval that decides lies wholly beyond ±{}. The worst op kind's p50 and p99 are judged the same way, beyond ±{} (latency is noisier): a cell regresses when any of the three does.\n\n",
+        "Throughput (a capacity search's cells: their capacity) of B over A per cell (mean of each run's completed repeats) with a 95% bootstrap interval over the repeats: a regression or an improvement only when the interval that decides lies wholly beyond ±{}. The worst op kind's p50 and p99, and the share of ops that failed (as 1 / (share + 0.1%)), are judged the same way, beyond ±{} (latency is noisier): a cell regresses when any of the four does.\n\n",
         pct(c.threshold),
         pct(c.latency_threshold)
     ));
     md.push_str(&controls_markdown(&c.controls));
-    md.push_str("\n| Cell | Variant | A ops/s (repeats) | B ops/s (repeats) | B / A | 95% interval | Host drift (control B / A) | Normalised B / A | p50 A → B ms | p99 A → B ms (normalised B / A) | Verdict |\n");
-    md.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    md.push_str("\n| Cell | Variant | A ops/s (repeats) | B ops/s (repeats) | B / A | 95% interval | Host drift (control B / A) | Normalised B / A | p50 A → B ms | p99 A → B ms (normalised B / A) | Failed A → B | Verdict |\n");
+    md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let ms = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format!("{v:.2}"));
+    let share = |v: Option<f64>| match v.map(|v| v * 100.0) {
+        None => "–".to_string(),
+        Some(pct) if pct > 0.0 && pct < 0.01 => "<0.01%".to_string(),
+        Some(pct) => format!("{pct:.2}%"),
+    };
     let flagged = |v: Change| match v {
         Change::Regression | Change::Improvement => format!(" {}", v.as_str()),
         _ => String::new(),
@@ -601,7 +631,7 @@ pub fn markdown(c: &RunsComparison) -> String {
         };
         let p99_normalised = cell.p99_normalised.as_ref().map(|r| format!(" ({})", with_interval(Some(r))));
         md.push_str(&format!(
-            "| {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} | {} → {}{} | {} → {}{}{} | {} |\n",
+            "| {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} | {} → {}{} | {} → {}{}{} | {} → {}{} | {} |\n",
             cell.cell.replace('|', "\\|"),
             cell.variant.replace('|', "\\|"),
             rate(&cell.a),
@@ -619,6 +649,9 @@ pub fn markdown(c: &RunsComparison) -> String {
             ms(cell.b.p99_ms),
             p99_normalised.unwrap_or_default(),
             flagged(cell.p99_verdict),
+            share(cell.a.error_share),
+            share(cell.b.error_share),
+            flagged(cell.errors_verdict),
             cell.verdict.as_str(),
         ));
     }
@@ -699,6 +732,7 @@ mod tests {
                 p99_ms: None,
                 capacity: None,
                 delivered_rate: None,
+                error_share: Some(0.0),
             })
             .collect()
     }
@@ -835,18 +869,27 @@ mod tests {
         dir
     }
 
-    /// Gives `variant`'s repeats in the run at `dir` these p99s (and p50s
-    /// of half of them) for their `set` ops.
-    fn set_p99(dir: &Path, variant: &str, p99s: &[f64]) {
+    /// Changes each of `variant`'s repeats in the run at `dir` with `edit`
+    /// (the cell, the repeat's index).
+    fn edit_cells(dir: &Path, variant: &str, mut edit: impl FnMut(&mut serde_json::Value, usize)) {
         let path = dir.join("results.json");
         let mut results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let cells = results["cells"].as_array_mut().unwrap().iter_mut().filter(|c| c["variant"] == variant);
-        for (cell, p99) in cells.zip(p99s) {
+        for (i, cell) in cells.enumerate() {
+            edit(cell, i);
+        }
+        std::fs::write(&path, results.to_string()).unwrap();
+    }
+
+    /// Gives `variant`'s repeats these p99s (and p50s of half of them) for
+    /// their `set` ops.
+    fn set_p99(dir: &Path, variant: &str, p99s: &[f64]) {
+        edit_cells(dir, variant, |cell, i| {
+            let p99 = p99s[i];
             cell["stats"]["per_op"]["set"]["latency_ms"] = serde_json::json!({
                 "p50": p99 / 2.0, "p95": p99 * 0.9, "p99": p99, "p999": p99 * 1.5, "max": p99 * 2.0, "mean": p99 / 2.0
             });
-        }
-        std::fs::write(&path, results.to_string()).unwrap();
+        });
     }
 
     /// The case: the candidate's p99 got 3.8x worse while its
@@ -871,6 +914,46 @@ mod tests {
         assert!(markdown(&c).contains("**regression**"), "{}", markdown(&c));
         let base = c.cells.iter().find(|x| x.variant == "base").unwrap();
         assert_ne!(base.verdict, Change::Regression, "the control moved with nothing");
+    }
+
+    /// Gives `variant`'s repeats these failed ops beside 1,000 successful
+    /// ones each.
+    fn set_failed(dir: &Path, variant: &str, failed: &[u64]) {
+        edit_cells(dir, variant, |cell, i| {
+            cell["stats"]["ok"] = serde_json::json!(1000);
+            cell["stats"]["failed"] = serde_json::json!(failed[i]);
+        });
+    }
+
+    /// Errors that appeared at the same throughput and latency: the
+    /// candidate fails 2–3% of its ops where it failed none, and the
+    /// control fails none in either run. A few failures in 10,000 on both
+    /// sides are noise.
+    #[test]
+    fn errors_that_appeared_are_a_regression_even_when_throughput_held() {
+        let tmp = tempfile::tempdir().unwrap();
+        let before = [("base", "process", Some("aa"), ARGS), ("cand", "process", Some("bb"), ARGS)];
+        let after = [("base", "process", Some("aa"), ARGS), ("cand", "process", Some("cc"), ARGS)];
+        let a = run_dir(tmp.path(), false, FULL, &before, &[("base", &A), ("cand", &A)]);
+        let b = run_dir(tmp.path(), false, FULL, &after, &[("base", &A), ("cand", &A)]);
+        for (dir, cand) in [(&a, [0, 0, 0]), (&b, [25, 30, 20])] {
+            set_failed(dir, "base", &[0, 0, 0]);
+            set_failed(dir, "cand", &cand);
+        }
+        let c = compare(&a, &b, 0.05, 0.25).unwrap();
+        let cand = c.cells.iter().find(|x| x.variant == "cand").unwrap();
+        assert_eq!((cand.errors_verdict, cand.verdict), (Change::Regression, Change::Regression), "{}", markdown(&c));
+        assert!(markdown(&c).contains("| 0.00% → 2.44% **regression** |"), "{}", markdown(&c));
+        assert!(cand.note.as_deref().unwrap_or_default().contains("error rate regression"), "{:?}", cand.note);
+        let base = c.cells.iter().find(|x| x.variant == "base").unwrap();
+        assert_eq!(base.errors_verdict, Change::WithinNoise);
+        // One or two failures in a thousand ops, against none: noise.
+        for (dir, cand) in [(&a, [0, 0, 0]), (&b, [0, 1, 0])] {
+            set_failed(dir, "cand", &cand);
+        }
+        let c = compare(&a, &b, 0.05, 0.25).unwrap();
+        let cand = c.cells.iter().find(|x| x.variant == "cand").unwrap();
+        assert_ne!(cand.errors_verdict, Change::Regression, "{}", markdown(&c));
     }
 
     const FULL: &str = "{duration: 5s, repeats: 3}";

@@ -9,16 +9,16 @@
 //! fails it). A gate that names faults covers only the cells whose scenario
 //! schedules them.
 
-pub(crate) use faultline_spec::gate as expr;
-
+use faultline_spec::gate as expr;
 use indexmap::IndexMap;
 
-use crate::plugin::{self, Limits, SpecPlugins};
-use crate::spec::{GateRule, GateSpec, PluginRef, ScenarioSpec};
-use expr::{CmpOp, Expr, Operand, RatioBound, RatioRef, Unit};
+use expr::{CmpOp, Expr, Operand, RatioBound, RatioRef};
 use faultline_model::compare::{Group, Measure};
 use faultline_model::format::{format_decimal, thousands};
 use faultline_model::results::{CellResult, Comparison, GateCell, GateOutcome, GateResult, Ratio};
+use faultline_plugin::{self as plugin, Limits, SpecPlugins};
+use faultline_spec::metric::{Reads, Unit};
+use faultline_spec::{GateRule, GateSpec, PluginRef, ScenarioSpec};
 
 /// What gates see besides the cells.
 pub struct RunContext<'a> {
@@ -95,7 +95,7 @@ fn evaluate_one(name: &str, gate: &GateSpec, cells: &[CellResult], run: &RunCont
                 .is_none_or(|s| faults.iter().all(|f| s.faults.iter().any(|x| &x.name == f)))
     };
     // A gate about capacity is about the cells that searched for it.
-    let searched = |c: &&CellResult| !expr.reads(expr::Reads::Capacity) || c.capacity.is_some();
+    let searched = |c: &&CellResult| !expr.reads(Reads::Capacity) || c.capacity.is_some();
     let covered: Vec<&CellResult> =
         cells.iter().filter(in_scope).filter(has_faults).filter(searched).filter(|c| c.stats.is_some()).collect();
     if covered.is_empty() {
@@ -268,7 +268,7 @@ fn operand_value_without_cell(o: &Operand) -> OperandValue {
 /// open loop sent less of its schedule than its profile's `min_sent`.
 /// A gate that reads the schedule itself (`unsent`, `achieved_rate`) judges
 /// an under-sent cell, but not one where nothing completed.
-pub(crate) fn load_not_sent(cell: &CellResult, reads_schedule: bool) -> Option<String> {
+pub fn load_not_sent(cell: &CellResult, reads_schedule: bool) -> Option<String> {
     let stats = cell.stats.as_ref()?;
     let under_sent = stats.open_loop.filter(|o| !reads_schedule && o.sent_fraction() < o.min_sent).map(|open| {
         format!(
@@ -339,7 +339,7 @@ fn reading(left: &Operand, measured: String, op: CmpOp, limit: String) -> String
 
 /// Whether `expr` holds in one cell, with the values it compared (a
 /// capacity search's SLO, judged on each step).
-pub(crate) fn holds_in(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<String>), String> {
+pub fn holds_in(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<String>), String> {
     eval(expr, &|o| operand_value(o, cell))
 }
 
@@ -347,7 +347,7 @@ pub(crate) fn holds_in(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<Stri
 /// (see `CapacitySearch::interval`): judged at both ends of the interval,
 /// decided only where both agree.
 fn holds_over_capacity(expr: &Expr, cell: &CellResult) -> Result<(bool, Vec<String>), String> {
-    let Some(search) = cell.capacity.as_ref().filter(|_| expr.reads(expr::Reads::Capacity)) else {
+    let Some(search) = cell.capacity.as_ref().filter(|_| expr.reads(Reads::Capacity)) else {
         return holds_in(expr, cell);
     };
     // Noise is neither a pass nor a failure.

@@ -9,7 +9,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use serde_yaml_ng::Value;
 
-use crate::results::{Results, TargetInfo};
+use faultline_model::results::{Results, TargetInfo};
 
 /// One scenario's controls between two runs.
 #[derive(Debug, Clone, Serialize)]

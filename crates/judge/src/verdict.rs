@@ -5,7 +5,7 @@
 //! not be evaluated; PASS only when everything ran and every gate held on
 //! measured values.
 
-use crate::results::{CellResult, CellStatus, GateOutcome, GateResult, Verdict};
+use faultline_model::results::{CellResult, CellStatus, GateOutcome, GateResult, Verdict};
 use faultline_model::stats::ServedOutcome;
 
 pub fn decide(

@@ -1,35 +1,21 @@
 //! Checks a parsed spec for what types alone cannot say: references between
 //! sections, value ranges, and fields that only apply to some variants.
+//! A capacity search's rules are capacity.rs's, a docker target's docker.rs's.
+
+mod capacity;
+mod docker;
 
 use std::collections::HashSet;
 
-use super::model::*;
-use crate::catalog::{Catalog, KindInfo};
+use crate::catalog::Catalog;
 use crate::checkers::{CheckerInfo, UnmetAt};
 use crate::fault::{listed, FaultType};
+use crate::kind_info::KindInfo;
+use crate::limits::{MAX_CELLS, MAX_CONNECTIONS, MAX_IN_FLIGHT, MAX_OPEN_RATE, MAX_REPEATS, MAX_ROUNDS, MIN_OPEN_RATE};
+use crate::model::*;
+use crate::problem::Problem;
+use crate::target::{ProviderKind, TargetSpec};
 use crate::units::Dur;
-
-/// The failing field's dotted path and the message.
-pub type Problem = (String, String);
-
-/// Open-loop rates whose period (1/rate) a `Duration` holds: at most one op
-/// a day, at least a nanosecond between ops.
-pub const MIN_OPEN_RATE: f64 = 1.0 / 86_400.0;
-pub const MAX_OPEN_RATE: f64 = 1e9;
-
-/// Client connections and ops in flight per connection: a history names its
-/// writers with 16 bits, and every slot is allocated up front.
-pub const MAX_CONNECTIONS: u32 = 10_000;
-pub const MAX_IN_FLIGHT: u32 = 10_000;
-
-pub const MAX_REPEATS: u32 = 1_000;
-
-/// Cells a plan may hold: a history names its cell with 16 bits, and the plan
-/// is built in memory before anything runs.
-pub const MAX_CELLS: u64 = 10_000;
-/// Contention rounds a cell may run (`distribution: rounds`), so every
-/// round's key fits in a key number whatever the cell.
-pub const MAX_ROUNDS: u64 = 1_000_000;
 
 pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
     if spec.name.trim().is_empty() {
@@ -85,7 +71,7 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
                     return Err((at.clone(), format!("needs the `{missing}` checker: add it to `checkers:`")));
                 }
                 let searched = |sc: &&ScenarioSpec| gate.scenario.as_ref().is_none_or(|s| s == &sc.name);
-                if expr.reads(crate::gate::Reads::Capacity)
+                if expr.reads(crate::metric::Reads::Capacity)
                     && !spec.scenarios.iter().filter(searched).any(|sc| sc.capacity.is_some())
                 {
                     return Err((
@@ -100,7 +86,7 @@ pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
                     || spec.scenarios.iter().filter(|sc| gate.scenario.as_ref().is_none_or(|s| s == &sc.name));
                 // A scenario it names that does not exist is said below.
                 let covers_any = covered().next().is_some();
-                if covers_any && expr.reads(crate::gate::Reads::Fanout) && !covered().any(|sc| fans_out(spec, sc)) {
+                if covers_any && expr.reads(crate::metric::Reads::Fanout) && !covered().any(|sc| fans_out(spec, sc)) {
                     return Err((
                         at.clone(),
                         "reads what fan-out subscribers received, but no scenario it covers fans out: give its workload a `fanout:` section with `publish` ops, or name the scenario that has one with `scenario:`".into(),
@@ -245,12 +231,18 @@ fn validate_ratio_pair(
 fn validate_target(at: &str, name: &str, t: &TargetSpec, catalog: &dyn Catalog) -> Result<(), Problem> {
     catalog.known(&t.kind).map_err(|e| (format!("{at}.kind"), e))?;
     if t.provider != ProviderKind::Docker {
-        if let Some(field) = super::docker::docker_only_fields(t) {
+        if let Some(field) = docker::docker_only_fields(t) {
             return Err((format!("{at}.{field}"), "applies only to provider: docker".into()));
         }
     }
     match t.provider {
-        ProviderKind::Docker => super::docker::validate(at, name, t)?,
+        ProviderKind::Docker if !catalog.runs_in_containers(&t.kind) => {
+            return Err((
+                format!("{at}.provider"),
+                format!("`{}` targets run in no container: use provider process or external", t.kind),
+            ))
+        }
+        ProviderKind::Docker => docker::validate(at, name, t)?,
         ProviderKind::Process => {
             if t.uri.is_some() {
                 return Err((
@@ -910,7 +902,7 @@ fn validate_scenarios(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem>
             validate_stages_window(s, &at, p, profile)?;
         }
         validate_faults(spec, s, &at, catalog)?;
-        crate::capacity::validate(spec, s, &at, catalog)?;
+        capacity::validate(spec, s, &at, catalog)?;
         cells = cells.saturating_add(cells_of(spec, s));
         if cells > MAX_CELLS {
             return Err((

@@ -4,21 +4,20 @@
 //! baseline's, the median of the per-repeat paired ratios, a bootstrap
 //! interval, and a word only where the interval says something.
 //!
-//! `runs` compares two runs of one spec the same way (before → after),
-//! normalised by a `control` variant that did not change between them.
+//! `faultline compare` (the CLI's compare.rs) compares two runs of one
+//! spec the same way (before → after), normalised by a `control` variant
+//! that did not change between them.
 
 pub mod bootstrap;
 pub mod control;
-pub mod runs;
 
-use crate::results::{CellResult, Comparison, Ratio, VariantStats, Word};
-use crate::spec::Spec;
 use bootstrap::{Placement, Samples};
+use faultline_model::compare::{Group, Measure, RepeatValues};
+use faultline_model::results::{CellResult, Comparison, Ratio, VariantStats, Word};
+use faultline_spec::Spec;
 
 /// Ratios within 1 ± this count as no difference unless the spec says otherwise.
 pub const DEFAULT_PARITY_BAND: f64 = 0.05;
-
-pub use faultline_model::compare::{Group, Measure, RepeatValues};
 
 pub fn variant_stats(repeats: &[RepeatValues]) -> VariantStats {
     let values = |m: Measure| repeats.iter().filter_map(|r| m.of(r)).collect::<Vec<f64>>();
@@ -37,6 +36,10 @@ pub fn variant_stats(repeats: &[RepeatValues]) -> VariantStats {
         p99_ms: latency(Measure::P99),
         capacity: latency(Measure::Capacity),
         mean_delivered_rate: latency(Measure::DeliveredRate),
+        error_share: {
+            let shares: Vec<f64> = repeats.iter().filter_map(|r| r.error_share).collect();
+            (shares.len() == repeats.len()).then(|| bootstrap::mean(&shares)).flatten()
+        },
     }
 }
 
@@ -200,6 +203,7 @@ mod tests {
                 p99_ms: Some(1000.0 / t),
                 capacity: None,
                 delivered_rate: None,
+                error_share: Some(0.0),
             })
             .collect()
     }
