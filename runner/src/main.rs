@@ -7,6 +7,7 @@
 //! unused, so dead code is looked for in the full build only.
 #![cfg_attr(not(all(feature = "plugins", feature = "mongodb", feature = "dynamodb")), allow(dead_code))]
 
+mod agents_flag;
 mod check;
 mod compare;
 mod console;
@@ -111,7 +112,7 @@ enum Command {
         /// `swarm:N` a Docker Swarm service of N agents, `wait:N` waits for N
         /// agents started elsewhere (`faultline agent --connect`). Faults,
         /// checkers and gates stay here.
-        #[arg(long, value_name = "LAUNCHER:N", value_parser = agent::launch::parse)]
+        #[arg(long, value_name = "LAUNCHER:N", value_parser = agents_flag::parse)]
         agents: Option<agent::launch::Launcher>,
         /// Where agents dial in (default 127.0.0.1 on a free port for
         /// `local`; `wait` needs an address they can reach, e.g. 0.0.0.0:7600).

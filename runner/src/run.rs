@@ -9,11 +9,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::plan::{self, PlanOptions};
 use crate::plugin::SpecPlugins;
-use crate::results::{Results, ResultsFile, RunInfo, SCHEMA_VERSION};
-use crate::{results, spec, EXIT_USAGE};
+use crate::results::{host_info, ResultsFile};
+use crate::{spec, EXIT_USAGE};
 use faultline_engine::events::Events;
 use faultline_engine::{provenance, Engine, LoadThreads, Place};
 use faultline_judge::RunFacts;
+use faultline_model::results::{AgentInfo, Results, RunInfo, Verdict, SCHEMA_VERSION};
 use faultline_report as report;
 
 pub struct RunArgs {
@@ -141,7 +142,7 @@ pub fn run(args: RunArgs) -> u8 {
         Ok(code) => code,
         Err(e) => {
             crate::stdout::say_err!("error: {e:#}");
-            verdict_code(results::Verdict::Incomplete)
+            verdict_code(Verdict::Incomplete)
         }
     }
 }
@@ -267,7 +268,7 @@ async fn gather_agents(
     Ok(gathered)
 }
 
-fn verdict_code(v: results::Verdict) -> u8 {
+fn verdict_code(v: Verdict) -> u8 {
     v.exit_code() as u8
 }
 
@@ -342,7 +343,7 @@ async fn run_cells(
     dirs: &RunDirs,
     events: &Events,
     signals: StopSignals,
-) -> anyhow::Result<(faultline_engine::EngineOutcome, Vec<results::AgentInfo>)> {
+) -> anyhow::Result<(faultline_engine::EngineOutcome, Vec<AgentInfo>)> {
     let load_threads = LoadThreads::start(args.load_threads.unwrap_or_else(LoadThreads::default_count))?;
     let cancel = CancellationToken::new();
     let run_tag = run_tag();
@@ -398,7 +399,7 @@ fn results_of(
     started: String,
     outcome: faultline_engine::EngineOutcome,
     judged: faultline_judge::Judged,
-    agents: Vec<results::AgentInfo>,
+    agents: Vec<AgentInfo>,
 ) -> Results {
     Results {
         schema_version: SCHEMA_VERSION,
@@ -417,7 +418,7 @@ fn results_of(
             interrupted: outcome.interrupted,
             faultline_version: env!("CARGO_PKG_VERSION").to_string(),
             faultline_commit: provenance::COMMIT.to_string(),
-            host: results::host_info(),
+            host: host_info(),
             agents,
         },
         verdict: judged.verdict,

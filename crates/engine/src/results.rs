@@ -1,12 +1,12 @@
 //! results.json on disk: written atomically with every known secret
 //! redacted, read back within a size bound. The schema itself (the record
-//! types) is `faultline_model::results`, re-exported here.
+//! types) is `faultline_model::results`.
 
 use std::path::Path;
 
 use anyhow::Context;
 
-pub use faultline_model::results::*;
+use faultline_model::results::{HostInfo, Results, SCHEMA_VERSION};
 
 /// Writing and reading results.json: the file side of the model's
 /// [`Results`], which stays free of redaction and bounded reading.

@@ -29,11 +29,11 @@ use std::time::Duration;
 use super::Engine;
 use crate::plan::Cell;
 use crate::provider::RunningTarget;
-use crate::results::{CellResult, CellStatus};
 use crate::spec::capacity::CapacitySpec;
 use faultline_kind::workload::Workload;
 use faultline_model::capacity::{Bound, CapacitySearch, CapacityStep, Phase, Repeats, SloLimit};
 use faultline_model::format::thousands;
+use faultline_model::results::{CellResult, CellStatus};
 use faultline_spec::gate::{self as expr, Expr};
 
 /// What to do next.

@@ -15,9 +15,9 @@ use indexmap::IndexMap;
 
 use crate::plan::{Cell, Plan};
 use crate::provider::{self, RunningTarget};
-use crate::results::TargetInfo;
 use crate::spec::matrix::Isolation;
 use crate::spec::{ProviderKind, Spec};
+use faultline_model::results::TargetInfo;
 
 pub struct Instances {
     running: IndexMap<String, RunningTarget>,

@@ -30,12 +30,12 @@ use crate::plan::{Cell, Plan};
 use crate::plugin::SpecPlugins;
 use crate::probe::{ProbeOutput, ProbeTarget};
 use crate::provider::RunningTarget;
-use crate::results::{CellResult, CellStatus, TargetInfo};
 use crate::spec::matrix::Isolation;
 use crate::spec::probe::{ProbeSpec, ProbeWhen};
 use crate::spec::Spec;
 use faultline_kind::registry::Kinds;
 use faultline_kind::workload::Workload;
+use faultline_model::results::{CellResult, CellStatus, TargetInfo};
 use instances::Instances;
 
 /// What a run measured: every cell's result, the targets it ran on, the

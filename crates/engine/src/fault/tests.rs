@@ -169,6 +169,17 @@ fn the_spec_loader_knows_a_registered_fault_by_its_registration() {
     assert_eq!(e.message, "`m` is external: faultline can only send it its kind's own faults (marker's: mark)");
 }
 
+/// A kind registered without a topology (`members: None`) runs in no
+/// container: `provider: docker` is a spec error naming the field.
+#[test]
+fn a_kind_without_a_topology_is_refused_on_docker() {
+    let text = "name: n\ntargets:\n  m: {kind: marker, provider: docker, image: x}\nworkloads:\n  w: {ops: {get: 1}}\n\
+                profiles:\n  p: {closed: 1x1}\nscenarios:\n  - {name: s, target: m, workload: w, profiles: [p]}\n";
+    let e = crate::spec::parse(Path::new("docker.yaml"), text, &[], &KINDS).map(drop).expect_err("refused");
+    assert_eq!(e.field.as_deref(), Some("targets.m.provider"), "{e}");
+    assert!(e.message.contains("`marker` targets run in no container"), "{e}");
+}
+
 #[tokio::test]
 async fn the_ledger_heals_each_applied_fault_once_through_its_own_undo() {
     let dir = tempfile::tempdir().unwrap();

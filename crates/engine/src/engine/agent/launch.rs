@@ -3,7 +3,8 @@
 //! coordinator, whatever ends it); `swarm` asks Docker Swarm for a service
 //! of N agents (faultline-docker's swarm.rs); `wait` starts none and waits
 //! for N agents an orchestrator started (a Kubernetes Job from `faultline
-//! agents render`, or anything that runs `faultline agent --connect`).
+//! agents render`, or anything that runs `faultline agent --connect`). The
+//! CLI reads which from `--agents` (runner/src/agents_flag.rs).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -48,23 +49,6 @@ impl Launcher {
 
 /// The most agents a run takes.
 pub const MAX_AGENTS: u32 = 256;
-
-/// `local:4`, `swarm:4`, `wait:4`.
-pub fn parse(text: &str) -> Result<Launcher, String> {
-    let usage = "give LAUNCHER:N, e.g. local:4 (agent processes on this machine), swarm:4 (a Docker Swarm \
-                 service) or wait:4 (agents you start)";
-    let (kind, n) = text.split_once(':').ok_or_else(|| format!("`{text}`: {usage}"))?;
-    let n: u32 = n.parse().map_err(|_| format!("`{text}`: `{n}` is not a number of agents; {usage}"))?;
-    if !(1..=MAX_AGENTS).contains(&n) {
-        return Err(format!("`{text}`: between 1 and {MAX_AGENTS} agents"));
-    }
-    match kind {
-        "local" => Ok(Launcher::Local(n)),
-        "swarm" => Ok(Launcher::Swarm(n)),
-        "wait" => Ok(Launcher::Wait(n)),
-        other => Err(format!("`{text}`: no launcher `{other}`; {usage}")),
-    }
-}
 
 /// One agent process this run started.
 struct Started {
@@ -275,21 +259,5 @@ impl Drop for Launched {
                 self.events.warn(&format!("{e:#}"));
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn launchers_parse_with_their_count() {
-        assert_eq!(parse("local:4"), Ok(Launcher::Local(4)));
-        assert_eq!(parse("wait:2"), Ok(Launcher::Wait(2)));
-        assert!(parse("local").unwrap_err().contains("LAUNCHER:N"));
-        assert!(parse("local:x").unwrap_err().contains("not a number"));
-        assert!(parse("local:0").unwrap_err().contains("between 1 and 256"));
-        assert_eq!(parse("swarm:4"), Ok(Launcher::Swarm(4)));
-        assert!(parse("k8s:2").unwrap_err().contains("no launcher `k8s`"));
     }
 }

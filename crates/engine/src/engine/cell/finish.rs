@@ -6,8 +6,8 @@
 
 use super::judge::Judged;
 use super::CellRun;
-use crate::results::CellResult;
 use crate::spec::probe::ProbeWhen;
+use faultline_model::results::CellResult;
 
 pub async fn finish(run: &CellRun<'_>, judged: Judged) -> CellResult {
     let Judged { status, measured_s, stats, roles, non_primary_reads, checks, mut kept } = judged;

@@ -12,12 +12,12 @@ use std::time::Duration;
 use super::summarize::Measured;
 use super::{CellRun, Kept};
 use crate::metrics::CellStats;
-use crate::results::CellStatus;
 use crate::spec::OpKind;
 use faultline_check::checker::lost_write_times::{self, AckTimes};
 use faultline_check::checker::{self, CheckResult, Checker};
 use faultline_check::history::Scope;
 use faultline_kind::TargetDriver;
+use faultline_model::results::CellStatus;
 use faultline_model::roles::{self, NonPrimaryReads, RoleChange};
 
 /// How long the linearizability search may take per cell before it says `unknown`.

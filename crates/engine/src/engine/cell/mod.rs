@@ -32,12 +32,12 @@ use crate::fault::FaultRecord;
 use crate::plan::Cell;
 use crate::probe::{ProbeOutput, ProbeTarget};
 use crate::provider::RunningTarget;
-use crate::results::{CellResult, CellStatus};
 use crate::spec::arrivals::Arrivals;
 use crate::spec::probe::ProbeWhen;
 use crate::spec::{Load, OpenSpec, Spec, StageSpan, TargetSpec};
 use faultline_check::checker::{self, Checker};
 use faultline_kind::workload::Workload;
+use faultline_model::results::{CellResult, CellStatus};
 
 /// What every phase of a cell reads and none changes: the engine, the cell,
 /// where it stands in the run, its running target and its workload.

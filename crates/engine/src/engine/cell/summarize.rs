@@ -11,8 +11,8 @@ use super::merge::Merged;
 use super::{CellRun, Kept};
 use crate::metrics::windows::FaultSpan;
 use crate::metrics::{CellStats, OpenLoad};
-use crate::results::CellStatus;
 use faultline_kind::TargetDriver;
+use faultline_model::results::CellStatus;
 use faultline_model::roles::{NonPrimaryReads, RoleChange};
 
 /// The cell's numbers, and what the checkers still need.
