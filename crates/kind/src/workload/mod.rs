@@ -232,7 +232,12 @@ impl Workload {
             stride: streams.max(1),
             issued: 0,
             per_round: u64::from(in_flight.max(1)),
-            first_round_key: self.first_round_key(salt),
+            // Only contention rounds read it; validation bounds their key
+            // count so it fits, while another distribution's may be too large.
+            first_round_key: match self.distribution {
+                KeyDistribution::Rounds => self.first_round_key(salt),
+                _ => 0,
+            },
             lane: stream as u16,
             published: vec![0; self.fanout.as_ref().map_or(0, |f| f.channels.len())],
             next_channel: stream,
