@@ -302,7 +302,10 @@ fn execute(
         spec::units::format_duration(plan.total_time()),
         dirs.run.display()
     ));
-    let (outcome, agents) = runtime.block_on(run_cells(args, spec, plan, plugins, &dirs, &events, signals))?;
+    // Started and ended outside the runtime: ending them joins their threads.
+    let load_threads = LoadThreads::start(args.load_threads.unwrap_or_else(LoadThreads::default_count))?;
+    let place = Places { dirs: &dirs, events: &events, load_threads: &load_threads };
+    let (outcome, agents) = runtime.block_on(run_cells(args, spec, plan, plugins, place, signals))?;
     // Every target is down: what the run created is removed, or kept on purpose.
     faultline_kind::ledger::close();
     let facts =
@@ -334,17 +337,24 @@ impl RunDirs {
     }
 }
 
+/// Where a run's cells run and say what happens: its directories, the
+/// console, the load threads.
+#[derive(Clone, Copy)]
+struct Places<'a> {
+    dirs: &'a RunDirs,
+    events: &'a Events,
+    load_threads: &'a LoadThreads,
+}
+
 /// Runs the plan's cells (on agents, when asked), stopping on a signal.
 async fn run_cells(
     args: &RunArgs,
     spec: &spec::Spec,
     plan: &plan::Plan,
     plugins: &SpecPlugins,
-    dirs: &RunDirs,
-    events: &Events,
+    Places { dirs, events, load_threads }: Places<'_>,
     signals: StopSignals,
 ) -> anyhow::Result<(faultline_engine::EngineOutcome, Vec<AgentInfo>)> {
-    let load_threads = LoadThreads::start(args.load_threads.unwrap_or_else(LoadThreads::default_count))?;
     let cancel = CancellationToken::new();
     let run_tag = run_tag();
     let signals = tokio::spawn(cancel_on_signal(signals, cancel.clone(), events.clone()));
@@ -378,7 +388,7 @@ async fn run_cells(
         cancel: cancel.clone(),
         events: events.clone(),
         plugins,
-        load_threads: &load_threads,
+        load_threads,
         kinds: &crate::kinds::CATALOG,
         place: agents.as_ref().map_or(Place::Alone, Place::Coordinator),
     };

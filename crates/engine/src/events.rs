@@ -179,13 +179,14 @@ impl Rounds {
     }
 }
 
-/// Events kept in memory: for tests, and for a library user that reads
-/// the story after the run.
+/// Events kept in memory, for the engine's tests.
+#[cfg(test)]
 #[derive(Default)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub lines: std::sync::Mutex<Vec<String>>,
 }
 
+#[cfg(test)]
 impl Watcher for Recorded {
     fn event(&self, event: Event<'_>) {
         let line = match event {

@@ -18,15 +18,17 @@ const DEFAULT_HEARTBEAT_MS: u64 = 100;
 
 /// `election timeout 1000 ms, heartbeat 100 ms` of the member at `host_port`.
 pub async fn raft_timing(host_port: &str, limit: Duration) -> anyhow::Result<String> {
-    let body = http_get(host_port, "/debug/vars", MOST, limit).await?;
+    // The command line comes first: an answer cut at MOST still holds it.
+    let (body, _) = http_get(host_port, "/debug/vars", MOST, limit).await?;
     let (election, heartbeat) = timing(&body).context("/debug/vars has no command line")?;
     Ok(format!("election timeout {election} ms, heartbeat {heartbeat} ms"))
 }
 
 /// The body of `path` on a member's client port, at most `most` bytes of
-/// the answer, within `limit`. One plain HTTP/1.0 GET: a few admin
-/// requests per run, no HTTP client crate needed for them.
-pub async fn http_get(host_port: &str, path: &str, most: u64, limit: Duration) -> anyhow::Result<String> {
+/// the answer, within `limit`, and whether that was the whole answer. One
+/// plain HTTP/1.0 GET: a few admin requests per run, no HTTP client crate
+/// needed for them.
+pub async fn http_get(host_port: &str, path: &str, most: u64, limit: Duration) -> anyhow::Result<(String, bool)> {
     let read = async {
         let mut stream = tokio::net::TcpStream::connect(host_port).await?;
         stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host_port}\r\n\r\n").as_bytes()).await?;
@@ -35,11 +37,12 @@ pub async fn http_get(host_port: &str, path: &str, most: u64, limit: Duration) -
         anyhow::Ok(answer)
     };
     let answer = tokio::time::timeout(limit, read).await.context("no answer in time")??;
+    let whole = (answer.len() as u64) < most;
     let text = String::from_utf8_lossy(&answer);
     let (head, body) = text.split_once("\r\n\r\n").context("not an HTTP answer")?;
     let status = head.lines().next().unwrap_or_default();
     anyhow::ensure!(status.split_whitespace().nth(1) == Some("200"), "GET {path}: {status}");
-    Ok(body.to_string())
+    Ok((body.to_string(), whole))
 }
 
 /// The election timeout and heartbeat (ms) in the `cmdline` of a

@@ -25,9 +25,12 @@ pub async fn served(members: &[String], limit: Duration) -> anyhow::Result<fault
     let mut calls: Vec<(OpKind, u64)> = METHODS.iter().map(|&(_, k)| (k, 0)).collect();
     let mut ids = Vec::new();
     for member in members {
-        let text = super::config::http_get(member, "/metrics", MOST, limit)
+        let (text, whole) = super::config::http_get(member, "/metrics", MOST, limit)
             .await
             .with_context(|| format!("{member}: /metrics"))?;
+        // A page cut short could lack counters, which would read as calls
+        // the member never served.
+        anyhow::ensure!(whole, "{member}: /metrics is larger than {} MiB", MOST >> 20);
         let counted = Counters::parse(&text).with_context(|| format!("{member}: /metrics"))?;
         for (sum, (_, n)) in calls.iter_mut().zip(&counted.calls) {
             sum.1 += n;
@@ -48,6 +51,7 @@ struct Counters {
 impl Counters {
     fn parse(text: &str) -> anyhow::Result<Counters> {
         let mut calls: Vec<(OpKind, u64)> = METHODS.iter().map(|&(_, k)| (k, 0)).collect();
+        let mut seen = [false; METHODS.len()];
         let (mut server_id, mut started) = (None, None);
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let Some((series, value)) = line.rsplit_once(' ') else { continue };
@@ -60,9 +64,15 @@ impl Counters {
                     let Some(i) = METHODS.iter().position(|(m, _)| *m == method) else { continue };
                     let n: f64 = value.parse().with_context(|| format!("`{line}`: not a count"))?;
                     calls[i].1 += n as u64;
+                    seen[i] = true;
                 }
                 _ => {}
             }
+        }
+        // A method etcd does not count is not one it never served: etcd
+        // lists every method (at 0) from its start.
+        if let Some(i) = seen.iter().position(|s| !s) {
+            anyhow::bail!("no grpc_server_handled_total of etcdserverpb.KV {}", METHODS[i].0);
         }
         Ok(Counters {
             server_id: server_id.context("no etcd_server_id")?,
@@ -93,6 +103,7 @@ grpc_server_handled_total{grpc_code="OK",grpc_method="Range",grpc_service="etcds
 grpc_server_handled_total{grpc_code="Unavailable",grpc_method="Range",grpc_service="etcdserverpb.KV",grpc_type="unary"} 3
 grpc_server_handled_total{grpc_code="OK",grpc_method="Put",grpc_service="etcdserverpb.KV",grpc_type="unary"} 4.5e+06
 grpc_server_handled_total{grpc_code="OK",grpc_method="Txn",grpc_service="etcdserverpb.KV",grpc_type="unary"} 7
+grpc_server_handled_total{grpc_code="OK",grpc_method="DeleteRange",grpc_service="etcdserverpb.KV",grpc_type="unary"} 0
 grpc_server_handled_total{grpc_code="OK",grpc_method="Status",grpc_service="etcdserverpb.Maintenance",grpc_type="unary"} 99
 grpc_server_handled_total{grpc_code="OK",grpc_method="Compact",grpc_service="etcdserverpb.KV",grpc_type="unary"} 5
 process_start_time_seconds 1.79656419496e+09
@@ -106,8 +117,15 @@ process_start_time_seconds 1.79656419496e+09
     }
 
     #[test]
-    fn a_page_without_the_members_identity_is_refused() {
-        let e = Counters::parse("grpc_server_handled_total{grpc_method=\"Put\"} 1\n").unwrap_err();
+    fn a_page_without_the_members_identity_or_a_method_is_refused() {
+        let anonymous: String =
+            METRICS.lines().filter(|l| !l.starts_with("etcd_server_id")).map(|l| l.to_string() + "\n").collect();
+        let e = Counters::parse(&anonymous).unwrap_err();
         assert!(format!("{e:#}").contains("no etcd_server_id"), "{e:#}");
+        // Counters missing are never read as 0 calls served.
+        let no_deletes: String =
+            METRICS.lines().filter(|l| !l.contains("DeleteRange")).map(|l| l.to_string() + "\n").collect();
+        let e = Counters::parse(&no_deletes).unwrap_err();
+        assert!(format!("{e:#}").contains("etcdserverpb.KV DeleteRange"), "{e:#}");
     }
 }
