@@ -101,7 +101,10 @@ fn serializable_reads_from_a_cut_off_leader_are_stale_and_linearizable_ones_neve
     let stale = check(ser, "stale-read-after-ack");
     assert_eq!(stale["status"], "violated", "{stale}");
     assert!(stale["violations"].as_u64().unwrap() > 0, "{stale}");
-    assert!(!stale["witnesses"].as_array().unwrap().is_empty(), "{stale}");
+    let witnesses = stale["witnesses"].as_array().unwrap();
+    assert!(!witnesses.is_empty(), "{stale}");
+    // Each names the member that answered the stale read.
+    assert!(witnesses.iter().all(|w| w.as_str().unwrap().contains(" answered by ")), "{stale}");
     let failed = gate(&r, "serializable-never-stale");
     assert_eq!(failed["result"], "fail", "{failed}");
     assert_eq!(ser["non_primary_reads"]["read_concern"], "serializable", "{}", ser["non_primary_reads"]);

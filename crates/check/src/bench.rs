@@ -50,6 +50,7 @@ pub fn generate(dir: &Path, ops: u64, keys: u64) -> anyhow::Result<HashMap<u64, 
                 outcome: Outcome::Ok,
                 written: Some(id),
                 written_len: 64,
+                member: 0,
                 observed: Observed::Nothing,
             }
         } else {
@@ -67,6 +68,7 @@ pub fn generate(dir: &Path, ops: u64, keys: u64) -> anyhow::Result<HashMap<u64, 
                 outcome: Outcome::Ok,
                 written: None,
                 written_len: 0,
+                member: 0,
                 observed,
             }
         };

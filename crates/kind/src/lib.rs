@@ -122,6 +122,14 @@ pub trait TargetDriver: KindInfo {
     fn pubsub(&self) -> Option<&dyn fanout::PubSub> {
         None
     }
+    /// The members a client of `uri` may be answered by, as its
+    /// [`RequestClient::execute_attributed`] names them, in an order every
+    /// process derives alike from the URI (a history's records count them);
+    /// none for kinds whose clients do not say who answered.
+    fn members(&self, uri: &str) -> Vec<String> {
+        let _ = uri;
+        Vec::new()
+    }
     /// The server's own call counters (Redis's `INFO commandstats`); None
     /// for kinds whose servers keep none that faultline reads.
     async fn served(&self, uri: &str) -> Option<anyhow::Result<Served>> {
@@ -202,8 +210,9 @@ impl Stream {
 #[async_trait::async_trait]
 pub trait RequestClient: Send + Sync {
     async fn execute(&self, op: &Op) -> Response;
-    /// Whether this client tells which member answered its reads: a driver
-    /// that can, in a cell whose reads only the primary may answer
+    /// Whether this client tells which member answered its ops: one that
+    /// chooses the member itself (etcd's), or a driver that can ask, in a
+    /// cell whose reads only the primary may answer
     /// ([`ReadRule::requires_primary`]). Lanes of other clients call
     /// [`Self::execute`] alone, so the common path pays nothing for it.
     fn attributes_reads(&self) -> bool {

@@ -705,7 +705,7 @@ mod tests {
 
     /// A call on `KEY`: what it wrote (if anything) and the image it returned.
     fn call(kind: OpKind, written: Option<ValueId>, outcome: Outcome, observed: Observed) -> OpRecord {
-        OpRecord { start: 0, end: 1, key: KEY, kind, outcome, written, written_len: 40, observed }
+        OpRecord { start: 0, end: 1, key: KEY, kind, outcome, written, written_len: 40, member: 0, observed }
     }
 
     fn put(w: ValueId, replaced: Option<ValueId>) -> OpRecord {

@@ -95,7 +95,7 @@ pub trait Checker: CheckerInfo + Send + Sync {
 pub trait Observer: Send {
     fn observe(&mut self, r: &OpRecord, writes: &Writes);
     /// The judgement, after the last record.
-    fn result(self: Box<Self>) -> CheckResult;
+    fn result(self: Box<Self>, cx: &CheckContext<'_>) -> CheckResult;
 }
 
 /// Everything a checker may judge a cell by.
@@ -112,6 +112,8 @@ pub struct CheckContext<'a> {
     /// The spans (`[from, to]`, ns on the history's clock) a demoted primary
     /// was still primary.
     pub demoted_spans: &'a [(u64, u64)],
+    /// The members a record's `member` counts (empty: none named).
+    pub members: &'a [String],
 }
 
 /// A checker's answer, and for lost-acknowledged-write when the lost
@@ -232,6 +234,7 @@ pub fn run(
     demoted_spans: &[(u64, u64)],
 ) -> (Vec<CheckResult>, Option<AckTimes>) {
     let FirstPass { writes, ops, mut observers, .. } = pass;
+    let members = crate::history::read_members(dir);
     let cx = CheckContext {
         dir,
         writes: &writes,
@@ -240,6 +243,7 @@ pub fn run(
         scope,
         budget: linearizability_budget,
         demoted_spans,
+        members: &members,
     };
     let mut ack_times = None;
     let results = checkers

@@ -110,9 +110,9 @@ impl Checker for StaleRead {
         Some(Box::new(StaleReads::new(longest_op)))
     }
 
-    fn judge(&self, _cx: &CheckContext<'_>, seen: Option<Box<dyn Observer>>) -> Judgement {
+    fn judge(&self, cx: &CheckContext<'_>, seen: Option<Box<dyn Observer>>) -> Judgement {
         match seen {
-            Some(observer) => observer.result().into(),
+            Some(observer) => observer.result(cx).into(),
             None => self.unknown("the first pass did not observe the history".into()).into(),
         }
     }
@@ -123,9 +123,18 @@ impl Observer for StaleReads {
         StaleReads::observe(self, r, writes)
     }
 
-    fn result(self: Box<Self>) -> CheckResult {
-        StaleReads::result(&self)
+    fn result(self: Box<Self>, cx: &CheckContext<'_>) -> CheckResult {
+        StaleReads::result(&self, cx.members)
     }
+}
+
+/// A stale read as its witness line says it: the read, the member that
+/// answered it (named once the cell's members are known), what it
+/// returned and the newer write.
+struct Witness {
+    read: String,
+    member: u8,
+    rest: String,
 }
 
 pub struct StaleReads {
@@ -133,7 +142,7 @@ pub struct StaleReads {
     longest_op_ns: u64,
     reads: u64,
     violations: u64,
-    witnesses: Vec<String>,
+    witnesses: Vec<Witness>,
 }
 
 impl StaleReads {
@@ -194,17 +203,26 @@ impl StaleReads {
                 };
                 let newer_info =
                     writes.get(newer).map(|w| format!("[{} .. {}]", ms(w.start), ms(w.end))).unwrap_or_default();
-                self.witnesses.push(format!(
-                    "{} returned {returned}, but {} {newer_info} was acknowledged before the read started",
-                    describe(r),
-                    describe_write(newer),
-                ));
+                self.witnesses.push(Witness {
+                    read: describe(r),
+                    member: r.member,
+                    rest: format!(
+                        "returned {returned}, but {} {newer_info} was acknowledged before the read started",
+                        describe_write(newer)
+                    ),
+                });
             }
         }
     }
 
-    pub fn result(&self) -> CheckResult {
-        StaleRead.counted(self.reads, self.violations, self.witnesses.clone())
+    /// The judgement; `members` name the members the records count (the
+    /// cell's `members` file).
+    pub fn result(&self, members: &[String]) -> CheckResult {
+        let named = |w: &Witness| match (w.member as usize).checked_sub(1).and_then(|i| members.get(i)) {
+            Some(member) => format!("{} answered by {member} {}", w.read, w.rest),
+            None => format!("{} {}", w.read, w.rest),
+        };
+        StaleRead.counted(self.reads, self.violations, self.witnesses.iter().map(named).collect())
     }
 }
 
@@ -226,6 +244,7 @@ mod tests {
             outcome,
             written: Some(id(seq)),
             written_len: 32,
+            member: 0,
             observed: Observed::Nothing,
         }
     }
@@ -239,6 +258,7 @@ mod tests {
             outcome: Outcome::Ok,
             written: None,
             written_len: 0,
+            member: 0,
             observed,
         }
     }
@@ -254,7 +274,7 @@ mod tests {
             }
             stale.observe(r, &writes);
         }
-        stale.result()
+        stale.result(&["127.0.0.1:2379".to_string()])
     }
 
     #[test]
@@ -266,6 +286,22 @@ mod tests {
         ]);
         assert_eq!((r.checked, r.violations), (1, 1), "{r:?}");
         assert!(r.witnesses[0].contains("write 0.1"), "{:?}", r.witnesses);
+        assert!(!r.witnesses[0].contains("answered by"), "no member recorded: {:?}", r.witnesses);
+    }
+
+    #[test]
+    fn a_witness_names_the_member_that_answered() {
+        let r = judge(vec![
+            write(0, 0, 10, Outcome::Ok),
+            write(1, 20, 30, Outcome::Ok),
+            OpRecord { member: 1, ..read(40, 50, Observed::Write(id(0))) },
+        ]);
+        assert!(
+            r.witnesses[0].starts_with("get key 1 [")
+                && r.witnesses[0].contains("] answered by 127.0.0.1:2379 returned"),
+            "{:?}",
+            r.witnesses
+        );
     }
 
     #[test]

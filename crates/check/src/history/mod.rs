@@ -36,10 +36,21 @@ pub struct OpRecord {
     /// The write's own value (writes only).
     pub written: Option<ValueId>,
     pub written_len: u32,
+    /// Which of the cell's members answered it, when the client can tell:
+    /// 0 unknown, else 1 + its place in the cell's `members` file.
+    pub member: u8,
     pub observed: Observed,
 }
 
 pub const RECORD_BYTES: usize = 48;
+
+/// The highest member number a record holds (its flags byte's 7 high
+/// bits); members past it are recorded unknown.
+pub const MAX_MEMBER: u8 = 127;
+
+/// The file in a cell's history folder naming its members, a line each,
+/// in the order [`OpRecord::member`] counts them.
+pub const MEMBERS_FILE: &str = "members";
 
 /// Widens every record in `records` (whole records, as a file holds them)
 /// by `by_ns` on both sides: its start earlier, its end later. A history
@@ -83,7 +94,8 @@ impl OpRecord {
             Outcome::Unknown => 2,
         };
         out[46] = observed_tag;
-        out[47] = self.written.is_some() as u8;
+        let member = if self.member > MAX_MEMBER { 0 } else { self.member };
+        out[47] = self.written.is_some() as u8 | member << 1;
     }
 
     fn decode(b: &[u8; RECORD_BYTES]) -> anyhow::Result<OpRecord> {
@@ -108,11 +120,28 @@ impl OpRecord {
             key: u64_at(16),
             kind,
             outcome,
-            written: (b[47] == 1).then(|| ValueId::unpack(u64_at(24))),
+            written: (b[47] & 1 == 1).then(|| ValueId::unpack(u64_at(24))),
             written_len: u32::from_le_bytes(b[40..44].try_into().expect("4 bytes")),
+            member: b[47] >> 1,
             observed,
         })
     }
+}
+
+/// Names the cell's members in its history folder (`dir`), in the order
+/// records count them; nothing for a target whose members no client names.
+pub fn write_members(dir: &Path, members: &[String]) -> anyhow::Result<()> {
+    if members.is_empty() {
+        return Ok(());
+    }
+    let path = dir.join(MEMBERS_FILE);
+    std::fs::write(&path, members.join("\n") + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The members a cell's history folder names (none when it names none).
+pub fn read_members(dir: &Path) -> Vec<String> {
+    let text = faultline_model::input_file::read_to_string(&dir.join(MEMBERS_FILE), 1 << 20).unwrap_or_default();
+    text.lines().map(str::to_string).collect()
 }
 
 /// Appends one connection's records to its file.
@@ -247,6 +276,7 @@ mod tests {
             outcome: Outcome::Ok,
             written: None,
             written_len: 0,
+            member: 0,
             observed: Observed::Nil,
         };
         let mut bytes = [0u8; 2 * RECORD_BYTES];
@@ -271,6 +301,7 @@ mod tests {
             outcome: Outcome::Ok,
             written: None,
             written_len: 0,
+            member: 0,
             observed,
         };
         let id = ValueId { cell: 1, writer: 2, seq: 3 };
@@ -285,6 +316,7 @@ mod tests {
                 outcome: Outcome::Unknown,
                 written: Some(id),
                 written_len: 64,
+                member: 3,
                 ..rec(end, Observed::Write(id))
             });
         }
@@ -295,9 +327,12 @@ mod tests {
         while let Some(r) = merged.next_record().unwrap() {
             if r.end == 20 {
                 assert_eq!(
-                    (r.kind, r.outcome, r.written, r.written_len, r.observed),
-                    (OpKind::Set, Outcome::Unknown, Some(id), 64, Observed::Write(id))
+                    (r.kind, r.outcome, r.written, r.written_len, r.member, r.observed),
+                    (OpKind::Set, Outcome::Unknown, Some(id), 64, 3, Observed::Write(id))
                 );
+            }
+            if r.end == 30 {
+                assert_eq!((r.written, r.member), (None, 0), "no write, no member");
             }
             ends.push(r.end);
         }

@@ -4,6 +4,7 @@
 //! hang watchdog), what its history outcome is, and what the recorder, the
 //! history and a shape plugin that observes outcomes are told.
 
+use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::metrics::{Completion, ErrorClass, Recorder};
@@ -62,6 +63,16 @@ pub struct HistoryLog {
     /// The cell's clock: record times are nanoseconds since this.
     pub t0: Instant,
     pub scope: Scope,
+    /// The members a record's `member` counts (`TargetDriver::members`).
+    pub members: Arc<[String]>,
+}
+
+impl HistoryLog {
+    /// The record's number for the member at `address` (0: unknown).
+    fn member(&self, address: Option<&str>) -> u8 {
+        let place = address.and_then(|a| self.members.iter().position(|m| m == a));
+        place.map_or(0, |i| u8::try_from(i + 1).unwrap_or(0))
+    }
 }
 
 /// How an op ended, as its executor saw it.
@@ -136,6 +147,7 @@ impl Books {
                 outcome,
                 written: p.op.write_id,
                 written_len: p.op.value_len,
+                member: h.member(ending.answered_by),
                 observed: ending.observed,
             });
         }

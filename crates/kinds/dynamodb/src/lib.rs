@@ -824,6 +824,7 @@ mod tests {
                 outcome: Outcome::Ok,
                 written: Some(w),
                 written_len: 40,
+                member: 0,
                 observed: replaced,
             };
             (vec![put(a, before), put(b, Observed::Write(a))], b)

@@ -66,7 +66,7 @@ pub struct EtcdDriver {
 }
 
 impl EtcdDriver {
-    fn members(uri: &str) -> anyhow::Result<Vec<String>> {
+    fn endpoints_of(uri: &str) -> anyhow::Result<Vec<String>> {
         endpoints::parse(uri).map_err(|e| anyhow::anyhow!("`{uri}` {e}"))
     }
 
@@ -128,6 +128,11 @@ impl TargetDriver for EtcdDriver {
         true
     }
 
+    /// The URI's members, as each load client names the one that answered.
+    fn members(&self, uri: &str) -> Vec<String> {
+        Self::endpoints_of(uri).unwrap_or_default()
+    }
+
     /// One member on loopback: its client port `port`, its peers' port a
     /// unix socket in its working directory (`data_dir`), as no other
     /// member exists to reach it.
@@ -163,7 +168,7 @@ impl TargetDriver for EtcdDriver {
     /// Every member of `uri` answers with a leader and takes a write.
     async fn ready(&self, uri: &str) -> anyhow::Result<ServerInfo> {
         let mut info = None;
-        for member in Self::members(uri)? {
+        for member in Self::endpoints_of(uri)? {
             let probed = tokio::time::timeout(ADMIN_TIMEOUT, self.probe(&member))
                 .await
                 .map_err(|_| anyhow::anyhow!("{member}: no answer within {ADMIN_TIMEOUT:?}"))?
@@ -175,7 +180,7 @@ impl TargetDriver for EtcdDriver {
 
     async fn connect(&self, uri: &str, workload: Arc<Workload>) -> anyhow::Result<Connection> {
         let mut members = Vec::new();
-        for address in Self::members(uri)? {
+        for address in Self::endpoints_of(uri)? {
             let client = endpoints::client(&address, &self.options).await?;
             members.push(ops::Member { address, kv: client.kv_client(), maintenance: client.maintenance_client() });
         }
@@ -204,7 +209,7 @@ impl TargetDriver for EtcdDriver {
     /// Linearizable reads, through the first member that answers them.
     async fn read_values(&self, uri: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
         let mut failed = Vec::new();
-        for member in Self::members(uri)? {
+        for member in Self::endpoints_of(uri)? {
             let read = async {
                 let client = endpoints::client(&member, &self.options).await?;
                 ops::read_values(&mut client.kv_client(), keys).await
@@ -224,7 +229,7 @@ impl TargetDriver for EtcdDriver {
 
     /// Each member's gRPC call counters, summed (served.rs).
     async fn served(&self, uri: &str) -> Option<anyhow::Result<faultline_kind::Served>> {
-        Some(match Self::members(uri) {
+        Some(match Self::endpoints_of(uri) {
             Ok(members) => served::served(&members, ADMIN_TIMEOUT).await,
             Err(e) => Err(e),
         })

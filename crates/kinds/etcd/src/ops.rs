@@ -153,6 +153,17 @@ impl RequestClient for EtcdClient {
     async fn execute(&self, op: &Op) -> Response {
         self.execute_on(self.pick(), op).await
     }
+
+    /// Which member answered is known for every op (the client chose it):
+    /// a stale read's witness names it.
+    fn attributes_reads(&self) -> bool {
+        true
+    }
+
+    async fn execute_attributed(&self, op: &Op) -> (Response, Option<String>) {
+        let i = self.pick();
+        (self.execute_on(i, op).await, Some(self.members[i].address.clone()))
+    }
 }
 
 /// The values of `keys` (absent keys as None), each read linearizably.

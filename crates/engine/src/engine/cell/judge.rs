@@ -77,6 +77,8 @@ async fn check_cell(
     let (uri, workload, timing) = (run.running.uri.as_str(), &run.workload, run.cell.timing);
     let unknown = |why: String| (checkers.iter().map(|c| c.unknown(why.clone())).collect::<Vec<_>>(), None);
     let dir = run.history_dir();
+    // Names the members the records count; without it witnesses name none.
+    let _ = faultline_check::history::write_members(&dir, &driver.members(uri));
     let longest_op = timing.deadline + timing.hang_after;
     let first = {
         let (dir, checkers) = (dir.clone(), checkers.clone());

@@ -561,7 +561,8 @@ fn open_history(run: &CellRun<'_>, connection: usize, t0: Instant) -> anyhow::Re
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let writer = HistoryWriter::create(&dir.join(format!("{connection:04}.ops")))?;
     let scope = Scope { run: run.engine.run_tag, cell: run.position.0 as u16 };
-    Ok(Some(books::HistoryLog { writer, t0, scope }))
+    let members = run.running.driver.members(&run.running.uri).into();
+    Ok(Some(books::HistoryLog { writer, t0, scope, members }))
 }
 
 #[cfg(test)]
