@@ -170,6 +170,7 @@ pub fn results(spec: &Spec, plan: &Plan) -> Results {
             binary: Some(Binary { path: "/usr/bin/redis-server".into(), sha256: "0123456789abcdef0123".into() }),
             image: None,
             fault_filesystem: false,
+            fault_filesystem_caching: None,
             probes: vec![],
         }],
         comparisons: faultline_judge::comparison::compare(spec, &cells),

@@ -99,6 +99,27 @@ fn a_server_that_acknowledges_before_it_fsyncs_passes_kill_9_and_fails_a_power_l
     assert!(run.report().contains("0/2 power losses with nothing lost"), "{}", run.report());
 }
 
+/// POSIX's letter against what Redis counts on: Redis 7.0.15 creates
+/// `appendonlydir` and never fsyncs the data directory that holds it, so
+/// under `names: strict` a power loss takes the AOF directory whole, and
+/// every acknowledged write with it, even under `appendfsync always`;
+/// ext4's order (the default, the first test) keeps it.
+#[test]
+fn strict_names_find_the_directory_redis_never_fsyncs() {
+    let _load = shared();
+    let (_d, path) = spec_file(&spec("always", "action: power-loss, names: strict"));
+    let run = run(&path, &[]);
+    assert_eq!(run.code(), 1, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    let row = restart_row(&r);
+    assert_eq!((row["restart"].as_str(), row["nothing_lost"].as_u64()), (Some("power-loss"), Some(0)), "{row}");
+    for c in cells(&r) {
+        let evidence = c["faults"][0]["evidence"].as_str().unwrap();
+        assert!(evidence.contains("rename(s) undone"), "{evidence}");
+        assert!(c["checks"][0]["violations"].as_u64().unwrap() > 0, "{}", c["checks"][0]);
+    }
+}
+
 /// A full disk under Redis's AOF (`everysec`): writes are refused with a
 /// server error while it is full, answered again once it heals, and
 /// nothing acknowledged is lost.

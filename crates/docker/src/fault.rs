@@ -479,10 +479,12 @@ impl Apply<Containers> for PowerLoss {
         for m in &members {
             let killed = d.kill(&m.container, "SIGKILL").await?.evidence;
             let lost = {
-                let disks = on.topology.disks.lock().unwrap_or_else(|p| p.into_inner());
-                let disk =
-                    disks.get(&m.name).with_context(|| format!("`{}` does not run on the fault filesystem", m.name))?;
-                disk.power_loss(self.torn_seed())
+                let mut disks = on.topology.disks.lock().unwrap_or_else(|p| p.into_inner());
+                let disk = disks
+                    .get_mut(&m.name)
+                    .with_context(|| format!("`{}` does not run on the fault filesystem", m.name))?;
+                disk.power_loss(self.torn_seed(), self.names)
+                    .with_context(|| format!("`{}`: after the power loss, mounting its disk again", m.name))?
             };
             anyhow::ensure!(lost.failed.is_empty(), "`{}`: the power loss could not undo every file: {lost}", m.name);
             let started = d.start(&m.container).await?.evidence;

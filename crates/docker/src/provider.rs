@@ -77,14 +77,14 @@ const FAULT_DISK_DIR: &str = "/faultline-data";
 /// Starts `name`'s containers, its members run as `kind` says, and waits
 /// until they answer; logs go under `log_dir`. `fault_disk`: a directory
 /// under which each member's data runs on the fault filesystem (mounted
-/// there, bound into the container), for disk faults.
+/// there, bound into the container), cached so, for disk faults.
 pub async fn start(
     name: &str,
     spec: &TargetSpec,
     driver: Arc<dyn TargetDriver>,
     kind: Arc<dyn TopologyKind>,
     log_dir: &Path,
-    fault_disk: Option<&Path>,
+    fault_disk: Option<(&Path, faultline_model::faults::Caching)>,
 ) -> anyhow::Result<Started> {
     let label = format!("target `{name}` (docker)");
     let docker = Docker::connect().await.with_context(|| label.clone())?;
@@ -161,7 +161,7 @@ struct Build<'a> {
     labels: Labels,
     /// Every container started so far, for logs and error messages.
     created: Vec<Member>,
-    fault_disk: Option<&'a Path>,
+    fault_disk: Option<(&'a Path, faultline_model::faults::Caching)>,
     /// The members' fault filesystems mounted so far.
     disks: HashMap<String, faultline_faultfs::Mounted>,
 }
@@ -169,7 +169,12 @@ struct Build<'a> {
 impl Build<'_> {
     /// Mounts the fault filesystem for `member` at `ROOT/MEMBER` (its files
     /// in `ROOT/MEMBER.disk`, both listed for teardown); the mountpoint.
-    fn mount_disk(&mut self, root: &Path, member: &str) -> anyhow::Result<PathBuf> {
+    fn mount_disk(
+        &mut self,
+        root: &Path,
+        member: &str,
+        caching: faultline_model::faults::Caching,
+    ) -> anyhow::Result<PathBuf> {
         let mountpoint = root.join(member);
         let backing = root.join(format!("{member}.disk"));
         for dir in [&mountpoint, &backing] {
@@ -180,7 +185,7 @@ impl Build<'_> {
             faultline_kind::ledger::record(listed)?;
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        let mounted = faultline_faultfs::mount(&backing, &mountpoint, member)
+        let mounted = faultline_faultfs::mount(&backing, &mountpoint, member, caching)
             .with_context(|| format!("`{member}`: cannot mount the fault filesystem over {}", mountpoint.display()))?;
         self.disks.insert(member.to_string(), mounted);
         Ok(mountpoint)
@@ -211,7 +216,7 @@ impl Build<'_> {
                 cmd.extend(self.kind.member_args(&MemberPlan { index: i, port, names: &names, target: self.name }));
             }
             let mut binds = Vec::new();
-            if let Some(root) = self.fault_disk {
+            if let Some((root, caching)) = self.fault_disk {
                 let args = self.kind.data_args(FAULT_DISK_DIR).ok_or_else(|| {
                     let kind = self.spec.kind.as_str();
                     (
@@ -222,7 +227,7 @@ impl Build<'_> {
                     )
                 })?;
                 cmd.extend(args);
-                let mountpoint = self.mount_disk(root, &member).map_err(|e| (e, None))?;
+                let mountpoint = self.mount_disk(root, &member, caching).map_err(|e| (e, None))?;
                 binds.push(format!("{}:{FAULT_DISK_DIR}", mountpoint.display()));
             }
             cmd.extend(spec.args.iter().map(|a| substitute(a, &vars)));

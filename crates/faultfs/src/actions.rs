@@ -31,6 +31,11 @@ pub struct PowerLoss {
     pub torn: bool,
     /// The seed of a torn power loss's choices, to repeat one (default 1).
     pub seed: Option<u64>,
+    /// When a creation, removal or rename survives: `ordered` (the
+    /// default), once any fsync followed it, as ext4's journal has it;
+    /// `strict`, only once its directory was fsynced, as POSIX promises.
+    #[serde(default)]
+    pub names: crate::Names,
 }
 
 impl PowerLoss {
@@ -77,6 +82,9 @@ impl Action for DiskFull {
     fn check(&self, _: &Site) -> Result<(), (&'static str, String)> {
         on_this_host()
     }
+    fn acts_on_writes(&self) -> bool {
+        true
+    }
 }
 
 impl DiskWindow for DiskFull {
@@ -113,6 +121,9 @@ impl Action for DiskError {
     const ON_FAULT_FILESYSTEM: bool = true;
     fn check(&self, _: &Site) -> Result<(), (&'static str, String)> {
         on_this_host()
+    }
+    fn acts_on_writes(&self) -> bool {
+        self.on == DiskCall::Write
     }
 }
 
@@ -151,6 +162,9 @@ impl Action for SlowDisk {
             return Err(("delay", "at most 60s: a call slower than that is a hung disk (use pause)".into()));
         }
         on_this_host()
+    }
+    fn acts_on_writes(&self) -> bool {
+        self.on == DiskCall::Write
     }
 }
 

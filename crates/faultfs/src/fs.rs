@@ -4,10 +4,18 @@
 //! writes) and the faults in force ([`Faults`]) answered first.
 //!
 //! Inodes are faultline's own numbers for backing paths (1 is the backing
-//! directory), handed out on lookup and moved with renames. Attributes and
-//! entries are given with no caching time, so after a power loss puts old
-//! bytes back the kernel asks again rather than serving what was lost. One
-//! lock holds the state; file I/O of reads happens outside it.
+//! directory), handed out on lookup and moved with renames. Creations,
+//! removals and renames go in the names' journal (names.rs); what is
+//! removed waits in its graveyard, which no lookup or listing shows. The
+//! kernel keeps entries and attributes as long as it likes: only a power
+//! loss changes files behind its back, and it mounts afresh. One lock
+//! holds the state; file I/O of reads happens outside it.
+//!
+//! Write-back ([`Caching::WriteBack`]): the kernel sends writes at its own
+//! offsets and turns O_APPEND and O_SYNC/O_DSYNC into those offsets and an
+//! fsync of its own, so a handle's flags mean nothing here; a handle opened
+//! write-only may be asked to read (the kernel fills a page before writing
+//! part of it), which every backing file allows.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -25,10 +33,14 @@ use fuser::{
 };
 
 use crate::log::UndoLog;
+use crate::names::{Journal, GRAVEYARD};
 use crate::Faults;
+use faultline_model::faults::Caching;
 
-/// No caching of entries or attributes: a power loss changes them behind the kernel's back.
-const TTL: Duration = Duration::ZERO;
+/// How long the kernel may keep entries and attributes. Every change
+/// comes through the mount but a power loss's, which mounts afresh: so
+/// long, as a write must not wait for a round trip asking the file's size.
+const TTL: Duration = Duration::from_secs(3600);
 
 /// An open file: the backing file, and how it was opened.
 struct Handle {
@@ -50,6 +62,11 @@ pub(crate) struct State {
     next_fh: u64,
     /// The files written since their last durable point.
     pub(crate) logs: HashMap<u64, UndoLog>,
+    /// The changes of names since they were durable.
+    pub(crate) names: Journal,
+    /// A power loss reverted the files: a call of the cut-off connection
+    /// still under way must not write.
+    pub(crate) powered_off: bool,
 }
 
 impl State {
@@ -64,10 +81,18 @@ impl State {
         ino
     }
 
-    /// A backing path's inode is gone (unlinked, or replaced by a rename).
-    fn forget_path(&mut self, path: &Path) {
-        if let Some(ino) = self.inodes.remove(path) {
-            self.logs.remove(&ino);
+    /// The inodes at `from` and below it are at `to` now (a rename, or a
+    /// removal into the graveyard, where their logs still apply).
+    fn move_path(&mut self, from: &Path, to: &Path) {
+        let moved: Vec<(PathBuf, u64)> =
+            self.inodes.iter().filter(|(p, _)| p.starts_with(from)).map(|(p, i)| (p.clone(), *i)).collect();
+        for (old, ino) in moved {
+            // `from` itself, or a path below it (joining "" would add a slash).
+            let below = old.strip_prefix(from).expect("filtered by prefix");
+            let new = if below.as_os_str().is_empty() { to.to_path_buf() } else { to.join(below) };
+            self.inodes.remove(&old);
+            self.inodes.insert(new.clone(), ino);
+            self.paths.insert(ino, new);
         }
     }
 
@@ -81,16 +106,17 @@ impl State {
 /// What the mount and its controller share.
 pub(crate) struct Shared {
     pub(crate) backing: PathBuf,
+    pub(crate) caching: Caching,
     pub(crate) state: Mutex<State>,
     pub(crate) faults: Mutex<Faults>,
 }
 
 impl Shared {
-    pub(crate) fn new(backing: PathBuf) -> Shared {
+    pub(crate) fn new(backing: PathBuf, caching: Caching, faults: Faults) -> Shared {
         let mut state = State { next_ino: 1, ..State::default() };
         state.paths.insert(1, PathBuf::new());
         state.inodes.insert(PathBuf::new(), 1);
-        Shared { backing, state: Mutex::new(state), faults: Mutex::new(Faults::default()) }
+        Shared { backing, caching, state: Mutex::new(state), faults: Mutex::new(faults) }
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
@@ -146,6 +172,9 @@ impl FaultFs {
 
     /// The backing path of `parent`/`name`.
     fn child(&self, parent: INodeNo, name: &OsStr) -> Result<PathBuf, Errno> {
+        if parent.0 == 1 && name == GRAVEYARD {
+            return Err(Errno::ENOENT);
+        }
         let state = self.0.state();
         let dir = state.paths.get(&parent.0).ok_or(Errno::ENOENT)?;
         Ok(dir.join(name))
@@ -172,14 +201,16 @@ impl FaultFs {
     }
 
     fn open_handle(&self, ino: u64, file: File, flags: i32) -> u64 {
+        // Write-back: the kernel places appends and fsyncs O_SYNC writes itself.
+        let through = self.0.caching == Caching::WriteThrough;
         let mut state = self.0.state();
         state.next_fh += 1;
         let fh = state.next_fh;
         let handle = Handle {
             file: Arc::new(file),
             ino,
-            append: flags & libc::O_APPEND != 0,
-            sync: flags & (libc::O_SYNC | libc::O_DSYNC) != 0,
+            append: through && flags & libc::O_APPEND != 0,
+            sync: through && flags & (libc::O_SYNC | libc::O_DSYNC) != 0,
         };
         state.handles.insert(fh, handle);
         fh
@@ -205,16 +236,79 @@ impl FaultFs {
 
     /// Makes `ino`'s writes so far durable: its log is committed and the
     /// backing file synced (so an fsync costs what it costs on the disk).
+    /// Being an fsync, it commits the names' journal as ext4's would.
     fn commit(&self, ino: u64, file: &File) -> io::Result<()> {
         file.sync_data()?;
-        if let Some(log) = self.0.state().logs.get_mut(&ino) {
+        let mut state = self.0.state();
+        if let Some(log) = state.logs.get_mut(&ino) {
             log.commit();
         }
+        state.names.fsynced(&self.0.backing);
+        Ok(())
+    }
+
+    /// Moves what is at `path` into the graveyard; where it went.
+    fn bury(&self, state: &mut State, path: &Path) -> io::Result<PathBuf> {
+        let grave = state.names.grave();
+        std::fs::create_dir_all(self.real(Path::new(GRAVEYARD)))?;
+        std::fs::rename(self.real(path), self.real(&grave))?;
+        state.move_path(path, &grave);
+        Ok(grave)
+    }
+
+    /// Renames `from` to `to`, keeping what `to` was in the graveyard (a
+    /// file by a second link, so the rename stays atomic; an empty
+    /// directory by one made in its place) and the change in the journal.
+    fn rename_keeping(&self, state: &mut State, from: &Path, to: &Path) -> io::Result<()> {
+        let replaced = match std::fs::symlink_metadata(self.real(to)) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+            Ok(meta) => Some((state.names.grave(), meta)),
+        };
+        if replaced.is_some() {
+            std::fs::create_dir_all(self.real(Path::new(GRAVEYARD)))?;
+        }
+        if let Some((grave, meta)) = &replaced {
+            if !meta.is_dir() {
+                std::fs::hard_link(self.real(to), self.real(grave))?;
+            }
+        }
+        if let Err(e) = std::fs::rename(self.real(from), self.real(to)) {
+            if let Some((grave, meta)) = &replaced {
+                if !meta.is_dir() {
+                    let _ = std::fs::remove_file(self.real(grave));
+                }
+            }
+            return Err(e);
+        }
+        if let Some((grave, meta)) = &replaced {
+            state.move_path(to, grave);
+            if meta.is_dir() {
+                std::fs::DirBuilder::new().mode(meta.mode() & 0o7777).create(self.real(grave))?;
+            }
+        }
+        // The inodes move with their paths.
+        state.move_path(from, to);
+        state.names.renamed(from, to, replaced.map(|(grave, _)| grave));
         Ok(())
     }
 }
 
+/// What a write or a resize finds when a power loss has reverted the files.
+fn power_is_off() -> io::Error {
+    io::Error::from_raw_os_error(libc::EIO)
+}
+
 impl Filesystem for FaultFs {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> io::Result<()> {
+        if self.0.caching == Caching::WriteBack {
+            config.add_capabilities(fuser::InitFlags::FUSE_WRITEBACK_CACHE).map_err(|_| {
+                io::Error::new(io::ErrorKind::Unsupported, "this kernel's FUSE has no write-back cache")
+            })?;
+        }
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.child(parent, name) {
             Ok(path) => self.entry(&path, reply),
@@ -268,6 +362,9 @@ impl Filesystem for FaultFs {
                     _ => Arc::new(File::options().read(true).write(true).open(&path)?),
                 };
                 let mut state = self.0.state();
+                if state.powered_off {
+                    return Err(power_is_off());
+                }
                 state.logs.entry(ino.0).or_default().before_resize(&file, size)?;
                 file.set_len(size)?;
             }
@@ -295,7 +392,10 @@ impl Filesystem for FaultFs {
         }
         let made = std::fs::DirBuilder::new().mode(mode & !umask & 0o7777).create(self.real(&path));
         match made {
-            Ok(()) => self.entry(&path, reply),
+            Ok(()) => {
+                self.0.state().names.created(&path);
+                self.entry(&path, reply)
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -305,11 +405,17 @@ impl Filesystem for FaultFs {
             Ok(path) => path,
             Err(e) => return reply.error(e),
         };
-        match std::fs::remove_file(self.real(&path)) {
-            Ok(()) => {
-                self.0.state().forget_path(&path);
-                reply.ok()
+        let removed = (|| -> io::Result<()> {
+            if std::fs::symlink_metadata(self.real(&path))?.is_dir() {
+                return Err(io::Error::from_raw_os_error(libc::EISDIR));
             }
+            let mut state = self.0.state();
+            let kept = self.bury(&mut state, &path)?;
+            state.names.removed(&path, kept);
+            Ok(())
+        })();
+        match removed {
+            Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -319,11 +425,20 @@ impl Filesystem for FaultFs {
             Ok(path) => path,
             Err(e) => return reply.error(e),
         };
-        match std::fs::remove_dir(self.real(&path)) {
-            Ok(()) => {
-                self.0.state().forget_path(&path);
-                reply.ok()
+        let removed = (|| -> io::Result<()> {
+            if !std::fs::symlink_metadata(self.real(&path))?.is_dir() {
+                return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
             }
+            if std::fs::read_dir(self.real(&path))?.next().is_some() {
+                return Err(io::Error::from_raw_os_error(libc::ENOTEMPTY));
+            }
+            let mut state = self.0.state();
+            let kept = self.bury(&mut state, &path)?;
+            state.names.removed(&path, kept);
+            Ok(())
+        })();
+        match removed {
+            Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -345,23 +460,11 @@ impl Filesystem for FaultFs {
             (Ok(from), Ok(to)) => (from, to),
             (Err(e), _) | (_, Err(e)) => return reply.error(e),
         };
-        if let Err(e) = std::fs::rename(self.real(&from), self.real(&to)) {
-            return reply.error(errno(e));
-        }
-        // The inodes move with their paths; whatever `to` was is gone.
         let mut state = self.0.state();
-        state.forget_path(&to);
-        let moved: Vec<(PathBuf, u64)> =
-            state.inodes.iter().filter(|(p, _)| p.starts_with(&from)).map(|(p, i)| (p.clone(), *i)).collect();
-        for (old, ino) in moved {
-            // `to` itself, or a path below it (joining "" would add a slash).
-            let below = old.strip_prefix(&from).expect("filtered by prefix");
-            let new = if below.as_os_str().is_empty() { to.clone() } else { to.join(below) };
-            state.inodes.remove(&old);
-            state.inodes.insert(new.clone(), ino);
-            state.paths.insert(ino, new);
+        match self.rename_keeping(&mut state, &from, &to) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
         }
-        reply.ok()
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -398,10 +501,17 @@ impl Filesystem for FaultFs {
             true => options.create_new(true),
             false => options.create(true),
         };
+        let existed = std::fs::symlink_metadata(self.real(&path)).is_ok();
         let created = options.open(self.real(&path)).and_then(|file| Ok((file.metadata()?, file)));
         match created {
             Ok((meta, file)) => {
-                let ino = self.0.state().ino_of(&path);
+                let ino = {
+                    let mut state = self.0.state();
+                    if !existed {
+                        state.names.created(&path);
+                    }
+                    state.ino_of(&path)
+                };
                 let fh = self.open_handle(ino, file, flags);
                 reply.created(&TTL, &attr(ino, &meta), Generation(0), FileHandle(fh), FopenFlags::empty());
             }
@@ -465,6 +575,9 @@ impl Filesystem for FaultFs {
             // The log and the write under one lock: a power loss never
             // lands between them.
             let mut state = self.0.state();
+            if state.powered_off {
+                return Err(power_is_off());
+            }
             let at = (!append).then_some(offset);
             let at = state.logs.entry(ino).or_default().before_write(&file, at, data.len() as u64)?;
             file.write_all_at(data, at)
@@ -472,7 +585,8 @@ impl Filesystem for FaultFs {
         if let Err(e) = written {
             return reply.error(errno(e));
         }
-        if sync || flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0 {
+        let through = self.0.caching == Caching::WriteThrough;
+        if sync || (through && flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0) {
             if let Err(e) = self.commit(ino, &file) {
                 return reply.error(errno(e));
             }
@@ -517,14 +631,24 @@ impl Filesystem for FaultFs {
         }
     }
 
-    /// Creations, renames and removals are durable at once in this
-    /// version (as LazyFS has them), so a directory fsync only answers.
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    /// Makes the changes of names in the directory durable (and, being an
+    /// fsync, every earlier one as ext4 has it).
+    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         let faults = self.0.faults();
         std::thread::sleep(faults.slow_fsync);
-        match faults.fsync_error {
-            true => reply.error(Errno::EIO),
-            false => reply.ok(),
+        if faults.fsync_error {
+            return reply.error(Errno::EIO);
+        }
+        let dir = match self.path(ino) {
+            Ok(dir) => dir,
+            Err(e) => return reply.error(e),
+        };
+        match File::open(self.real(&dir)).and_then(|d| d.sync_all()) {
+            Ok(()) => {
+                self.0.state().names.dir_fsynced(&dir, &self.0.backing);
+                reply.ok()
+            }
+            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -546,7 +670,7 @@ impl Filesystem for FaultFs {
         let mut all = vec![(ino.0, FileType::Directory, ".".into())];
         let parent_ino = self.0.state().ino_of(&parent);
         all.push((parent_ino, FileType::Directory, "..".into()));
-        for e in entries {
+        for e in entries.into_iter().filter(|e| !(ino.0 == 1 && e.file_name() == GRAVEYARD)) {
             let kind = e.file_type().ok().and_then(FileType::from_std).unwrap_or(FileType::RegularFile);
             let child = self.0.state().ino_of(&dir.join(e.file_name()));
             all.push((child, kind, e.file_name()));

@@ -15,7 +15,19 @@
 //! is SIGKILLed the mount is left answering ENOTCONN (never hanging), and
 //! [`stale`] finds and removes such mounts by the name they carry.
 //!
+//! [`Caching`]: write-back (the kernel keeps the server's writes in its
+//! page cache until an fsync, a close or its writeback timer hands them
+//! over, as it does for a disk) costs a round trip per flush rather than
+//! per write; write-through is for faults that must answer each write as
+//! it is made (a full disk, a failing or slow write). Either way a power
+//! loss cuts the connection first, so what the kernel still held is lost
+//! with the rest, and serves what is left from a fresh mount: nothing the
+//! kernel cached of the old contents (sizes, pages) survives it.
+//!
 //! - log.rs: one file's undo log (what each unsynced change replaced);
+//! - [`names`]: the journal of creations, removals and renames, and when
+//!   each is durable ([`Names`]: at any fsync, as ext4; or strictly at its
+//!   directory's);
 //! - fs.rs: the filesystem, a passthrough that keeps the logs;
 //! - [`stale`]: mounts of faultline's that nothing serves any more;
 //! - [`actions`]: the disk faults as a spec writes them, which the process
@@ -24,6 +36,7 @@
 pub mod actions;
 mod fs;
 mod log;
+pub mod names;
 pub mod stale;
 
 use std::fs::File;
@@ -32,9 +45,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use faultline_model::faults::Caching;
 use rand::{Rng, SeedableRng};
 
 pub use log::Reverted;
+pub use names::Names;
 
 /// What the disk does wrong while a fault is in force.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +101,8 @@ pub struct Lost {
     pub changes: usize,
     /// Bytes of writes undone.
     pub bytes: u64,
+    /// Creations, removals and renames undone.
+    pub names: usize,
     /// Files whose log could not be undone, with why.
     pub failed: Vec<String>,
 }
@@ -97,6 +114,9 @@ impl std::fmt::Display for Lost {
             "{} unsynced write(s) of {} byte(s) in {} file(s) thrown away",
             self.changes, self.bytes, self.files
         )?;
+        if self.names > 0 {
+            write!(f, ", {} creation(s), removal(s) or rename(s) undone", self.names)?;
+        }
         for failed in &self.failed {
             write!(f, "; {failed}")?;
         }
@@ -108,6 +128,7 @@ impl std::fmt::Display for Lost {
 pub struct Mounted {
     shared: Arc<fs::Shared>,
     mountpoint: PathBuf,
+    label: String,
     session: Option<fuser::BackgroundSession>,
 }
 
@@ -116,17 +137,28 @@ pub struct Mounted {
 /// the mount table (letters, digits, `.`, `_`, `-`), with this process's
 /// id, so [`stale`] can tell whose it is. Everything already in `backing`
 /// counts as durable.
-pub fn mount(backing: &Path, mountpoint: &Path, label: &str) -> io::Result<Mounted> {
+pub fn mount(backing: &Path, mountpoint: &Path, label: &str, caching: Caching) -> io::Result<Mounted> {
     if !Path::new("/dev/fuse").exists() {
         return Err(io::Error::new(io::ErrorKind::Unsupported, "this machine has no /dev/fuse: FUSE is not available"));
     }
     let label: String =
         label.chars().map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect();
     let backing = backing.canonicalize()?;
-    let shared = Arc::new(fs::Shared::new(backing));
+    // What an earlier mount buried is nobody's now.
+    let graveyard = backing.join(names::GRAVEYARD);
+    if graveyard.exists() {
+        std::fs::remove_dir_all(&graveyard)?;
+    }
+    let shared = Arc::new(fs::Shared::new(backing, caching, Faults::default()));
+    let session = serve(&shared, mountpoint, &label)?;
+    Ok(Mounted { shared, mountpoint: mountpoint.to_path_buf(), label, session: Some(session) })
+}
+
+/// Mounts `shared`'s filesystem over `mountpoint` and serves it on threads of its own.
+fn serve(shared: &Arc<fs::Shared>, mountpoint: &Path, label: &str) -> io::Result<fuser::BackgroundSession> {
     let mut config = fuser::Config::default();
     config.mount_options = vec![
-        fuser::MountOption::FSName(stale::fs_name(std::process::id(), &label)),
+        fuser::MountOption::FSName(stale::fs_name(std::process::id(), label)),
         fuser::MountOption::DefaultPermissions,
         fuser::MountOption::NoDev,
         fuser::MountOption::NoSuid,
@@ -135,8 +167,7 @@ pub fn mount(backing: &Path, mountpoint: &Path, label: &str) -> io::Result<Mount
     // the kernel check modes (DefaultPermissions).
     config.acl = fuser::SessionACL::All;
     config.n_threads = Some(2);
-    let session = fuser::spawn_mount(fs::FaultFs(Arc::clone(&shared)), mountpoint, &config)?;
-    Ok(Mounted { shared, mountpoint: mountpoint.to_path_buf(), session: Some(session) })
+    fuser::spawn_mount(fs::FaultFs(Arc::clone(shared)), mountpoint, &config)
 }
 
 impl Mounted {
@@ -162,16 +193,36 @@ impl Mounted {
         format!("the disk under {} now: {}", self.mountpoint.display(), *faults)
     }
 
-    /// Throws away every write not made durable, file by file. The writers
-    /// must be stopped first (the server killed): what they write while
-    /// this runs may survive. `torn`: a seed, and of each file's unsynced
-    /// writes a random part survives (appends that followed one another
-    /// count as one write here), the rest is lost.
-    pub fn power_loss(&self, torn: Option<u64>) -> Lost {
+    /// The power goes out: the mount's connection is cut (the kernel drops
+    /// what it held of the server's writes; a process still using the mount
+    /// gets ENOTCONN), every write the layer had not made durable is thrown
+    /// away, file by file, and a fresh mount at the same place serves what
+    /// is left. Kill the server first. `torn`: a seed, and of each file's
+    /// unsynced writes a random part survives (appends that followed one
+    /// another count as one write here), the rest is lost. `names`: which
+    /// creations, removals and renames were durable. An error: the fresh
+    /// mount could not be made (the files are reverted all the same).
+    pub fn power_loss(&mut self, torn: Option<u64>, names: Names) -> io::Result<Lost> {
+        if let Some(session) = self.session.take() {
+            // Already gone from the mount table is as good as cut off.
+            let _ = stale::cut_off(&self.mountpoint);
+            wait_for_end(session);
+        }
+        let lost = self.revert(torn, names);
+        let shared = Arc::new(fs::Shared::new(self.shared.backing.clone(), self.shared.caching, self.faults()));
+        self.session = Some(serve(&shared, &self.mountpoint, &self.label)?);
+        self.shared = shared;
+        Ok(lost)
+    }
+
+    /// Undoes every file's log, then the names' journal; calls still under
+    /// way on the old connection find the power off and touch nothing.
+    fn revert(&self, torn: Option<u64>, names: Names) -> Lost {
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(torn.unwrap_or(0));
         let mut lost = Lost::default();
         let backing = self.shared.backing.clone();
         let mut state = self.shared.state();
+        state.powered_off = true;
         let mut logged = state.logged();
         logged.sort_by(|a, b| a.0.cmp(&b.0));
         for (path, log) in logged {
@@ -192,12 +243,10 @@ impl Mounted {
             }
         }
         state.logs.clear();
+        let (undone, failed) = state.names.revert(&backing, names);
+        lost.names = undone;
+        lost.failed.extend(failed);
         lost
-    }
-
-    /// Everything written so far is durable (a disk at rest).
-    pub fn checkpoint(&self) {
-        self.shared.state().logs.clear();
     }
 
     /// Unmounts (lazily: a process still holding a file keeps it until it
@@ -209,14 +258,20 @@ impl Mounted {
     fn stop(&mut self) -> io::Result<()> {
         let Some(session) = self.session.take() else { return Ok(()) };
         let detached = stale::unmount(&self.mountpoint);
-        // The session's loop ends once the kernel lets the mount go.
-        let until = Instant::now() + Duration::from_secs(2);
-        while !session.guard.is_finished() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        drop(session);
+        wait_for_end(session);
         detached
     }
+}
+
+/// The session's loop ends once the kernel lets the mount go: waits for
+/// it a bounded while, then lets it go (its own unmount finds nothing
+/// mounted, so it never takes a later mount at the same place with it).
+fn wait_for_end(session: fuser::BackgroundSession) {
+    let until = Instant::now() + Duration::from_secs(2);
+    while !session.guard.is_finished() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(session);
 }
 
 impl Drop for Mounted {

@@ -79,10 +79,21 @@ pub fn parse(mountinfo: &str) -> Vec<FaultMount> {
 /// Detaches the mount at `mountpoint` (MNT_DETACH: processes holding files
 /// in it keep them until they let go; the path is free at once).
 pub fn unmount(mountpoint: &Path) -> io::Result<()> {
+    umount2(mountpoint, libc::MNT_DETACH)
+}
+
+/// Cuts the FUSE connection of the mount at `mountpoint` and detaches it:
+/// MNT_FORCE aborts a FUSE connection, so whatever the kernel still held
+/// for it is dropped and every call on it answers ENOTCONN from then on.
+pub(crate) fn cut_off(mountpoint: &Path) -> io::Result<()> {
+    umount2(mountpoint, libc::MNT_FORCE | libc::MNT_DETACH)
+}
+
+fn umount2(mountpoint: &Path, flags: libc::c_int) -> io::Result<()> {
     let path = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a mountpoint with a NUL byte"))?;
     // SAFETY: a NUL-terminated path owned here.
-    match unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) } {
+    match unsafe { libc::umount2(path.as_ptr(), flags | libc::UMOUNT_NOFOLLOW) } {
         0 => Ok(()),
         _ => Err(io::Error::last_os_error()),
     }

@@ -1,20 +1,22 @@
 //! The fault filesystem mounted for real (/dev/fuse, as root): files written
-//! through it, synced or not, then a power loss; the disk faults as a
-//! program sees them; and the mount gone from the mount table afterwards.
+//! through it, synced or not, then a power loss, in both caching modes; the
+//! disk faults as a program sees them; and the mount gone from the mount
+//! table afterwards.
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use faultline_faultfs::{mount, stale, Faults, Mounted};
+use faultline_faultfs::{mount, stale, Faults, Mounted, Names};
+use faultline_model::faults::Caching;
 
-fn mounted(label: &str) -> (tempfile::TempDir, Mounted) {
+fn mounted(label: &str, caching: Caching) -> (tempfile::TempDir, Mounted) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("backing")).unwrap();
     std::fs::create_dir(dir.path().join("mnt")).unwrap();
     std::fs::write(dir.path().join("backing/existing"), b"there before").unwrap();
-    let m = mount(&dir.path().join("backing"), &dir.path().join("mnt"), label).unwrap();
+    let m = mount(&dir.path().join("backing"), &dir.path().join("mnt"), label, caching).unwrap();
     (dir, m)
 }
 
@@ -30,7 +32,13 @@ fn append(path: &Path) -> File {
 
 #[test]
 fn a_power_loss_keeps_what_was_synced_and_loses_the_rest() {
-    let (dir, m) = mounted("power-loss");
+    for caching in [Caching::WriteThrough, Caching::WriteBack] {
+        keeps_what_was_synced(caching);
+    }
+}
+
+fn keeps_what_was_synced(caching: Caching) {
+    let (dir, mut m) = mounted("power-loss", caching);
     let mnt = m.mountpoint().to_path_buf();
     assert_eq!(read(&mnt.join("existing")), b"there before");
     let mut log = append(&mnt.join("log"));
@@ -44,9 +52,12 @@ fn a_power_loss_keeps_what_was_synced_and_loses_the_rest() {
     drop((log, sync));
     assert_eq!(read(&mnt.join("log")), b"one;two;three;");
 
-    let lost = m.power_loss(None);
-    assert_eq!((lost.files, lost.changes, lost.bytes), (2, 4, 21), "{lost}");
+    let lost = m.power_loss(None, Names::Ordered).unwrap();
     assert!(lost.failed.is_empty(), "{lost}");
+    // Write-back hands the kernel's pages over as it likes: whole pages, runs together.
+    if caching == Caching::WriteThrough {
+        assert_eq!((lost.files, lost.changes, lost.bytes), (2, 4, 21), "{lost}");
+    }
     assert_eq!(read(&mnt.join("log")), b"one;", "through the mount");
     assert_eq!(read(&dir.path().join("backing/log")), b"one;", "on the disk");
     assert_eq!(read(&mnt.join("dsync")), b"durable by O_DSYNC");
@@ -60,38 +71,100 @@ fn a_power_loss_keeps_what_was_synced_and_loses_the_rest() {
 }
 
 /// The way a server replaces a file (a temp file, fsynced, renamed over
-/// it) and moves a directory: both reachable by their new names, with
-/// what was synced in them, after a power loss too.
+/// it) and moves a directory: the renames, the new file and a removal
+/// are undone by a power loss before any fsync follows them, and kept
+/// (as ext4's journal keeps them) once one does, whichever file it syncs.
 #[test]
-fn renamed_files_and_directories_keep_their_content() {
-    let (_dir, m) = mounted("renames");
-    let mnt = m.mountpoint().to_path_buf();
-    std::fs::create_dir(mnt.join("d")).unwrap();
-    for (name, content) in [("d/manifest", "old"), ("d/temp", "new manifest")] {
-        let mut f = File::create(mnt.join(name)).unwrap();
-        f.write_all(content.as_bytes()).unwrap();
-        f.sync_all().unwrap();
+fn changes_of_names_survive_once_an_fsync_follows_them() {
+    for synced_after in [false, true] {
+        let (_dir, mut m) = mounted("renames", Caching::WriteBack);
+        let mnt = m.mountpoint().to_path_buf();
+        std::fs::create_dir(mnt.join("d")).unwrap();
+        for (name, content) in [("d/manifest", "old"), ("d/temp", "new manifest"), ("d/history", "h")] {
+            let mut f = File::create(mnt.join(name)).unwrap();
+            f.write_all(content.as_bytes()).unwrap();
+            f.sync_all().unwrap();
+        }
+        std::fs::rename(mnt.join("d/temp"), mnt.join("d/manifest")).unwrap();
+        std::fs::remove_file(mnt.join("d/history")).unwrap();
+        std::fs::write(mnt.join("d/unsynced"), b"gone").unwrap();
+        std::fs::rename(mnt.join("d"), mnt.join("e")).unwrap();
+        assert_eq!(read(&mnt.join("e/manifest")), b"new manifest");
+        if synced_after {
+            File::open(mnt.join("existing")).unwrap().sync_all().unwrap();
+        }
+        let lost = m.power_loss(None, Names::Ordered).unwrap();
+        assert!(lost.failed.is_empty(), "{lost}");
+        let listed = |dir: &str| -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(mnt.join(dir))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
+        if synced_after {
+            assert_eq!(lost.names, 0, "{lost}");
+            assert_eq!(read(&mnt.join("e/manifest")), b"new manifest");
+            assert_eq!(read(&mnt.join("e/unsynced")), b"", "its name durable, its write not");
+            assert_eq!(listed("e"), ["manifest", "unsynced"]);
+        } else {
+            assert_eq!(lost.names, 4, "{lost}");
+            assert!(!mnt.join("e").exists());
+            assert_eq!(listed("d"), ["history", "manifest", "temp"]);
+            assert_eq!(read(&mnt.join("d/manifest")), b"old");
+            assert_eq!(read(&mnt.join("d/temp")), b"new manifest");
+            assert_eq!(read(&mnt.join("d/history")), b"h", "the removed file is back");
+        }
+        let top = if synced_after { ["e", "existing"] } else { ["d", "existing"] };
+        assert_eq!(listed(""), top, "the graveyard never shows");
+        m.unmount().unwrap();
     }
-    std::fs::rename(mnt.join("d/temp"), mnt.join("d/manifest")).unwrap();
-    assert!(std::fs::metadata(mnt.join("d/manifest")).unwrap().is_file());
-    std::fs::write(mnt.join("d/unsynced"), b"gone").unwrap();
-    std::fs::rename(mnt.join("d"), mnt.join("e")).unwrap();
-    assert_eq!(read(&mnt.join("e/manifest")), b"new manifest");
-    m.power_loss(None);
-    assert_eq!(read(&mnt.join("e/manifest")), b"new manifest");
-    assert_eq!(read(&mnt.join("e/unsynced")), b"", "created (names are durable at once), its writes not");
+}
+
+/// POSIX's letter: a file created, written and fsynced in a new directory,
+/// and that directory fsynced, is lost with the directory when nothing
+/// fsynced the directory holding it; ext4's order keeps it.
+#[test]
+fn strict_names_need_each_directory_fsynced() {
+    for names in [Names::Strict, Names::Ordered] {
+        let (dir, mut m) = mounted("strict", Caching::WriteBack);
+        let mnt = m.mountpoint().to_path_buf();
+        std::fs::create_dir(mnt.join("appendonlydir")).unwrap();
+        let mut f = File::create(mnt.join("appendonlydir/aof")).unwrap();
+        f.write_all(b"acknowledged").unwrap();
+        f.sync_all().unwrap();
+        File::open(mnt.join("appendonlydir")).unwrap().sync_all().unwrap();
+        drop(f);
+        let lost = m.power_loss(None, names).unwrap();
+        assert!(lost.failed.is_empty(), "{lost}");
+        match names {
+            Names::Strict => {
+                assert_eq!(lost.names, 1, "{lost}");
+                assert!(!mnt.join("appendonlydir").exists());
+                assert!(!dir.path().join("backing/appendonlydir").exists());
+            }
+            Names::Ordered => {
+                assert_eq!(lost.names, 0, "{lost}");
+                assert_eq!(read(&mnt.join("appendonlydir/aof")), b"acknowledged");
+            }
+        }
+        m.unmount().unwrap();
+    }
 }
 
 #[test]
 fn a_torn_power_loss_keeps_a_prefix_its_seed_repeats() {
     let outcome = |seed: u64| {
-        let (_dir, m) = mounted("torn");
+        let (_dir, mut m) = mounted("torn", Caching::WriteThrough);
+        // Created and synced empty: its name survives, its writes are torn.
+        File::create(m.mountpoint().join("log")).unwrap().sync_all().unwrap();
         let mut log = append(&m.mountpoint().join("log"));
         for i in 0..20 {
             log.write_all(format!("write {i:02};").as_bytes()).unwrap();
         }
         drop(log);
-        m.power_loss(Some(seed));
+        m.power_loss(Some(seed), Names::Ordered).unwrap();
         read(&m.mountpoint().join("log"))
     };
     let whole: Vec<u8> = (0..20).flat_map(|i| format!("write {i:02};").into_bytes()).collect();
@@ -100,9 +173,43 @@ fn a_torn_power_loss_keeps_a_prefix_its_seed_repeats() {
     assert!(whole.starts_with(&first) && first.len() < whole.len(), "a prefix survives: {first:?}");
 }
 
+/// Write-back: the server is killed with its file open and unsynced
+/// writes in the kernel's cache. The power loss cuts the connection (an
+/// fsync of the dead server's descriptor answers ENOTCONN), and the fresh mount serves
+/// the file as its last fsync left it: no page and no size of the
+/// kernel's survives.
+#[test]
+fn the_kernels_cache_goes_with_the_power() {
+    let (dir, mut m) = mounted("cache", Caching::WriteBack);
+    let mnt = m.mountpoint().to_path_buf();
+    let mut server = append(&mnt.join("aof"));
+    server.write_all(b"acknowledged after fsync;").unwrap();
+    server.sync_data().unwrap();
+    server.write_all(&[b'x'; 100_000]).unwrap();
+    assert_eq!(std::fs::metadata(mnt.join("aof")).unwrap().len(), 100_025, "the kernel's size");
+    m.power_loss(None, Names::Ordered).unwrap();
+    // The dead server's descriptor: a write may still land in the dead
+    // connection's cache, but nothing reaches the disk.
+    let _ = server.write_all(b"after");
+    let e = server.sync_data().unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN), "{e}");
+    drop(server);
+    assert_eq!(std::fs::metadata(mnt.join("aof")).unwrap().len(), 25);
+    assert_eq!(read(&mnt.join("aof")), b"acknowledged after fsync;");
+    assert_eq!(read(&dir.path().join("backing/aof")), b"acknowledged after fsync;");
+    let ours: Vec<_> =
+        stale::mounts().unwrap().into_iter().filter(|f| f.mountpoint == mnt.canonicalize().unwrap()).collect();
+    assert_eq!(ours.len(), 1, "one mount serves the place: {ours:?}");
+    let mut again = append(&mnt.join("aof"));
+    again.write_all(b"next;").unwrap();
+    again.sync_data().unwrap();
+    assert_eq!(read(&dir.path().join("backing/aof")), b"acknowledged after fsync;next;");
+    m.unmount().unwrap();
+}
+
 #[test]
 fn disk_faults_answer_as_a_failing_disk_would_and_heal() {
-    let (_dir, m) = mounted("faults");
+    let (_dir, mut m) = mounted("faults", Caching::WriteThrough);
     let path = m.mountpoint().join("data");
     let mut file = append(&path);
     m.set_faults(Faults { full: true, ..Faults::default() });
@@ -120,13 +227,13 @@ fn disk_faults_answer_as_a_failing_disk_would_and_heal() {
     file.write_all(b" again").unwrap();
     file.sync_data().unwrap();
     drop(file);
-    assert_eq!(m.power_loss(None).changes, 0, "all synced");
+    assert_eq!(m.power_loss(None, Names::Ordered).unwrap().changes, 0, "all synced");
     assert_eq!(read(&path), b"written again");
 }
 
 #[test]
 fn an_unmounted_fault_filesystem_leaves_the_mount_table() {
-    let (dir, m) = mounted("gone");
+    let (dir, m) = mounted("gone", Caching::WriteBack);
     let mnt = m.mountpoint().canonicalize().unwrap();
     let ours = |mounts: Vec<stale::FaultMount>| mounts.into_iter().any(|f| f.mountpoint == mnt);
     let listed: Vec<_> = stale::mounts().unwrap().into_iter().filter(|f| f.mountpoint == mnt).collect();

@@ -1,6 +1,6 @@
 //! What happened to one scheduled fault: requested, confirmed, healed, with
-//! its evidence and its share of the lost writes. Applying faults is the
-//! runner's.
+//! its evidence and its share of the lost writes; and how a target's disk
+//! ran under the disk faults. Applying faults is the engine's.
 
 use serde::{Deserialize, Serialize};
 
@@ -92,4 +92,18 @@ impl Restart {
             _ => Restart::Crash,
         }
     }
+}
+
+/// How the kernel passes a server's writes to faultline's fault filesystem
+/// (faultline-faultfs), as a mount is made and as results.json records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Caching {
+    /// The kernel keeps writes in its page cache and hands them over at an
+    /// fsync, a close or its own writeback, as it does for a disk: a write
+    /// costs what a page-cache write costs.
+    WriteBack,
+    /// Each write reaches the layer as the server makes it, so a fault can
+    /// refuse it (a full disk, a failing write) or slow it.
+    WriteThrough,
 }

@@ -147,6 +147,9 @@ pub struct TargetInfo {
     /// every file call cost a kernel round trip more.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub fault_filesystem: bool,
+    /// How the kernel passed its writes to the fault filesystem, when it ran on one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fault_filesystem_caching: Option<crate::faults::Caching>,
     /// The scenario's `when: start` probes: the configuration it really ran with.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub probes: Vec<crate::probes::ProbeOutput>,

@@ -173,7 +173,12 @@ pub fn provenance(results: &Results) -> String {
             row.push_str(&format!("; image `{image}`"));
         }
         if t.fault_filesystem {
-            row.push_str("; data on faultline's fault filesystem (FUSE, for disk faults)");
+            let caching = match t.fault_filesystem_caching {
+                Some(faultline_model::faults::Caching::WriteBack) => " write-back",
+                Some(faultline_model::faults::Caching::WriteThrough) => " write-through",
+                None => "",
+            };
+            row.push_str(&format!("; data on faultline's fault filesystem (FUSE{caching}, for disk faults)"));
         }
         if !t.args.is_empty() {
             row.push_str(&format!("; args `{}`", t.args.join(" ")));

@@ -87,6 +87,13 @@ pub trait Action: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     fn restarts(&self) -> Option<Restart> {
         None
     }
+    /// Whether it answers each write the server makes as it makes it (a
+    /// full disk refusing it, a failing or slow write): the fault
+    /// filesystem under its target then passes every write through rather
+    /// than letting the kernel's page cache hold them.
+    fn acts_on_writes(&self) -> bool {
+        false
+    }
 }
 
 /// What validation knows of a registered action: [`Registered<A>`] for
@@ -103,6 +110,8 @@ pub trait FaultType: Sync {
     fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
     /// [`Action::restarts`] of the action these fields make (None when they do not parse).
     fn restarts(&self, fields: &Fields) -> Option<Restart>;
+    /// [`Action::acts_on_writes`] of the action these fields make.
+    fn acts_on_writes(&self, fields: &Fields) -> bool;
 }
 
 /// An [`Action`] registered with its backend.
@@ -147,6 +156,9 @@ impl<A: Action> FaultType for Registered<A> {
     }
     fn restarts(&self, fields: &Fields) -> Option<Restart> {
         self.parse(fields).ok()?.restarts()
+    }
+    fn acts_on_writes(&self, fields: &Fields) -> bool {
+        self.parse(fields).is_ok_and(|a| a.acts_on_writes())
     }
 }
 

@@ -86,7 +86,7 @@ impl Instances {
             let work_dir = run_dir.join("targets").join(file_name(&c.instance));
             let dirs = provider::TargetDirs {
                 work_dir: &work_dir,
-                fault_disk: crate::fault::on_fault_filesystem(engine.spec, &c.target),
+                fault_disk: crate::fault::fault_filesystem(engine.spec, &c.target, &plan.scenarios_of(&c.instance)),
                 run_dir: &run_dir,
                 log_dir: engine.log_dir,
                 log_name: &file_name(&c.instance),
@@ -193,7 +193,8 @@ fn describe(cell: &Cell, spec: &Spec, t: &RunningTarget, work_dir: Option<PathBu
         work_dir: work_dir.map(|d| d.display().to_string()),
         binary,
         image: target_spec.image.clone(),
-        fault_filesystem: t.process().is_some_and(|p| p.disk().is_some()),
+        fault_filesystem: t.fault_filesystem.is_some(),
+        fault_filesystem_caching: t.fault_filesystem,
         probes: Vec::new(),
     }
 }

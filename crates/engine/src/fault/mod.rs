@@ -20,6 +20,7 @@ use crate::provider::RunningTarget;
 use crate::spec::{FaultSpec, FaultType, ProviderKind, Spec};
 use faultline_kind::fault::{Applied, Healed, Undo};
 use faultline_kind::registry::Kinds;
+use faultline_model::faults::Caching;
 
 pub use faultline_model::faults::FaultRecord;
 
@@ -33,16 +34,29 @@ pub fn provider_faults(provider: ProviderKind) -> Vec<&'static dyn FaultType> {
     }
 }
 
-/// Whether `target`'s data runs on the fault filesystem: the spec asks
-/// for it, or a scenario it is a target of has a fault that acts on the
-/// disk (each of a scenario's targets gets the scenario's faults in its
-/// own cells, whichever the fault names).
-pub fn on_fault_filesystem(spec: &Spec, target: &str) -> bool {
-    let Some(t) = spec.targets.get(target) else { return false };
+/// Whether an instance of `target` serving `scenarios` runs its data on
+/// the fault filesystem, and how: the spec asks for it, or one of those
+/// scenarios has a fault that acts on the disk (each of a scenario's
+/// targets gets the scenario's faults in its own cells, whichever the
+/// fault names). A scenario with its own instance (a matrix the target's
+/// fields use) keeps the layer to itself: the others measure the bare
+/// disk. Write-back unless one of those faults answers each write as it
+/// is made.
+pub fn fault_filesystem(spec: &Spec, target: &str, scenarios: &[&str]) -> Option<Caching> {
+    let t = spec.targets.get(target)?;
     let registry = provider_faults(t.provider);
-    let on_disk = |action: &str| registry.iter().any(|r| r.name() == action && r.on_fault_filesystem());
-    let its_scenarios = spec.scenarios.iter().filter(|s| s.target.names().iter().any(|n| n == target));
-    t.fault_filesystem || its_scenarios.flat_map(|s| &s.faults).any(|f| on_disk(&f.action))
+    let its_scenarios = spec.scenarios.iter().filter(|s| scenarios.contains(&s.name.as_str()));
+    let on_disk: Vec<(&dyn FaultType, &FaultSpec)> = its_scenarios
+        .flat_map(|s| &s.faults)
+        .filter_map(|f| Some((*registry.iter().find(|r| r.name() == f.action && r.on_fault_filesystem())?, f)))
+        .collect();
+    if !t.fault_filesystem && on_disk.is_empty() {
+        return None;
+    }
+    match on_disk.iter().any(|(action, f)| action.acts_on_writes(&f.fields)) {
+        true => Some(Caching::WriteThrough),
+        false => Some(Caching::WriteBack),
+    }
 }
 
 /// The registered type of the fault's action in the backend that applies

@@ -242,9 +242,9 @@ impl Apply<Process> for PowerLoss {
         anyhow::ensure!(on.slot.disk().is_some(), "target `{}` does not run on the fault filesystem", on.name);
         let ended = on.slot.end(libc::SIGKILL).await?;
         let lost = {
-            let disk = on.slot.disk();
-            let mounted = disk.as_ref().context("the target does not run on the fault filesystem")?;
-            mounted.power_loss(self.torn_seed())
+            let mut disk = on.slot.disk();
+            let mounted = disk.as_mut().context("the target does not run on the fault filesystem")?;
+            mounted.power_loss(self.torn_seed(), self.names).context("after the power loss, mounting its disk again")?
         };
         anyhow::ensure!(lost.failed.is_empty(), "the power loss could not undo every file: {lost}");
         let started = on.slot.start_again().await?;

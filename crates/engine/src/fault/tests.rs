@@ -212,3 +212,29 @@ async fn the_ledger_heals_each_applied_fault_once_through_its_own_undo() {
     let want = "applied m\napplied m\nhealed m\napplied m\nhealed m\nhealed m\n";
     assert_eq!(lines, want, "each fault healed once: the broken one by itself, the others by the ledger");
 }
+
+/// Which instances run on the fault filesystem, and how: only those that
+/// serve a scenario with a disk fault (a scenario with its own instance
+/// keeps the layer to itself, so the others measure the bare disk);
+/// write-through only for a fault that answers each write.
+#[test]
+fn only_an_instance_with_a_disk_fault_runs_on_the_layer_cached_as_its_faults_need() {
+    let text = "name: layer\ntargets:\n  m: {kind: marker, provider: process, args: ['{mode}']}\n\
+         workloads:\n  w: {ops: {get: 1}}\nprofiles:\n  p: {closed: 1x1}\n\
+         scenarios:\n\
+         \x20 - {name: bare, target: m, workload: w, profiles: [p], matrix: {mode: [a]}}\n\
+         \x20 - name: out\n    target: m\n    workload: w\n    profiles: [p]\n    matrix: {mode: [a]}\n    faults:\n\
+         \x20     - {name: p, at: 1s, action: power-loss, target: m}\n      - {name: s, at: 1s, action: slow-disk, delay: 5ms, target: m}\n\
+         \x20 - name: full\n    target: m\n    workload: w\n    profiles: [p]\n    matrix: {mode: [a]}\n    faults:\n\
+         \x20     - {name: f, at: 1s, action: disk-error, on: write, target: m}\n";
+    let loaded = crate::spec::parse(Path::new("layer.yaml"), text, &[], &KINDS).unwrap();
+    let plan = crate::plan::build(&loaded, &crate::plan::PlanOptions::default()).unwrap();
+    let caching = |scenario: &str| {
+        let cell = plan.cells.iter().find(|c| c.scenario == scenario).unwrap();
+        super::fault_filesystem(&loaded.spec, "m", &plan.scenarios_of(&cell.instance))
+    };
+    use faultline_model::faults::Caching;
+    assert_eq!(caching("bare"), None);
+    assert_eq!(caching("out"), Some(Caching::WriteBack), "power loss and slow fsyncs: the kernel may cache");
+    assert_eq!(caching("full"), Some(Caching::WriteThrough), "failing writes: each must reach the layer");
+}

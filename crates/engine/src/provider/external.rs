@@ -25,5 +25,6 @@ pub async fn start(name: &str, spec: &TargetSpec, driver: Arc<dyn TargetDriver>)
         process: None,
         docker: None,
         driver,
+        fault_filesystem: None,
     })
 }

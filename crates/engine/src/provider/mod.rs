@@ -33,6 +33,8 @@ pub struct RunningTarget {
     docker: Option<faultline_docker::provider::DockerTarget>,
     /// Its kind's driver, with the target's own options (for its faults).
     pub driver: Arc<dyn TargetDriver>,
+    /// Its data runs on the fault filesystem, cached so.
+    pub fault_filesystem: Option<faultline_model::faults::Caching>,
 }
 
 impl RunningTarget {
@@ -67,6 +69,7 @@ impl RunningTarget {
             process: None,
             docker: None,
             driver,
+            fault_filesystem: None,
         }
     }
 
@@ -98,8 +101,8 @@ impl RunningTarget {
 /// directory (process targets), and the run's log directory.
 pub struct TargetDirs<'a> {
     pub work_dir: &'a Path,
-    /// The target's data goes on the fault filesystem (process targets).
-    pub fault_disk: bool,
+    /// The target's data goes on the fault filesystem, cached so.
+    pub fault_disk: Option<faultline_model::faults::Caching>,
     pub run_dir: &'a Path,
     pub log_dir: &'a Path,
     /// Names its log file (`logs/NAME.log`), the instance for a matrix.
@@ -113,7 +116,7 @@ pub async fn start(
     kinds: &Kinds,
     dirs: &TargetDirs<'_>,
 ) -> anyhow::Result<RunningTarget> {
-    match spec.provider {
+    let mut target = match spec.provider {
         ProviderKind::Process => {
             let log_path = dirs.log_dir.join(format!("{}.log", dirs.log_name));
             let own = process::Dirs {
@@ -122,16 +125,17 @@ pub async fn start(
                 run_dir: dirs.run_dir,
                 log_path: &log_path,
             };
-            process::start(name, spec, driver, &own).await
+            process::start(name, spec, driver, &own).await?
         }
-        ProviderKind::External => external::start(name, spec, driver).await,
+        // Validation refuses the fault filesystem under an external target.
+        ProviderKind::External => return external::start(name, spec, driver).await,
         ProviderKind::Docker => {
             let members = kinds.members(&spec.kind).map_err(|e| anyhow::anyhow!("target `{name}`: {e}"))?;
-            let fault_disk = dirs.fault_disk.then_some(dirs.work_dir);
+            let fault_disk = dirs.fault_disk.map(|caching| (dirs.work_dir, caching));
             let started =
                 faultline_docker::provider::start(name, spec, Arc::clone(&driver), members, dirs.log_dir, fault_disk)
                     .await?;
-            Ok(RunningTarget {
+            RunningTarget {
                 name: name.to_string(),
                 uri: started.uri,
                 server: started.server,
@@ -140,9 +144,12 @@ pub async fn start(
                 process: None,
                 docker: Some(started.target),
                 driver,
-            })
+                fault_filesystem: None,
+            }
         }
-    }
+    };
+    target.fault_filesystem = dirs.fault_disk;
+    Ok(target)
 }
 
 /// Probes until the target answers or `timeout` passes; the error carries the

@@ -147,7 +147,11 @@ pub struct ProcessSlot {
 
 /// Mounts the fault filesystem over `work_dir`, its files kept beside it
 /// in `WORK_DIR.disk` (listed for teardown like the directory itself).
-fn fault_disk(name: &str, work_dir: &Path) -> anyhow::Result<faultline_faultfs::Mounted> {
+fn fault_disk(
+    name: &str,
+    work_dir: &Path,
+    caching: faultline_model::faults::Caching,
+) -> anyhow::Result<faultline_faultfs::Mounted> {
     let mut backing = work_dir.as_os_str().to_owned();
     backing.push(".disk");
     let backing = PathBuf::from(backing);
@@ -157,7 +161,7 @@ fn fault_disk(name: &str, work_dir: &Path) -> anyhow::Result<faultline_faultfs::
     };
     faultline_kind::ledger::record(listed)?;
     std::fs::create_dir_all(&backing).with_context(|| format!("cannot create {}", backing.display()))?;
-    faultline_faultfs::mount(&backing, work_dir, name)
+    faultline_faultfs::mount(&backing, work_dir, name, caching)
         .with_context(|| format!("target `{name}`: cannot mount the fault filesystem over {}", work_dir.display()))
 }
 
@@ -235,9 +239,9 @@ impl ProcessSlot {
 pub struct Dirs<'a> {
     /// Its working directory: `{target_dir}`, its own, created empty.
     pub work_dir: &'a Path,
-    /// Put it on the fault filesystem (its files in `WORK_DIR.disk`), for
-    /// faults on the disk under it.
-    pub fault_disk: bool,
+    /// Put it on the fault filesystem (its files in `WORK_DIR.disk`), cached
+    /// so, for faults on the disk under it.
+    pub fault_disk: Option<faultline_model::faults::Caching>,
     /// The run directory: `{run_dir}`.
     pub run_dir: &'a Path,
     pub log_path: &'a Path,
@@ -265,8 +269,8 @@ pub async fn start(
     faultline_kind::ledger::record(data)?;
     std::fs::create_dir_all(dirs.work_dir).with_context(|| format!("cannot create {}", dirs.work_dir.display()))?;
     let disk = match dirs.fault_disk {
-        true => Some(fault_disk(name, dirs.work_dir)?),
-        false => None,
+        Some(caching) => Some(fault_disk(name, dirs.work_dir, caching)?),
+        None => None,
     };
     if !spec.args.iter().any(|a| a.contains("{port}")) {
         args.extend(driver.listen_args(port, dirs.work_dir));
@@ -299,6 +303,7 @@ pub async fn start(
             })),
             docker: None,
             driver: target_driver,
+            fault_filesystem: None,
         }),
         Err(e) => {
             process.stop().await;

@@ -1,0 +1,194 @@
+//! The names' journal: creations, removals and renames since they were
+//! last made durable, so a power loss can undo them as it undoes writes.
+//!
+//! When is a change of names durable? POSIX's letter: once its directory
+//! is fsynced ([`Names::Strict`]). What ext4 (data=ordered) does, and what
+//! servers written against it count on: once any fsync follows it, since
+//! one journal commit carries every metadata change before it
+//! ([`Names::Ordered`], the default). The journal keeps both answers for
+//! each change, and the power loss asks the one its fault chose.
+//!
+//! A removed file's data must be there to put back: a removal (unlink,
+//! rmdir, a rename over a file) moves it into the graveyard, a hidden
+//! directory of the backing directory, until the removal is durable both
+//! ways or the power loss is over.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// The graveyard's name in the backing directory, which the mount never shows.
+pub(crate) const GRAVEYARD: &str = ".faultline-removed";
+
+/// When a creation, removal or rename is durable.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Names {
+    /// Once any fsync follows it (ext4's journal commits every earlier
+    /// change of names with it).
+    #[default]
+    Ordered,
+    /// Only once its directory (each, for a rename across two) is fsynced,
+    /// as POSIX promises no more.
+    Strict,
+}
+
+/// One change of names.
+enum Change {
+    /// A file or directory created at `path`.
+    Created { path: PathBuf },
+    /// What was at `path` removed, kept in the graveyard at `kept`.
+    Removed { path: PathBuf, kept: PathBuf },
+    /// `from` renamed to `to`; what `to` was is in the graveyard at `replaced`.
+    Renamed { from: PathBuf, to: PathBuf, replaced: Option<PathBuf> },
+}
+
+struct Entry {
+    change: Change,
+    /// An fsync has followed it.
+    ordered: bool,
+    /// The directories still to be fsynced for it to be durable strictly.
+    unsynced_dirs: Vec<PathBuf>,
+}
+
+impl Entry {
+    fn durable(&self, names: Names) -> bool {
+        match names {
+            Names::Ordered => self.ordered,
+            Names::Strict => self.unsynced_dirs.is_empty(),
+        }
+    }
+}
+
+fn parent(path: &Path) -> PathBuf {
+    path.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// The changes of names since they were durable, oldest first.
+#[derive(Default)]
+pub(crate) struct Journal {
+    entries: Vec<Entry>,
+    /// Names given in the graveyard so far.
+    buried: u64,
+}
+
+impl Journal {
+    fn push(&mut self, change: Change, mut dirs: Vec<PathBuf>) {
+        dirs.dedup();
+        self.entries.push(Entry { change, ordered: false, unsynced_dirs: dirs });
+    }
+
+    pub(crate) fn created(&mut self, path: &Path) {
+        self.push(Change::Created { path: path.to_path_buf() }, vec![parent(path)]);
+    }
+
+    /// A place in the graveyard (relative to the backing directory) for
+    /// something about to be removed.
+    pub(crate) fn grave(&mut self) -> PathBuf {
+        self.buried += 1;
+        Path::new(GRAVEYARD).join(self.buried.to_string())
+    }
+
+    pub(crate) fn removed(&mut self, path: &Path, kept: PathBuf) {
+        self.push(Change::Removed { path: path.to_path_buf(), kept }, vec![parent(path)]);
+    }
+
+    pub(crate) fn renamed(&mut self, from: &Path, to: &Path, replaced: Option<PathBuf>) {
+        let dirs = vec![parent(from), parent(to)];
+        self.push(Change::Renamed { from: from.to_path_buf(), to: to.to_path_buf(), replaced }, dirs);
+    }
+
+    /// An fsync (of anything): every change so far is durable as ext4 has it.
+    pub(crate) fn fsynced(&mut self, backing: &Path) {
+        for e in &mut self.entries {
+            e.ordered = true;
+        }
+        self.forget_durable(backing);
+    }
+
+    /// `dir` was fsynced: the changes in it are durable as POSIX has it
+    /// (and, being an fsync, as ext4 has it).
+    pub(crate) fn dir_fsynced(&mut self, dir: &Path, backing: &Path) {
+        for e in &mut self.entries {
+            e.unsynced_dirs.retain(|d| d != dir);
+        }
+        self.fsynced(backing);
+    }
+
+    /// Changes durable either way are never undone: forgotten, and what
+    /// they removed is removed for good.
+    fn forget_durable(&mut self, backing: &Path) {
+        self.entries.retain(|e| {
+            let done = e.durable(Names::Ordered) && e.durable(Names::Strict);
+            if done {
+                let kept = match &e.change {
+                    Change::Removed { kept, .. } => Some(kept),
+                    Change::Renamed { replaced, .. } => replaced.as_ref(),
+                    Change::Created { .. } => None,
+                };
+                // Best effort: what is left goes with the graveyard at the next power loss.
+                if let Some(kept) = kept {
+                    let _ = remove_any(&backing.join(kept));
+                }
+            }
+            !done
+        });
+    }
+
+    /// Undoes, newest first, every change not durable as `names` has it,
+    /// then empties the graveyard. The count of changes undone, and what
+    /// could not be undone.
+    pub(crate) fn revert(&mut self, backing: &Path, names: Names) -> (usize, Vec<String>) {
+        let (mut undone, mut failed) = (0, Vec::new());
+        let real = |p: &Path| backing.join(p);
+        for entry in std::mem::take(&mut self.entries).into_iter().rev() {
+            if entry.durable(names) {
+                continue;
+            }
+            let (path, result) = match &entry.change {
+                // What was created in a created directory afterwards is not
+                // reachable without it either.
+                Change::Created { path } => (path, remove_any(&real(path))),
+                Change::Removed { path, kept } => (path, std::fs::rename(real(kept), real(path))),
+                Change::Renamed { from, to, replaced } => (
+                    to,
+                    std::fs::rename(real(to), real(from)).and_then(|()| match replaced {
+                        Some(kept) => std::fs::rename(real(kept), real(to)),
+                        None => Ok(()),
+                    }),
+                ),
+            };
+            match result {
+                Ok(()) => undone += 1,
+                Err(e) => failed.push(format!("{}: {e}", path.display())),
+            }
+        }
+        if let Err(e) = empty(&real(Path::new(GRAVEYARD))) {
+            failed.push(format!("{GRAVEYARD}: {e}"));
+        }
+        (undone, failed)
+    }
+}
+
+/// Removes a file, or a directory with everything in it.
+fn remove_any(path: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(path)?.is_dir() {
+        true => std::fs::remove_dir_all(path),
+        false => std::fs::remove_file(path),
+    }
+}
+
+/// Removes everything in `dir` (there or not).
+fn empty(dir: &Path) -> io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        remove_any(&entry?.path())?;
+    }
+    Ok(())
+}
