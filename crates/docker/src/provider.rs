@@ -84,7 +84,7 @@ pub async fn start(
     driver: Arc<dyn TargetDriver>,
     kind: Arc<dyn TopologyKind>,
     log_dir: &Path,
-    fault_disk: Option<(&Path, faultline_model::faults::Caching)>,
+    fault_disk: Option<(&Path, faultline_faultfs::Layer)>,
 ) -> anyhow::Result<Started> {
     let label = format!("target `{name}` (docker)");
     let docker = Docker::connect().await.with_context(|| label.clone())?;
@@ -161,7 +161,7 @@ struct Build<'a> {
     labels: Labels,
     /// Every container started so far, for logs and error messages.
     created: Vec<Member>,
-    fault_disk: Option<(&'a Path, faultline_model::faults::Caching)>,
+    fault_disk: Option<(&'a Path, faultline_faultfs::Layer)>,
     /// The members' fault filesystems mounted so far.
     disks: HashMap<String, faultline_faultfs::Mounted>,
 }
@@ -169,12 +169,7 @@ struct Build<'a> {
 impl Build<'_> {
     /// Mounts the fault filesystem for `member` at `ROOT/MEMBER` (its files
     /// in `ROOT/MEMBER.disk`, both listed for teardown); the mountpoint.
-    fn mount_disk(
-        &mut self,
-        root: &Path,
-        member: &str,
-        caching: faultline_model::faults::Caching,
-    ) -> anyhow::Result<PathBuf> {
+    fn mount_disk(&mut self, root: &Path, member: &str, layer: faultline_faultfs::Layer) -> anyhow::Result<PathBuf> {
         let mountpoint = root.join(member);
         let backing = root.join(format!("{member}.disk"));
         for dir in [&mountpoint, &backing] {
@@ -185,7 +180,7 @@ impl Build<'_> {
             faultline_kind::ledger::record(listed)?;
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        let mounted = faultline_faultfs::mount(&backing, &mountpoint, member, caching)
+        let mounted = faultline_faultfs::mount(&backing, &mountpoint, member, layer)
             .with_context(|| format!("`{member}`: cannot mount the fault filesystem over {}", mountpoint.display()))?;
         self.disks.insert(member.to_string(), mounted);
         Ok(mountpoint)
@@ -216,7 +211,7 @@ impl Build<'_> {
                 cmd.extend(self.kind.member_args(&MemberPlan { index: i, port, names: &names, target: self.name }));
             }
             let mut binds = Vec::new();
-            if let Some((root, caching)) = self.fault_disk {
+            if let Some((root, layer)) = self.fault_disk {
                 let args = self.kind.data_args(FAULT_DISK_DIR).ok_or_else(|| {
                     let kind = self.spec.kind.as_str();
                     (
@@ -227,7 +222,7 @@ impl Build<'_> {
                     )
                 })?;
                 cmd.extend(args);
-                let mountpoint = self.mount_disk(root, &member, caching).map_err(|e| (e, None))?;
+                let mountpoint = self.mount_disk(root, &member, layer).map_err(|e| (e, None))?;
                 binds.push(format!("{}:{FAULT_DISK_DIR}", mountpoint.display()));
             }
             cmd.extend(spec.args.iter().map(|a| substitute(a, &vars)));

@@ -360,7 +360,8 @@ scenarios:
     #[test]
     fn a_members_data_on_the_fault_filesystem_loses_only_what_was_not_fsynced() {
         // The power loss mounts afresh: the restarted container binds the new mount.
-        use faultline_model::faults::Caching::WriteBack;
+        let write_back =
+            faultline_faultfs::Layer { caching: faultline_model::faults::Caching::WriteBack, strict_names: false };
         for (fsync, kept) in [("always", "5"), ("no", "0")] {
             let spec = parse("disk.yaml", &DISK_SPEC.replace("FSYNC", fsync));
             let dir = tempfile::tempdir().unwrap();
@@ -371,8 +372,9 @@ scenarios:
                 let t = &spec.targets["kv"];
                 let driver = (faultline_kind_redis::KIND.driver)(None).unwrap();
                 let members = (faultline_kind_redis::KIND.members.expect("redis runs in containers"))();
-                let target =
-                    crate::provider::start("kv", t, driver, members, &log_dir, Some((&data, WriteBack))).await.unwrap();
+                let target = crate::provider::start("kv", t, driver, members, &log_dir, Some((&data, write_back)))
+                    .await
+                    .unwrap();
                 let topo = Arc::clone(&target.target.topology);
                 let fault = |action: &str| -> faultline_spec::FaultSpec {
                     serde_json::from_value(

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use faultline_model::faults::Restart;
-use faultline_model::units::Dur;
-use faultline_spec::fault::Site;
+use faultline_model::units::{Dur, Size};
+use faultline_spec::fault::{DiskUse, Site};
 use faultline_spec::Action;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -48,6 +48,9 @@ impl PowerLoss {
 impl Action for PowerLoss {
     const NAME: &'static str = "power-loss";
     const ON_FAULT_FILESYSTEM: bool = true;
+    fn disk_use(&self) -> DiskUse {
+        DiskUse { strict_names: self.names == crate::Names::Strict, ..DiskUse::default() }
+    }
     fn restarts(&self) -> Option<Restart> {
         Some(Restart::PowerLoss)
     }
@@ -70,10 +73,15 @@ pub trait DiskWindow: Action {
 }
 
 /// The disk is full: writes, creations, truncations and fsyncs answer
-/// ENOSPC until it heals.
+/// ENOSPC until it heals; with `after`, once that many more bytes were
+/// written (the write that reaches the end is cut short).
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DiskFull {}
+pub struct DiskFull {
+    /// The disk takes this much more of writes before it is full, e.g.
+    /// 64KiB (default: full at once).
+    pub after: Option<Size>,
+}
 
 impl Action for DiskFull {
     const NAME: &'static str = "disk-full";
@@ -82,17 +90,23 @@ impl Action for DiskFull {
     fn check(&self, _: &Site) -> Result<(), (&'static str, String)> {
         on_this_host()
     }
-    fn acts_on_writes(&self) -> bool {
-        true
+    fn disk_use(&self) -> DiskUse {
+        DiskUse { each_write: true, ..DiskUse::default() }
     }
 }
 
 impl DiskWindow for DiskFull {
     fn set(&self, faults: &mut Faults) {
-        faults.full = true;
+        match self.after {
+            Some(room) => faults.room = Some(room.0),
+            None => faults.full = true,
+        }
     }
     fn healer(&self) -> fn(&mut Faults) {
-        |f| f.full = false
+        |f| {
+            f.full = false;
+            f.room = None;
+        }
     }
 }
 
@@ -122,8 +136,8 @@ impl Action for DiskError {
     fn check(&self, _: &Site) -> Result<(), (&'static str, String)> {
         on_this_host()
     }
-    fn acts_on_writes(&self) -> bool {
-        self.on == DiskCall::Write
+    fn disk_use(&self) -> DiskUse {
+        DiskUse { each_write: self.on == DiskCall::Write, ..DiskUse::default() }
     }
 }
 
@@ -163,8 +177,8 @@ impl Action for SlowDisk {
         }
         on_this_host()
     }
-    fn acts_on_writes(&self) -> bool {
-        self.on == DiskCall::Write
+    fn disk_use(&self) -> DiskUse {
+        DiskUse { each_write: self.on == DiskCall::Write, ..DiskUse::default() }
     }
 }
 

@@ -34,7 +34,7 @@ use fuser::{
 
 use crate::log::UndoLog;
 use crate::names::{Journal, GRAVEYARD};
-use crate::Faults;
+use crate::{Faults, Layer};
 use faultline_model::faults::Caching;
 
 /// How long the kernel may keep entries and attributes. Every change
@@ -96,6 +96,29 @@ impl State {
         }
     }
 
+    /// What was at `grave` and below it is gone for good: no log to undo.
+    fn forget_under(&mut self, grave: &Path) {
+        let gone: Vec<(PathBuf, u64)> =
+            self.inodes.iter().filter(|(p, _)| p.starts_with(grave)).map(|(p, i)| (p.clone(), *i)).collect();
+        for (path, ino) in gone {
+            self.inodes.remove(&path);
+            self.paths.remove(&ino);
+            self.logs.remove(&ino);
+        }
+    }
+
+    /// An fsync: the names' journal is committed, and the files whose
+    /// removal it made final are forgotten.
+    fn fsynced(&mut self, backing: &Path, dir: Option<&Path>) {
+        let emptied = match dir {
+            Some(dir) => self.names.dir_fsynced(dir, backing),
+            None => self.names.fsynced(backing),
+        };
+        for grave in emptied {
+            self.forget_under(&grave);
+        }
+    }
+
     /// The paths whose files have logs, with them.
     pub(crate) fn logged(&mut self) -> Vec<(PathBuf, &mut UndoLog)> {
         let paths = &self.paths;
@@ -112,8 +135,10 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(backing: PathBuf, caching: Caching, faults: Faults) -> Shared {
+    pub(crate) fn new(backing: PathBuf, layer: Layer, faults: Faults) -> Shared {
+        let caching = layer.caching;
         let mut state = State { next_ino: 1, ..State::default() };
+        state.names.strict = layer.strict_names;
         state.paths.insert(1, PathBuf::new());
         state.inodes.insert(PathBuf::new(), 1);
         Shared { backing, caching, state: Mutex::new(state), faults: Mutex::new(faults) }
@@ -125,6 +150,26 @@ impl Shared {
 
     fn faults(&self) -> Faults {
         *self.faults.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// How many of `want` bytes the disk takes now: all of them, or what
+    /// room a filling disk has left (it is full once that is taken).
+    fn room_for(&self, want: usize) -> Result<usize, Errno> {
+        let mut faults = self.faults.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if faults.full {
+            return Err(Errno::ENOSPC);
+        }
+        let Some(room) = faults.room else { return Ok(want) };
+        let taken = want.min(usize::try_from(room).unwrap_or(usize::MAX));
+        faults.room = Some(room - taken as u64);
+        if taken < want || room == taken as u64 {
+            faults.full = true;
+            faults.room = None;
+        }
+        match taken {
+            0 => Err(Errno::ENOSPC),
+            n => Ok(n),
+        }
     }
 }
 
@@ -243,12 +288,15 @@ impl FaultFs {
         if let Some(log) = state.logs.get_mut(&ino) {
             log.commit();
         }
-        state.names.fsynced(&self.0.backing);
+        state.fsynced(&self.0.backing, None);
         Ok(())
     }
 
     /// Moves what is at `path` into the graveyard; where it went.
     fn bury(&self, state: &mut State, path: &Path) -> io::Result<PathBuf> {
+        if state.powered_off {
+            return Err(power_is_off());
+        }
         let grave = state.names.grave();
         std::fs::create_dir_all(self.real(Path::new(GRAVEYARD)))?;
         std::fs::rename(self.real(path), self.real(&grave))?;
@@ -260,6 +308,9 @@ impl FaultFs {
     /// file by a second link, so the rename stays atomic; an empty
     /// directory by one made in its place) and the change in the journal.
     fn rename_keeping(&self, state: &mut State, from: &Path, to: &Path) -> io::Result<()> {
+        if state.powered_off {
+            return Err(power_is_off());
+        }
         let replaced = match std::fs::symlink_metadata(self.real(to)) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
@@ -285,6 +336,7 @@ impl FaultFs {
             state.move_path(to, grave);
             if meta.is_dir() {
                 std::fs::DirBuilder::new().mode(meta.mode() & 0o7777).create(self.real(grave))?;
+                std::os::unix::fs::lchown(self.real(grave), Some(meta.uid()), Some(meta.gid()))?;
             }
         }
         // The inodes move with their paths.
@@ -389,6 +441,10 @@ impl Filesystem for FaultFs {
         };
         if self.0.faults().full {
             return reply.error(Errno::ENOSPC);
+        }
+        // A call of a connection the power loss cut, still under way.
+        if self.0.state().powered_off {
+            return reply.error(Errno::EIO);
         }
         let made = std::fs::DirBuilder::new().mode(mode & !umask & 0o7777).create(self.real(&path));
         match made {
@@ -495,6 +551,10 @@ impl Filesystem for FaultFs {
         if self.0.faults().full {
             return reply.error(Errno::ENOSPC);
         }
+        // A call of a connection the power loss cut, still under way.
+        if self.0.state().powered_off {
+            return reply.error(Errno::EIO);
+        }
         let mut options = Self::options(flags);
         options.write(true).mode(mode & !umask & 0o7777);
         match flags & libc::O_EXCL != 0 {
@@ -560,13 +620,15 @@ impl Filesystem for FaultFs {
         reply: ReplyWrite,
     ) {
         let faults = self.0.faults();
-        if faults.full {
-            return reply.error(Errno::ENOSPC);
-        }
         if faults.write_error {
             return reply.error(Errno::EIO);
         }
         std::thread::sleep(faults.slow_write);
+        // A filling disk takes what room it has left: a short write.
+        let data = match self.0.room_for(data.len()) {
+            Ok(n) => &data[..n],
+            Err(e) => return reply.error(e),
+        };
         let (file, append, sync, ino) = match self.file(fh) {
             Ok(handle) => handle,
             Err(e) => return reply.error(e),
@@ -645,7 +707,7 @@ impl Filesystem for FaultFs {
         };
         match File::open(self.real(&dir)).and_then(|d| d.sync_all()) {
             Ok(()) => {
-                self.0.state().names.dir_fsynced(&dir, &self.0.backing);
+                self.0.state().fsynced(&self.0.backing, Some(&dir));
                 reply.ok()
             }
             Err(e) => reply.error(errno(e)),

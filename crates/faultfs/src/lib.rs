@@ -56,6 +56,9 @@ pub use names::Names;
 pub struct Faults {
     /// Writes, creations, truncations and fsyncs answer ENOSPC.
     pub full: bool,
+    /// The disk takes this many more bytes of writes, then is full (the
+    /// write that reaches the end is cut short there).
+    pub room: Option<u64>,
     /// Writes answer EIO.
     pub write_error: bool,
     /// fsync answers EIO (and makes nothing durable).
@@ -71,6 +74,8 @@ impl std::fmt::Display for Faults {
         let mut said = Vec::new();
         if self.full {
             said.push("writes and fsyncs answer ENOSPC".to_string());
+        } else if let Some(room) = self.room {
+            said.push(format!("full after {room} more byte(s) of writes"));
         }
         if self.write_error {
             said.push("writes answer EIO".to_string());
@@ -124,6 +129,16 @@ impl std::fmt::Display for Lost {
     }
 }
 
+/// What a mount is for: what the faults of the target on it need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layer {
+    pub caching: Caching,
+    /// A power loss may undo changes of names strictly ([`Names::Strict`]):
+    /// each is kept until its directory is fsynced, not only until the
+    /// next fsync.
+    pub strict_names: bool,
+}
+
 /// A mounted fault filesystem; dropping it unmounts it.
 pub struct Mounted {
     shared: Arc<fs::Shared>,
@@ -137,7 +152,7 @@ pub struct Mounted {
 /// the mount table (letters, digits, `.`, `_`, `-`), with this process's
 /// id, so [`stale`] can tell whose it is. Everything already in `backing`
 /// counts as durable.
-pub fn mount(backing: &Path, mountpoint: &Path, label: &str, caching: Caching) -> io::Result<Mounted> {
+pub fn mount(backing: &Path, mountpoint: &Path, label: &str, layer: Layer) -> io::Result<Mounted> {
     if !Path::new("/dev/fuse").exists() {
         return Err(io::Error::new(io::ErrorKind::Unsupported, "this machine has no /dev/fuse: FUSE is not available"));
     }
@@ -149,7 +164,7 @@ pub fn mount(backing: &Path, mountpoint: &Path, label: &str, caching: Caching) -
     if graveyard.exists() {
         std::fs::remove_dir_all(&graveyard)?;
     }
-    let shared = Arc::new(fs::Shared::new(backing, caching, Faults::default()));
+    let shared = Arc::new(fs::Shared::new(backing, layer, Faults::default()));
     let session = serve(&shared, mountpoint, &label)?;
     Ok(Mounted { shared, mountpoint: mountpoint.to_path_buf(), label, session: Some(session) })
 }
@@ -204,12 +219,18 @@ impl Mounted {
     /// mount could not be made (the files are reverted all the same).
     pub fn power_loss(&mut self, torn: Option<u64>, names: Names) -> io::Result<Lost> {
         if let Some(session) = self.session.take() {
-            // Already gone from the mount table is as good as cut off.
-            let _ = stale::cut_off(&self.mountpoint);
-            wait_for_end(session);
+            match stale::cut_off(&self.mountpoint) {
+                // Not a mount any more: nothing serves it but this session.
+                Err(e) if e.raw_os_error() != Some(libc::EINVAL) => {
+                    self.session = Some(session);
+                    return Err(io::Error::other(format!("cannot cut the mount's connection: {e}")));
+                }
+                _ => wait_for_end(session),
+            }
         }
         let lost = self.revert(torn, names);
-        let shared = Arc::new(fs::Shared::new(self.shared.backing.clone(), self.shared.caching, self.faults()));
+        let layer = Layer { caching: self.shared.caching, strict_names: self.shared.state().names.strict };
+        let shared = Arc::new(fs::Shared::new(self.shared.backing.clone(), layer, self.faults()));
         self.session = Some(serve(&shared, &self.mountpoint, &self.label)?);
         self.shared = shared;
         Ok(lost)

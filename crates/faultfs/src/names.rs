@@ -10,11 +10,14 @@
 //!
 //! A removed file's data must be there to put back: a removal (unlink,
 //! rmdir, a rename over a file) moves it into the graveyard, a hidden
-//! directory of the backing directory, until the removal is durable both
-//! ways or the power loss is over.
+//! directory of the backing directory, until the removal is durable as
+//! the mount's power losses ask (strictly only where one of them may be
+//! strict: else the graveyard would keep every file a server that never
+//! fsyncs its directories removed) or the power loss is over.
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -66,12 +69,17 @@ fn parent(path: &Path) -> PathBuf {
     path.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
+/// Names given in graveyards so far, by every mount of this process: a
+/// grave's name is never taken, even by what an earlier mount left.
+static BURIED: AtomicU64 = AtomicU64::new(0);
+
 /// The changes of names since they were durable, oldest first.
 #[derive(Default)]
 pub(crate) struct Journal {
     entries: Vec<Entry>,
-    /// Names given in the graveyard so far.
-    buried: u64,
+    /// A power loss of this mount may be strict: keep each change until
+    /// its directory is fsynced, not only until the next fsync.
+    pub(crate) strict: bool,
 }
 
 impl Journal {
@@ -87,8 +95,8 @@ impl Journal {
     /// A place in the graveyard (relative to the backing directory) for
     /// something about to be removed.
     pub(crate) fn grave(&mut self) -> PathBuf {
-        self.buried += 1;
-        Path::new(GRAVEYARD).join(self.buried.to_string())
+        let n = BURIED.fetch_add(1, Ordering::Relaxed) + 1;
+        Path::new(GRAVEYARD).join(format!("{}-{n}", std::process::id()))
     }
 
     pub(crate) fn removed(&mut self, path: &Path, kept: PathBuf) {
@@ -96,45 +104,60 @@ impl Journal {
     }
 
     pub(crate) fn renamed(&mut self, from: &Path, to: &Path, replaced: Option<PathBuf>) {
+        // A directory moved: what waits for an fsync of it (or of one in
+        // it) waits for it under its new name.
+        for e in &mut self.entries {
+            for dir in &mut e.unsynced_dirs {
+                if let Ok(below) = dir.strip_prefix(from) {
+                    *dir = if below.as_os_str().is_empty() { to.to_path_buf() } else { to.join(below) };
+                }
+            }
+        }
         let dirs = vec![parent(from), parent(to)];
         self.push(Change::Renamed { from: from.to_path_buf(), to: to.to_path_buf(), replaced }, dirs);
     }
 
-    /// An fsync (of anything): every change so far is durable as ext4 has it.
-    pub(crate) fn fsynced(&mut self, backing: &Path) {
+    /// An fsync (of anything): every change so far is durable as ext4 has
+    /// it. The graves emptied, whose files are gone for good.
+    pub(crate) fn fsynced(&mut self, backing: &Path) -> Vec<PathBuf> {
         for e in &mut self.entries {
             e.ordered = true;
         }
-        self.forget_durable(backing);
+        self.forget_durable(backing)
     }
 
     /// `dir` was fsynced: the changes in it are durable as POSIX has it
-    /// (and, being an fsync, as ext4 has it).
-    pub(crate) fn dir_fsynced(&mut self, dir: &Path, backing: &Path) {
+    /// (and, being an fsync, as ext4 has it). The graves emptied.
+    pub(crate) fn dir_fsynced(&mut self, dir: &Path, backing: &Path) -> Vec<PathBuf> {
         for e in &mut self.entries {
             e.unsynced_dirs.retain(|d| d != dir);
         }
-        self.fsynced(backing);
+        self.fsynced(backing)
     }
 
-    /// Changes durable either way are never undone: forgotten, and what
-    /// they removed is removed for good.
-    fn forget_durable(&mut self, backing: &Path) {
+    /// Changes no power loss of this mount can undo any more are
+    /// forgotten, and what they removed is removed for good; the graves
+    /// emptied.
+    fn forget_durable(&mut self, backing: &Path) -> Vec<PathBuf> {
+        let strict = self.strict;
+        let mut emptied = Vec::new();
         self.entries.retain(|e| {
-            let done = e.durable(Names::Ordered) && e.durable(Names::Strict);
+            let done = e.durable(Names::Ordered) && (!strict || e.durable(Names::Strict));
             if done {
                 let kept = match &e.change {
                     Change::Removed { kept, .. } => Some(kept),
                     Change::Renamed { replaced, .. } => replaced.as_ref(),
                     Change::Created { .. } => None,
                 };
-                // Best effort: what is left goes with the graveyard at the next power loss.
                 if let Some(kept) = kept {
+                    // Best effort: what is left goes with the graveyard at the next power loss.
                     let _ = remove_any(&backing.join(kept));
+                    emptied.push(kept.clone());
                 }
             }
             !done
         });
+        emptied
     }
 
     /// Undoes, newest first, every change not durable as `names` has it,
@@ -151,11 +174,11 @@ impl Journal {
                 // What was created in a created directory afterwards is not
                 // reachable without it either.
                 Change::Created { path } => (path, remove_any(&real(path))),
-                Change::Removed { path, kept } => (path, std::fs::rename(real(kept), real(path))),
+                Change::Removed { path, kept } => (path, put_back(&real(kept), &real(path))),
                 Change::Renamed { from, to, replaced } => (
                     to,
-                    std::fs::rename(real(to), real(from)).and_then(|()| match replaced {
-                        Some(kept) => std::fs::rename(real(kept), real(to)),
+                    put_back(&real(to), &real(from)).and_then(|()| match replaced {
+                        Some(kept) => put_back(&real(kept), &real(to)),
                         None => Ok(()),
                     }),
                 ),
@@ -169,6 +192,24 @@ impl Journal {
             failed.push(format!("{GRAVEYARD}: {e}"));
         }
         (undone, failed)
+    }
+}
+
+/// Renames `from` back to `to`, never over what is there: under strict
+/// names a later change kept may have taken the place (a file created
+/// where one was moved away), and it must not be destroyed.
+fn put_back(from: &Path, to: &Path) -> io::Result<()> {
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))
+    };
+    let (from, to) = (c(from)?, c(to)?);
+    // SAFETY: two NUL-terminated paths owned here.
+    let done =
+        unsafe { libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::RENAME_NOREPLACE) };
+    match done {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
 }
 

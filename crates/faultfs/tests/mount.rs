@@ -8,15 +8,19 @@ use std::io::{ErrorKind, Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use faultline_faultfs::{mount, stale, Faults, Mounted, Names};
+use faultline_faultfs::{mount, stale, Faults, Layer, Mounted, Names};
 use faultline_model::faults::Caching;
 
 fn mounted(label: &str, caching: Caching) -> (tempfile::TempDir, Mounted) {
+    mounted_for(label, Layer { caching, strict_names: false })
+}
+
+fn mounted_for(label: &str, layer: Layer) -> (tempfile::TempDir, Mounted) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("backing")).unwrap();
     std::fs::create_dir(dir.path().join("mnt")).unwrap();
     std::fs::write(dir.path().join("backing/existing"), b"there before").unwrap();
-    let m = mount(&dir.path().join("backing"), &dir.path().join("mnt"), label, caching).unwrap();
+    let m = mount(&dir.path().join("backing"), &dir.path().join("mnt"), label, layer).unwrap();
     (dir, m)
 }
 
@@ -122,13 +126,36 @@ fn changes_of_names_survive_once_an_fsync_follows_them() {
     }
 }
 
+/// A file removed with writes it never synced: once the removal is
+/// durable (an fsync follows it) the file is gone for good, from the
+/// graveyard too, and a power loss has nothing of it left to undo.
+#[test]
+fn a_removal_made_durable_is_final() {
+    let (dir, mut m) = mounted("removed", Caching::WriteThrough);
+    let mnt = m.mountpoint().to_path_buf();
+    let mut wal = append(&mnt.join("wal"));
+    wal.write_all(b"synced;").unwrap();
+    wal.sync_data().unwrap();
+    wal.write_all(b"never synced;").unwrap();
+    drop(wal);
+    std::fs::remove_file(mnt.join("wal")).unwrap();
+    File::open(mnt.join("existing")).unwrap().sync_all().unwrap();
+    let graveyard = dir.path().join("backing/.faultline-removed");
+    assert_eq!(std::fs::read_dir(&graveyard).map(|d| d.count()).unwrap_or(0), 0, "nothing kept past its fsync");
+    let lost = m.power_loss(None, Names::Ordered).unwrap();
+    assert!(lost.failed.is_empty() && lost.names == 0, "{lost}");
+    assert!(!mnt.join("wal").exists());
+    m.unmount().unwrap();
+}
+
 /// POSIX's letter: a file created, written and fsynced in a new directory,
 /// and that directory fsynced, is lost with the directory when nothing
 /// fsynced the directory holding it; ext4's order keeps it.
 #[test]
 fn strict_names_need_each_directory_fsynced() {
     for names in [Names::Strict, Names::Ordered] {
-        let (dir, mut m) = mounted("strict", Caching::WriteBack);
+        let layer = Layer { caching: Caching::WriteBack, strict_names: names == Names::Strict };
+        let (dir, mut m) = mounted_for("strict", layer);
         let mnt = m.mountpoint().to_path_buf();
         std::fs::create_dir(mnt.join("appendonlydir")).unwrap();
         let mut f = File::create(mnt.join("appendonlydir/aof")).unwrap();
@@ -229,6 +256,23 @@ fn disk_faults_answer_as_a_failing_disk_would_and_heal() {
     drop(file);
     assert_eq!(m.power_loss(None, Names::Ordered).unwrap().changes, 0, "all synced");
     assert_eq!(read(&path), b"written again");
+}
+
+/// A disk that fills: it takes `room` more bytes, the write that reaches
+/// the end is cut short there, and everything after answers ENOSPC.
+#[test]
+fn a_filling_disk_takes_its_room_then_is_full() {
+    let (_dir, m) = mounted("filling", Caching::WriteThrough);
+    let mut file = append(&m.mountpoint().join("data"));
+    m.set_faults(Faults { room: Some(10), ..Faults::default() });
+    file.write_all(b"123456").unwrap();
+    assert_eq!(file.write(b"7890abc").unwrap(), 4, "cut short at the end of the room");
+    assert_eq!(file.write(b"x").unwrap_err().raw_os_error(), Some(libc::ENOSPC));
+    assert!(m.faults().full, "{}", m.faults());
+    m.set_faults(Faults::default());
+    file.write_all(b"!").unwrap();
+    drop(file);
+    assert_eq!(read(&m.mountpoint().join("data")), b"1234567890!");
 }
 
 #[test]

@@ -87,12 +87,32 @@ pub trait Action: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     fn restarts(&self) -> Option<Restart> {
         None
     }
-    /// Whether it answers each write the server makes as it makes it (a
-    /// full disk refusing it, a failing or slow write): the fault
-    /// filesystem under its target then passes every write through rather
-    /// than letting the kernel's page cache hold them.
-    fn acts_on_writes(&self) -> bool {
-        false
+    /// What it asks of the fault filesystem under its target, beyond
+    /// being on it ([`Action::ON_FAULT_FILESYSTEM`]).
+    fn disk_use(&self) -> DiskUse {
+        DiskUse::default()
+    }
+}
+
+/// What a fault asks of the fault filesystem under its target.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DiskUse {
+    /// It answers each write the server makes as it makes it (a full disk
+    /// refusing it, a failing or slow write): every write must reach the
+    /// layer, rather than wait in the kernel's page cache.
+    pub each_write: bool,
+    /// It may undo creations, removals and renames that no fsync of their
+    /// directory made durable: the layer keeps them until one does.
+    pub strict_names: bool,
+}
+
+impl DiskUse {
+    /// What either asks.
+    pub fn and(self, other: DiskUse) -> DiskUse {
+        DiskUse {
+            each_write: self.each_write || other.each_write,
+            strict_names: self.strict_names || other.strict_names,
+        }
     }
 }
 
@@ -110,8 +130,8 @@ pub trait FaultType: Sync {
     fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
     /// [`Action::restarts`] of the action these fields make (None when they do not parse).
     fn restarts(&self, fields: &Fields) -> Option<Restart>;
-    /// [`Action::acts_on_writes`] of the action these fields make.
-    fn acts_on_writes(&self, fields: &Fields) -> bool;
+    /// [`Action::disk_use`] of the action these fields make.
+    fn disk_use(&self, fields: &Fields) -> DiskUse;
 }
 
 /// An [`Action`] registered with its backend.
@@ -157,8 +177,8 @@ impl<A: Action> FaultType for Registered<A> {
     fn restarts(&self, fields: &Fields) -> Option<Restart> {
         self.parse(fields).ok()?.restarts()
     }
-    fn acts_on_writes(&self, fields: &Fields) -> bool {
-        self.parse(fields).is_ok_and(|a| a.acts_on_writes())
+    fn disk_use(&self, fields: &Fields) -> DiskUse {
+        self.parse(fields).map(|a| a.disk_use()).unwrap_or_default()
     }
 }
 

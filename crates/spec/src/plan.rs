@@ -276,14 +276,6 @@ fn instance_name(loaded: &LoadedSpec, scenario: &str, target: &str, point: Optio
 }
 
 impl Plan {
-    /// The scenarios whose cells an instance serves.
-    pub fn scenarios_of(&self, instance: &str) -> Vec<&str> {
-        let mut names: Vec<&str> =
-            self.cells.iter().filter(|c| c.instance == instance).map(|c| c.scenario.as_str()).collect();
-        names.dedup();
-        names
-    }
-
     pub fn total_time(&self) -> Duration {
         load_time(&self.cells)
     }

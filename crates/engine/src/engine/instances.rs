@@ -86,7 +86,13 @@ impl Instances {
             let work_dir = run_dir.join("targets").join(file_name(&c.instance));
             let dirs = provider::TargetDirs {
                 work_dir: &work_dir,
-                fault_disk: crate::fault::fault_filesystem(engine.spec, &c.target, &plan.scenarios_of(&c.instance)),
+                fault_disk: crate::fault::fault_filesystem(
+                    &c.target,
+                    plan.cells
+                        .iter()
+                        .filter(|x| x.instance == c.instance)
+                        .map(|x| (x.spec(engine.spec), x.scenario.as_str())),
+                ),
                 run_dir: &run_dir,
                 log_dir: engine.log_dir,
                 log_name: &file_name(&c.instance),

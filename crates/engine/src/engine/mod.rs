@@ -17,6 +17,8 @@ mod requests;
 mod role_watch;
 pub mod rounds;
 mod schedule;
+#[cfg(test)]
+mod test_lane;
 
 use std::collections::HashMap;
 use std::path::Path;

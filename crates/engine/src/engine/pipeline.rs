@@ -309,3 +309,174 @@ pub async fn run(
     issuer.count_unsent(&mut lane.books.recorder, settings.measure_from, cancel.is_cancelled());
     lane.books.close(issuer.ran_out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::engine::test_lane::OneLane;
+    use crate::spec::{KindCost, KindInfo};
+    use faultline_kind::workload::Op;
+    use faultline_kind::{Reply, ServerInfo};
+    use faultline_model::ops::OpKind;
+    use faultline_model::stats::CellStats;
+
+    /// A server of one-byte requests (`G`), each answered `+`, or `-` (a
+    /// server error) every `fail_every`th; from its `hangs_from`th it reads
+    /// and never answers; at its `closes_at`th it drops the connection.
+    /// It counts over every connection.
+    struct Server {
+        served: AtomicU64,
+        fail_every: u64,
+        hangs_from: u64,
+        closes_at: u64,
+    }
+
+    impl Server {
+        fn new(fail_every: u64, hangs_from: u64, closes_at: u64) -> Arc<Server> {
+            Arc::new(Server { served: AtomicU64::new(0), fail_every, hangs_from, closes_at })
+        }
+
+        /// A new connection to it, served by a task of its own.
+        fn connect(self: &Arc<Server>) -> Stream {
+            let (client, mut end) = tokio::io::duplex(64 * 1024);
+            let server = Arc::clone(self);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = match end.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    let mut out = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let i = server.served.fetch_add(1, Ordering::SeqCst);
+                        if i == server.closes_at {
+                            let _ = end.write_all(&out).await;
+                            return;
+                        }
+                        if i < server.hangs_from {
+                            out.push(if (i + 1).is_multiple_of(server.fail_every) { b'-' } else { b'+' });
+                        }
+                    }
+                    if end.write_all(&out).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            Stream::Wrapped(Box::new(client))
+        }
+    }
+
+    struct OneByte;
+
+    impl WireProtocol for OneByte {
+        fn encode(&mut self, _op: &Op, out: &mut Vec<u8>) {
+            out.push(b'G');
+        }
+        fn decode(&mut self, input: &[u8]) -> Result<Option<Reply>, String> {
+            let Some(&byte) = input.first() else { return Ok(None) };
+            let outcome = match byte {
+                b'+' => Ok(()),
+                b'-' => Err(ErrorClass::Server),
+                other => return Err(format!("no reply starts with byte {other}")),
+            };
+            Ok(Some(Reply { len: 1, outcome, value: ReplyValue::None, message: None, wrong_server: false }))
+        }
+    }
+
+    /// A kind whose every connection is a new one to the fake server.
+    struct OneByteKind(Arc<Server>);
+
+    impl KindInfo for OneByteKind {
+        fn default_command(&self) -> &'static str {
+            "true"
+        }
+        fn check_uri(&self, _: &str) -> Result<(), String> {
+            Ok(())
+        }
+        fn supports(&self, op: OpKind) -> bool {
+            op == OpKind::Get
+        }
+        fn cost(&self) -> KindCost {
+            KindCost { connection: 1 << 10, slot: 64 }
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl TargetDriver for OneByteKind {
+        fn listen_args(&self, _: u16, _: &Path) -> Vec<String> {
+            Vec::new()
+        }
+        fn uri(&self, host: &str, port: u16) -> String {
+            format!("onebyte://{host}:{port}")
+        }
+        async fn ready(&self, _: &str) -> anyhow::Result<ServerInfo> {
+            Ok(ServerInfo { version: "onebyte".into() })
+        }
+        async fn connect(&self, _: &str, _: Arc<Workload>) -> anyhow::Result<Connection> {
+            Ok(Connection::Pipelined(PipelinedConnection { stream: self.0.connect(), protocol: Box::new(OneByte) }))
+        }
+        async fn read_values(&self, _: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+            Ok(vec![None; keys.len()])
+        }
+    }
+
+    /// One pipelined lane of an open loop at `rate` over `window` ms with
+    /// `in_flight` outstanding and a 40 ms deadline: the cell's stats.
+    async fn one_lane(server: &Arc<Server>, rate: f64, window: u64, in_flight: u32) -> CellStats {
+        let lane = OneLane::new(rate, window, in_flight);
+        let driver = Arc::new(OneByteKind(Arc::clone(server)));
+        let dialer = Dialer { driver, uri: "onebyte://fake".into(), workload: Arc::clone(&lane.workload) };
+        let connection = dialer.dial(Duration::from_secs(1)).await.unwrap();
+        lane.run(|ops, settings, recorder| {
+            run(connection, dialer, ops, settings, recorder, None, CancellationToken::new())
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn every_op_due_is_sent_or_unsent_and_every_op_sent_ends_once() {
+        let server = Server::new(5, u64::MAX, u64::MAX);
+        let stats = one_lane(&server, 2000.0, 300, 16).await;
+        let open = stats.open_loop.expect("an open loop");
+        assert_eq!(open.due, open.sent + open.unsent, "{open:?}");
+        assert_eq!(stats.ok + stats.failed, open.sent, "{stats:?}");
+        // 2,000/s over 300 ms: 600 ops due (the first at the window's start).
+        assert!(open.due.abs_diff(600) <= 1, "{open:?}");
+        // Each failure is the server's refusal or, on a starved machine, a deadline.
+        assert_eq!(stats.errors.server + stats.errors.deadline, stats.failed, "{:?}", stats.errors);
+        let refused = server.served.load(Ordering::SeqCst) / 5;
+        assert!(stats.errors.server > 0 && stats.errors.server <= refused, "{:?} of {refused}", stats.errors);
+    }
+
+    /// A server that stops answering: the outstanding ops are given up at
+    /// their deadlines, their slots freed, and what no slot could take
+    /// stays owed, unsent.
+    #[tokio::test]
+    async fn a_server_that_stops_answering_leaves_every_op_accounted_for() {
+        let stats = one_lane(&Server::new(u64::MAX, 50, u64::MAX), 1000.0, 300, 4).await;
+        let open = stats.open_loop.expect("an open loop");
+        assert_eq!(open.due, open.sent + open.unsent, "{open:?}");
+        assert_eq!(stats.ok + stats.failed, open.sent, "{stats:?}");
+        assert!(stats.ok > 0 && stats.ok <= 50, "the server answered its first 50 requests: {stats:?}");
+        assert!(stats.errors.deadline > 0 && stats.errors.deadline == stats.failed, "{:?}", stats.errors);
+        assert!(open.unsent > 100, "{open:?}");
+    }
+
+    /// A connection that breaks fails the ops outstanding on it, and the
+    /// lane dials again and goes on: nothing sent is counted twice or lost.
+    #[tokio::test]
+    async fn a_broken_connection_fails_its_outstanding_ops_and_the_lane_reconnects() {
+        let stats = one_lane(&Server::new(u64::MAX, u64::MAX, 100), 1000.0, 400, 8).await;
+        let open = stats.open_loop.expect("an open loop");
+        assert_eq!(open.due, open.sent + open.unsent, "{open:?}");
+        assert_eq!(stats.ok + stats.failed, open.sent, "{stats:?}");
+        assert!(stats.errors.connection > 0, "{:?}", stats.errors);
+        assert!(stats.ok > 100, "answered again after the reconnect: {stats:?}");
+    }
+}

@@ -168,12 +168,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::engine::schedule::Pacing;
-    use crate::metrics::{CellMetrics, LiveCounters, OpenLoad, SharedTimelines};
-    use crate::spec::arrivals::Arrivals;
-    use faultline_kind::workload::{Op, Workload};
+    use faultline_kind::workload::Op;
     use faultline_kind::DriverError;
-    use faultline_model::ops::OpKind;
     use faultline_model::stats::ErrorClass;
 
     /// Answers each op after `delay`; fails every `fail_every`th; from op
@@ -208,50 +204,9 @@ mod tests {
     /// One lane of an open loop at `rate` over a `window` of ms against
     /// `fake`, with `in_flight` slots and a 40 ms deadline: the cell's stats.
     async fn one_lane(fake: Fake, rate: f64, window: u64, in_flight: u32) -> faultline_model::stats::CellStats {
-        let spec: crate::spec::WorkloadSpec = serde_yaml_ng::from_str("{ops: {get: 1}, keys: {count: 10}}").unwrap();
-        let workload = Arc::new(Workload::new(&spec, 1, 1));
-        let t0 = Instant::now() + Duration::from_millis(5);
-        let window = Duration::from_millis(window);
-        let shared = Arc::new(SharedTimelines::new(Duration::from_millis(100)));
-        let recorder = Recorder::new(
-            [OpKind::Get].into_iter(),
-            t0,
-            Arc::new(LiveCounters::default()),
-            shared.clone(),
-            true,
-            false,
-            false,
-        );
-        let arrivals = Arc::new(Arrivals::constant(rate));
-        let timing = crate::spec::plan::CellTiming {
-            warmup: Duration::ZERO,
-            duration: window,
-            deadline: Duration::from_millis(40),
-            hang_after: Duration::from_millis(40),
-            over_deadline_after: Duration::from_millis(40),
-            fault_scale: 1.0,
-            stage_scale: 1.0,
-            windows: 1,
-        };
-        let settings = Settings {
-            in_flight,
-            timing,
-            cancel_at_deadline: true,
-            measure_from: t0,
-            stop_at: t0 + window,
-            pacing: Some(Pacing { t0, arrivals: Arc::clone(&arrivals), first: 0, stride: 1 }),
-            active: Vec::new(),
-            rounds: None,
-            published: None,
-        };
-        let ops = workload.stream(0, 1, in_flight, 1, None);
-        let end = run(Arc::new(fake), ops, settings, recorder, None, CancellationToken::new()).await;
-        let mut cell = CellMetrics::new();
-        cell.merge(end.recorder);
-        cell.absorb_timelines(&shared);
-        let open_spec: crate::spec::OpenSpec = serde_yaml_ng::from_str(&format!("{{rate: {rate}}}")).unwrap();
-        let open = OpenLoad { spec: &open_spec, arrivals: &arrivals, window_start_s: 0.0 };
-        cell.summarize(window, Some(&open), &[])
+        let lane = crate::engine::test_lane::OneLane::new(rate, window, in_flight);
+        lane.run(|ops, settings, recorder| run(Arc::new(fake), ops, settings, recorder, None, CancellationToken::new()))
+            .await
     }
 
     #[tokio::test]

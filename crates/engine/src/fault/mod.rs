@@ -18,9 +18,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::provider::RunningTarget;
 use crate::spec::{FaultSpec, FaultType, ProviderKind, Spec};
+use faultline_faultfs::Layer;
 use faultline_kind::fault::{Applied, Healed, Undo};
 use faultline_kind::registry::Kinds;
 use faultline_model::faults::Caching;
+use faultline_spec::fault::DiskUse;
 
 pub use faultline_model::faults::FaultRecord;
 
@@ -34,29 +36,31 @@ pub fn provider_faults(provider: ProviderKind) -> Vec<&'static dyn FaultType> {
     }
 }
 
-/// Whether an instance of `target` serving `scenarios` runs its data on
-/// the fault filesystem, and how: the spec asks for it, or one of those
+/// Whether an instance of `target` runs its data on the fault filesystem,
+/// and how: `cells` are the spec (its matrix point's) and scenario of each
+/// cell it serves. It does when a spec asks for it, or one of those
 /// scenarios has a fault that acts on the disk (each of a scenario's
 /// targets gets the scenario's faults in its own cells, whichever the
 /// fault names). A scenario with its own instance (a matrix the target's
 /// fields use) keeps the layer to itself: the others measure the bare
 /// disk. Write-back unless one of those faults answers each write as it
-/// is made.
-pub fn fault_filesystem(spec: &Spec, target: &str, scenarios: &[&str]) -> Option<Caching> {
-    let t = spec.targets.get(target)?;
-    let registry = provider_faults(t.provider);
-    let its_scenarios = spec.scenarios.iter().filter(|s| scenarios.contains(&s.name.as_str()));
-    let on_disk: Vec<(&dyn FaultType, &FaultSpec)> = its_scenarios
-        .flat_map(|s| &s.faults)
-        .filter_map(|f| Some((*registry.iter().find(|r| r.name() == f.action && r.on_fault_filesystem())?, f)))
-        .collect();
-    if !t.fault_filesystem && on_disk.is_empty() {
-        return None;
+/// is made; names kept for a strict power loss only where one may come.
+pub fn fault_filesystem<'a>(target: &str, cells: impl IntoIterator<Item = (&'a Spec, &'a str)>) -> Option<Layer> {
+    let (mut asked, mut on_disk, mut uses) = (false, false, DiskUse::default());
+    for (spec, scenario) in cells {
+        let Some(t) = spec.targets.get(target) else { continue };
+        asked |= t.fault_filesystem;
+        let registry = provider_faults(t.provider);
+        let faults = spec.scenarios.iter().filter(|s| s.name == scenario).flat_map(|s| &s.faults);
+        for f in faults {
+            if let Some(action) = registry.iter().find(|r| r.name() == f.action && r.on_fault_filesystem()) {
+                on_disk = true;
+                uses = uses.and(action.disk_use(&f.fields));
+            }
+        }
     }
-    match on_disk.iter().any(|(action, f)| action.acts_on_writes(&f.fields)) {
-        true => Some(Caching::WriteThrough),
-        false => Some(Caching::WriteBack),
-    }
+    let caching = if uses.each_write { Caching::WriteThrough } else { Caching::WriteBack };
+    (asked || on_disk).then_some(Layer { caching, strict_names: uses.strict_names })
 }
 
 /// The registered type of the fault's action in the backend that applies

@@ -224,17 +224,21 @@ fn only_an_instance_with_a_disk_fault_runs_on_the_layer_cached_as_its_faults_nee
          scenarios:\n\
          \x20 - {name: bare, target: m, workload: w, profiles: [p], matrix: {mode: [a]}}\n\
          \x20 - name: out\n    target: m\n    workload: w\n    profiles: [p]\n    matrix: {mode: [a]}\n    faults:\n\
-         \x20     - {name: p, at: 1s, action: power-loss, target: m}\n      - {name: s, at: 1s, action: slow-disk, delay: 5ms, target: m}\n\
+         \x20     - {name: p, at: 1s, action: power-loss, names: strict, target: m}\n      - {name: s, at: 1s, action: slow-disk, delay: 5ms, target: m}\n\
          \x20 - name: full\n    target: m\n    workload: w\n    profiles: [p]\n    matrix: {mode: [a]}\n    faults:\n\
          \x20     - {name: f, at: 1s, action: disk-error, on: write, target: m}\n";
     let loaded = crate::spec::parse(Path::new("layer.yaml"), text, &[], &KINDS).unwrap();
     let plan = crate::plan::build(&loaded, &crate::plan::PlanOptions::default()).unwrap();
-    let caching = |scenario: &str| {
+    let layer = |scenario: &str| {
         let cell = plan.cells.iter().find(|c| c.scenario == scenario).unwrap();
-        super::fault_filesystem(&loaded.spec, "m", &plan.scenarios_of(&cell.instance))
+        let its = plan.cells.iter().filter(|c| c.instance == cell.instance);
+        super::fault_filesystem("m", its.map(|c| (c.spec(&loaded.spec), c.scenario.as_str())))
     };
-    use faultline_model::faults::Caching;
-    assert_eq!(caching("bare"), None);
-    assert_eq!(caching("out"), Some(Caching::WriteBack), "power loss and slow fsyncs: the kernel may cache");
-    assert_eq!(caching("full"), Some(Caching::WriteThrough), "failing writes: each must reach the layer");
+    use faultline_faultfs::Layer;
+    use faultline_model::faults::Caching::{WriteBack, WriteThrough};
+    assert_eq!(layer("bare"), None);
+    let out = Layer { caching: WriteBack, strict_names: true };
+    assert_eq!(layer("out"), Some(out), "power loss and slow fsyncs: the kernel may cache; strict names kept");
+    let full = Layer { caching: WriteThrough, strict_names: false };
+    assert_eq!(layer("full"), Some(full), "failing writes: each must reach the layer");
 }

@@ -101,8 +101,8 @@ impl RunningTarget {
 /// directory (process targets), and the run's log directory.
 pub struct TargetDirs<'a> {
     pub work_dir: &'a Path,
-    /// The target's data goes on the fault filesystem, cached so.
-    pub fault_disk: Option<faultline_model::faults::Caching>,
+    /// The target's data goes on the fault filesystem, mounted for its faults so.
+    pub fault_disk: Option<faultline_faultfs::Layer>,
     pub run_dir: &'a Path,
     pub log_dir: &'a Path,
     /// Names its log file (`logs/NAME.log`), the instance for a matrix.
@@ -131,7 +131,7 @@ pub async fn start(
         ProviderKind::External => return external::start(name, spec, driver).await,
         ProviderKind::Docker => {
             let members = kinds.members(&spec.kind).map_err(|e| anyhow::anyhow!("target `{name}`: {e}"))?;
-            let fault_disk = dirs.fault_disk.map(|caching| (dirs.work_dir, caching));
+            let fault_disk = dirs.fault_disk.map(|layer| (dirs.work_dir, layer));
             let started =
                 faultline_docker::provider::start(name, spec, Arc::clone(&driver), members, dirs.log_dir, fault_disk)
                     .await?;
@@ -148,7 +148,7 @@ pub async fn start(
             }
         }
     };
-    target.fault_filesystem = dirs.fault_disk;
+    target.fault_filesystem = dirs.fault_disk.map(|layer| layer.caching);
     Ok(target)
 }
 

@@ -150,7 +150,7 @@ pub struct ProcessSlot {
 fn fault_disk(
     name: &str,
     work_dir: &Path,
-    caching: faultline_model::faults::Caching,
+    layer: faultline_faultfs::Layer,
 ) -> anyhow::Result<faultline_faultfs::Mounted> {
     let mut backing = work_dir.as_os_str().to_owned();
     backing.push(".disk");
@@ -161,7 +161,7 @@ fn fault_disk(
     };
     faultline_kind::ledger::record(listed)?;
     std::fs::create_dir_all(&backing).with_context(|| format!("cannot create {}", backing.display()))?;
-    faultline_faultfs::mount(&backing, work_dir, name, caching)
+    faultline_faultfs::mount(&backing, work_dir, name, layer)
         .with_context(|| format!("target `{name}`: cannot mount the fault filesystem over {}", work_dir.display()))
 }
 
@@ -241,7 +241,7 @@ pub struct Dirs<'a> {
     pub work_dir: &'a Path,
     /// Put it on the fault filesystem (its files in `WORK_DIR.disk`), cached
     /// so, for faults on the disk under it.
-    pub fault_disk: Option<faultline_model::faults::Caching>,
+    pub fault_disk: Option<faultline_faultfs::Layer>,
     /// The run directory: `{run_dir}`.
     pub run_dir: &'a Path,
     pub log_path: &'a Path,
@@ -269,7 +269,7 @@ pub async fn start(
     faultline_kind::ledger::record(data)?;
     std::fs::create_dir_all(dirs.work_dir).with_context(|| format!("cannot create {}", dirs.work_dir.display()))?;
     let disk = match dirs.fault_disk {
-        Some(caching) => Some(fault_disk(name, dirs.work_dir, caching)?),
+        Some(layer) => Some(fault_disk(name, dirs.work_dir, layer)?),
         None => None,
     };
     if !spec.args.iter().any(|a| a.contains("{port}")) {
