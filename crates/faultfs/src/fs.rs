@@ -81,12 +81,15 @@ impl State {
         ino
     }
 
+    /// The inodes at `path` and below it, with their paths.
+    fn inodes_under(&self, path: &Path) -> Vec<(PathBuf, u64)> {
+        self.inodes.iter().filter(|(p, _)| p.starts_with(path)).map(|(p, i)| (p.clone(), *i)).collect()
+    }
+
     /// The inodes at `from` and below it are at `to` now (a rename, or a
     /// removal into the graveyard, where their logs still apply).
     fn move_path(&mut self, from: &Path, to: &Path) {
-        let moved: Vec<(PathBuf, u64)> =
-            self.inodes.iter().filter(|(p, _)| p.starts_with(from)).map(|(p, i)| (p.clone(), *i)).collect();
-        for (old, ino) in moved {
+        for (old, ino) in self.inodes_under(from) {
             // `from` itself, or a path below it (joining "" would add a slash).
             let below = old.strip_prefix(from).expect("filtered by prefix");
             let new = if below.as_os_str().is_empty() { to.to_path_buf() } else { to.join(below) };
@@ -98,9 +101,7 @@ impl State {
 
     /// What was at `grave` and below it is gone for good: no log to undo.
     fn forget_under(&mut self, grave: &Path) {
-        let gone: Vec<(PathBuf, u64)> =
-            self.inodes.iter().filter(|(p, _)| p.starts_with(grave)).map(|(p, i)| (p.clone(), *i)).collect();
-        for (path, ino) in gone {
+        for (path, ino) in self.inodes_under(grave) {
             self.inodes.remove(&path);
             self.paths.remove(&ino);
             self.logs.remove(&ino);
@@ -129,19 +130,18 @@ impl State {
 /// What the mount and its controller share.
 pub(crate) struct Shared {
     pub(crate) backing: PathBuf,
-    pub(crate) caching: Caching,
+    pub(crate) layer: Layer,
     pub(crate) state: Mutex<State>,
     pub(crate) faults: Mutex<Faults>,
 }
 
 impl Shared {
     pub(crate) fn new(backing: PathBuf, layer: Layer, faults: Faults) -> Shared {
-        let caching = layer.caching;
         let mut state = State { next_ino: 1, ..State::default() };
         state.names.strict = layer.strict_names;
         state.paths.insert(1, PathBuf::new());
         state.inodes.insert(PathBuf::new(), 1);
-        Shared { backing, caching, state: Mutex::new(state), faults: Mutex::new(faults) }
+        Shared { backing, layer, state: Mutex::new(state), faults: Mutex::new(faults) }
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
@@ -247,7 +247,7 @@ impl FaultFs {
 
     fn open_handle(&self, ino: u64, file: File, flags: i32) -> u64 {
         // Write-back: the kernel places appends and fsyncs O_SYNC writes itself.
-        let through = self.0.caching == Caching::WriteThrough;
+        let through = self.0.layer.caching == Caching::WriteThrough;
         let mut state = self.0.state();
         state.next_fh += 1;
         let fh = state.next_fh;
@@ -316,33 +316,55 @@ impl FaultFs {
             Err(e) => return Err(e),
             Ok(meta) => Some((state.names.grave(), meta)),
         };
-        if replaced.is_some() {
-            std::fs::create_dir_all(self.real(Path::new(GRAVEYARD)))?;
-        }
         if let Some((grave, meta)) = &replaced {
-            if !meta.is_dir() {
-                std::fs::hard_link(self.real(to), self.real(grave))?;
+            std::fs::create_dir_all(self.real(Path::new(GRAVEYARD)))?;
+            match meta.is_dir() {
+                false => std::fs::hard_link(self.real(to), self.real(grave))?,
+                true => {
+                    std::fs::DirBuilder::new().mode(meta.mode() & 0o7777).create(self.real(grave))?;
+                    std::os::unix::fs::lchown(self.real(grave), Some(meta.uid()), Some(meta.gid()))?;
+                }
             }
         }
         if let Err(e) = std::fs::rename(self.real(from), self.real(to)) {
             if let Some((grave, meta)) = &replaced {
-                if !meta.is_dir() {
-                    let _ = std::fs::remove_file(self.real(grave));
-                }
+                let _ = match meta.is_dir() {
+                    true => std::fs::remove_dir(self.real(grave)),
+                    false => std::fs::remove_file(self.real(grave)),
+                };
             }
             return Err(e);
         }
-        if let Some((grave, meta)) = &replaced {
+        if let Some((grave, _)) = &replaced {
             state.move_path(to, grave);
-            if meta.is_dir() {
-                std::fs::DirBuilder::new().mode(meta.mode() & 0o7777).create(self.real(grave))?;
-                std::os::unix::fs::lchown(self.real(grave), Some(meta.uid()), Some(meta.gid()))?;
-            }
         }
         // The inodes move with their paths.
         state.move_path(from, to);
         state.names.renamed(from, to, replaced.map(|(grave, _)| grave));
         Ok(())
+    }
+
+    /// unlink (`dir`: rmdir): what is at `parent`/`name` goes to the
+    /// graveyard, as the kernel's own call would check it first.
+    fn remove(&self, parent: INodeNo, name: &OsStr, dir: bool) -> Result<(), Errno> {
+        let path = self.child(parent, name)?;
+        let removed = (|| -> io::Result<()> {
+            let is_dir = std::fs::symlink_metadata(self.real(&path))?.is_dir();
+            let refused = match (dir, is_dir) {
+                (false, true) => Some(libc::EISDIR),
+                (true, false) => Some(libc::ENOTDIR),
+                (true, true) if std::fs::read_dir(self.real(&path))?.next().is_some() => Some(libc::ENOTEMPTY),
+                _ => None,
+            };
+            if let Some(code) = refused {
+                return Err(io::Error::from_raw_os_error(code));
+            }
+            let mut state = self.0.state();
+            let kept = self.bury(&mut state, &path)?;
+            state.names.removed(&path, kept);
+            Ok(())
+        })();
+        removed.map_err(errno)
     }
 }
 
@@ -353,7 +375,7 @@ fn power_is_off() -> io::Error {
 
 impl Filesystem for FaultFs {
     fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> io::Result<()> {
-        if self.0.caching == Caching::WriteBack {
+        if self.0.layer.caching == Caching::WriteBack {
             config.add_capabilities(fuser::InitFlags::FUSE_WRITEBACK_CACHE).map_err(|_| {
                 io::Error::new(io::ErrorKind::Unsupported, "this kernel's FUSE has no write-back cache")
             })?;
@@ -457,45 +479,16 @@ impl Filesystem for FaultFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let path = match self.child(parent, name) {
-            Ok(path) => path,
-            Err(e) => return reply.error(e),
-        };
-        let removed = (|| -> io::Result<()> {
-            if std::fs::symlink_metadata(self.real(&path))?.is_dir() {
-                return Err(io::Error::from_raw_os_error(libc::EISDIR));
-            }
-            let mut state = self.0.state();
-            let kept = self.bury(&mut state, &path)?;
-            state.names.removed(&path, kept);
-            Ok(())
-        })();
-        match removed {
+        match self.remove(parent, name, false) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
+            Err(e) => reply.error(e),
         }
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let path = match self.child(parent, name) {
-            Ok(path) => path,
-            Err(e) => return reply.error(e),
-        };
-        let removed = (|| -> io::Result<()> {
-            if !std::fs::symlink_metadata(self.real(&path))?.is_dir() {
-                return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
-            }
-            if std::fs::read_dir(self.real(&path))?.next().is_some() {
-                return Err(io::Error::from_raw_os_error(libc::ENOTEMPTY));
-            }
-            let mut state = self.0.state();
-            let kept = self.bury(&mut state, &path)?;
-            state.names.removed(&path, kept);
-            Ok(())
-        })();
-        match removed {
+        match self.remove(parent, name, true) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -620,6 +613,9 @@ impl Filesystem for FaultFs {
         reply: ReplyWrite,
     ) {
         let faults = self.0.faults();
+        if faults.full {
+            return reply.error(Errno::ENOSPC);
+        }
         if faults.write_error {
             return reply.error(Errno::EIO);
         }
@@ -647,7 +643,7 @@ impl Filesystem for FaultFs {
         if let Err(e) = written {
             return reply.error(errno(e));
         }
-        let through = self.0.caching == Caching::WriteThrough;
+        let through = self.0.layer.caching == Caching::WriteThrough;
         if sync || (through && flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0) {
             if let Err(e) = self.commit(ino, &file) {
                 return reply.error(errno(e));

@@ -229,8 +229,7 @@ impl Mounted {
             }
         }
         let lost = self.revert(torn, names);
-        let layer = Layer { caching: self.shared.caching, strict_names: self.shared.state().names.strict };
-        let shared = Arc::new(fs::Shared::new(self.shared.backing.clone(), layer, self.faults()));
+        let shared = Arc::new(fs::Shared::new(self.shared.backing.clone(), self.shared.layer, self.faults()));
         self.session = Some(serve(&shared, &self.mountpoint, &self.label)?);
         self.shared = shared;
         Ok(lost)
