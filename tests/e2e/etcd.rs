@@ -1,6 +1,7 @@
 //! etcd, a real Raft cluster (Debian's etcd-server 3.4): three members in
 //! containers from faultline/etcd (`fixtures/images/build.sh etcd`;
-//! scripts/test.sh builds it) and one member as a process. The known-bad
+//! scripts/test.sh builds it), three as processes on loopback, and one
+//! member as a process. The known-bad
 //! and known-good cases of the failover campaign: serializable reads from a
 //! leader cut off from its peers (still reachable by clients) are found
 //! stale, linearizable ones in the same scenario are refused, never stale;
@@ -54,7 +55,8 @@ fn a_new_leader_after(cell: &serde_json::Value) -> String {
     let fault = &cell["faults"][0];
     assert!(fault.get("error").is_none() && fault["confirmed_s"].is_number(), "{fault}");
     assert!(fault["action"] == "move-leader" || fault["healed_s"].is_number(), "{fault}");
-    let old = fault["hit"][0].as_str().unwrap().to_string();
+    // `kv-1`, or `kv-1 (process group 4242)` for a process member.
+    let old = fault["hit"][0].as_str().unwrap().split(' ').next().unwrap().to_string();
     let roles = cell["roles"].as_array().unwrap();
     assert!(roles.iter().any(|c| c["member"] == old.as_str() && c["role"] == "primary"), "{roles:?}");
     assert!(roles.iter().any(|c| c["member"] != old.as_str() && c["role"] == "primary"), "no new leader: {roles:?}");
@@ -162,7 +164,7 @@ fn one_etcd_process_runs_every_op_and_its_history_checks_clean() {
     let _load = shared();
     let spec = r#"name: etcd-process
 targets:
-  kv: {kind: etcd, provider: process}
+  kv: {kind: etcd, provider: process, members: 1}
 workloads:
   judged: {ops: {get: 60, set: 40}, keys: {count: 100}, value_size: 32B}
   every-op: {ops: {get: 40, set: 30, del: 15, insert: 15}, keys: {count: 100}, value_size: 32B}
@@ -198,4 +200,76 @@ scenarios:
     let server = r["targets"][0]["server"].as_str().unwrap();
     assert!(server.starts_with("etcd 3.4") && server.contains("a cluster of 1 member(s)"), "{server}");
     assert_eq!(left_behind(run.dir.as_ref().unwrap()), Vec::<String>::new());
+}
+
+/// Three members as processes on loopback (a process etcd target's
+/// default): faults by role resolved when they fire, each confirmed and
+/// healed, a new leader after the leader is killed or hands over, no
+/// majority while both followers are paused, and nothing left running.
+#[test]
+fn a_three_member_process_cluster_is_faulted_by_role() {
+    let _load = shared();
+    let spec = r#"name: etcd-process-cluster
+targets:
+  kv: {kind: etcd, provider: process, ready_timeout: 30s}
+workloads:
+  w: {ops: {get: 80, set: 20}, keys: {count: 50}, value_size: 32B}
+profiles:
+  p: {closed: 2x4}
+timing: {warmup: 1s, duration: 10s, deadline: 1s}
+checkers: [stale-read-after-ack, lost-acknowledged-write]
+gates:
+  nothing-lost: lost_acked_writes == 0
+scenarios:
+  - {name: killed, target: kv, workload: w, profiles: [p], faults: [{name: killed, at: 2s, action: kill, target: kv.leader, heal_after: 4s}]}
+  - {name: no-majority, target: kv, workload: w, profiles: [p], faults: [{name: frozen, at: 2s, action: pause, target: kv.followers, heal_after: 3s}]}
+  - {name: any, target: kv, workload: w, profiles: [p], faults: [{name: again, at: 2s, action: restart, target: kv.any}]}
+  - {name: moved, target: kv, workload: w, profiles: [p], faults: [{name: moved, at: 2s, action: move-leader, target: kv.leader}]}
+"#;
+    let (_d, path) = spec_file(spec);
+    let run = run(&path, &[]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let r = run.results();
+    let server = r["targets"][0]["server"].as_str().unwrap();
+    assert!(server.starts_with("etcd 3.4") && server.contains("a cluster of 3 member(s)"), "{server}");
+
+    let killed = cell(&r, "killed");
+    let old = a_new_leader_after(killed);
+    assert!(killed["faults"][0]["heal_evidence"].as_str().unwrap().contains("started again"), "{killed}");
+    let impact = &killed["stats"]["fault_impact"][0];
+    assert!(impact["first_success_s"].is_number(), "{impact}");
+
+    // Both followers frozen: the leader alone has no majority, writes fail
+    // until they thaw.
+    let frozen = cell(&r, "no-majority");
+    let fault = &frozen["faults"][0];
+    assert!(fault.get("error").is_none() && fault["healed_s"].is_number(), "{fault}");
+    let hit = fault["hit"].as_array().unwrap();
+    assert_eq!(hit.len(), 2, "{fault}");
+    assert!(hit.iter().all(|h| h.as_str().unwrap().contains("(process group ")), "{fault}");
+    let impact = &frozen["stats"]["fault_impact"][0];
+    assert!(impact["failed"].as_u64().unwrap() > 0, "no majority, no write: {impact}");
+
+    let any = cell(&r, "any");
+    let fault = &any["faults"][0];
+    assert!(fault.get("error").is_none() && fault["hit"].as_array().unwrap().len() == 1, "{fault}");
+    assert!(fault["evidence"].as_str().unwrap().contains("started again"), "{fault}");
+
+    let moved = cell(&r, "moved");
+    let from = a_new_leader_after(moved);
+    let evidence = moved["faults"][0]["evidence"].as_str().unwrap();
+    assert!(evidence.contains(&format!("leadership moved from `{from}` to `kv-")), "{evidence}");
+
+    for c in [killed, frozen, any, moved] {
+        assert_eq!(check(c, "lost-acknowledged-write")["status"], "ok", "{c}");
+        assert_eq!(check(c, "stale-read-after-ack")["status"], "ok", "{c}");
+        let members: Vec<&str> = c["roles"].as_array().unwrap().iter().filter_map(|x| x["member"].as_str()).collect();
+        for m in ["kv-0", "kv-1", "kv-2"] {
+            assert!(members.contains(&m), "{m} has a role timeline: {members:?}");
+        }
+    }
+    assert!(run.report().contains(&old), "{}", run.report());
+    // Every member's process group is gone with the run.
+    let dir = std::fs::canonicalize(run.dir.as_ref().unwrap()).unwrap();
+    assert_eq!(processes_matching(&dir.display().to_string()), Vec::<String>::new());
 }

@@ -96,6 +96,34 @@ fn check_all_gone(before: &Host, marker: &str, what: &str) {
     }
 }
 
+/// Runs `spec` (with `args`) once per signal, each sent at a random point
+/// within `window_ms`, and checks the host is as it was (by `marker`): a
+/// SIGINT or SIGTERM stops within `stop_within`, a SIGKILL is cleaned up by
+/// `faultline teardown`.
+fn interrupt_anywhere(
+    spec: &std::path::Path,
+    args: &[&str],
+    marker: &str,
+    signals: &[i32],
+    window_ms: (u64, u64),
+    stop_within: Duration,
+) {
+    let before = host(marker);
+    let mut points = Points::new();
+    for &signal in signals {
+        let at = Duration::from_millis(points.next_ms(window_ms.0, window_ms.1));
+        let took = interrupt(spec, args, at, signal);
+        let what = format!("signal {signal} after {at:?}");
+        if signal == libc::SIGKILL {
+            let out = faultline().arg("teardown").output().unwrap();
+            assert!(out.status.success(), "teardown: {}", String::from_utf8_lossy(&out.stderr));
+        } else {
+            assert!(took < stop_within, "{what}: took {took:?} to stop");
+        }
+        check_all_gone(&before, marker, &what);
+    }
+}
+
 #[test]
 #[ignore = "alone: needs the machine to itself; scripts/test.sh runs it after the rest"]
 fn a_process_campaign_interrupted_anywhere_leaves_nothing() {
@@ -112,20 +140,29 @@ fn a_process_campaign_interrupted_anywhere_leaves_nothing() {
          \x20    faults: [{{name: frozen, at: 1s, action: pause, target: cache, heal_after: 1s}}]}}\n\
          gates:\n  g: errors >= 0\n"
     ));
-    let before = host(&marker);
-    let mut points = Points::new();
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
-        let at = Duration::from_millis(points.next_ms(20, 3000));
-        let took = interrupt(&spec, &[], at, signal);
-        let what = format!("signal {signal} after {at:?}");
-        if signal == libc::SIGKILL {
-            let out = faultline().arg("teardown").output().unwrap();
-            assert!(out.status.success(), "teardown: {}", String::from_utf8_lossy(&out.stderr));
-        } else {
-            assert!(took < Duration::from_secs(10), "{what}: took {took:?} to stop");
-        }
-        check_all_gone(&before, &marker, &what);
-    }
+    let signals = [libc::SIGINT, libc::SIGTERM, libc::SIGINT, libc::SIGTERM, libc::SIGKILL];
+    interrupt_anywhere(&spec, &[], &marker, &signals, (20, 3000), Duration::from_secs(10));
+}
+
+/// Three etcd members as processes, both followers paused during part of
+/// the window: every member's process group goes with the run, whatever
+/// the signal (SIGKILL: each group's guardian, then `teardown`).
+#[test]
+#[ignore = "alone: needs the machine to itself; scripts/test.sh runs it after the rest"]
+fn a_process_cluster_interrupted_anywhere_leaves_nothing() {
+    let _load = exclusive();
+    // The target's name is in every member's command line (`--name MARKER-i`).
+    let marker = format!("fl-interrupt-etcd-{}", std::process::id());
+    let (_d, spec) = spec_file(&format!(
+        "name: interrupts\ntargets:\n  {marker}: {{kind: etcd, provider: process, ready_timeout: 30s}}\n\
+         workloads:\n  w: {{ops: {{get: 1, set: 1}}}}\nprofiles:\n  p: {{closed: 2x4}}\n\
+         timing: {{warmup: 200ms, duration: 3s, deadline: 500ms}}\nscenarios:\n\
+         \x20 - {{name: s, target: {marker}, workload: w, profiles: [p],\n\
+         \x20    faults: [{{name: frozen, at: 1s, action: pause, target: {marker}.followers, heal_after: 1s}}]}}\n\
+         gates:\n  g: errors >= 0\n"
+    ));
+    let signals = [libc::SIGINT, libc::SIGTERM, libc::SIGKILL];
+    interrupt_anywhere(&spec, &[], &marker, &signals, (20, 5000), Duration::from_secs(15));
 }
 
 #[test]
@@ -133,22 +170,10 @@ fn a_process_campaign_interrupted_anywhere_leaves_nothing() {
 fn a_docker_campaign_interrupted_anywhere_leaves_nothing() {
     let _load = exclusive();
     let marker = "no-such-process-marker";
-    let before = host(marker);
-    let mut points = Points::new();
     let spec = repo().join("specs/kv-failover.yaml");
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
-        // Start-up takes a few seconds; faults begin 5 s into the window.
-        let at = Duration::from_millis(points.next_ms(500, 16_000));
-        let took = interrupt(&spec, &["--quick"], at, signal);
-        let what = format!("signal {signal} after {at:?}");
-        if signal == libc::SIGKILL {
-            let out = faultline().arg("teardown").output().unwrap();
-            assert!(out.status.success(), "teardown: {}", String::from_utf8_lossy(&out.stderr));
-        } else {
-            assert!(took < Duration::from_secs(30), "{what}: took {took:?} to stop");
-        }
-        check_all_gone(&before, marker, &what);
-    }
+    // Start-up takes a few seconds; faults begin 5 s into the window.
+    let signals = [libc::SIGINT, libc::SIGTERM, libc::SIGKILL];
+    interrupt_anywhere(&spec, &["--quick"], marker, &signals, (500, 16_000), Duration::from_secs(30));
 }
 
 /// SIGINT or SIGTERM however early: the handlers are in place before the run

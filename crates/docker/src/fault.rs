@@ -61,6 +61,7 @@ pub async fn apply(topology: &Arc<Topology>, fault: &FaultSpec, spec: &Spec) -> 
         topology: Arc::clone(topology),
         written: fault.target.clone(),
         selector: selection.selector,
+        pick: faultline_spec::selector::pick(spec.seed, &fault.name),
         discovery: spec.targets.get(&topology.target).and_then(|t| t.discovery.clone()),
     };
     faultline_kind::fault::apply(FAULTS, "docker", &fault.action, &fault.fields, &on).await
@@ -72,6 +73,8 @@ pub struct Containers {
     /// The selector as the spec wrote it (`kv.primary`), for errors.
     pub written: String,
     pub selector: Selector,
+    /// Which member `kv.any` picks.
+    pub pick: u64,
     /// The target's Sentinels, for `failover`.
     pub discovery: Option<DiscoverySpec>,
 }
@@ -79,8 +82,11 @@ pub struct Containers {
 impl Containers {
     /// The members the selector picks now (at least one).
     async fn members(&self) -> anyhow::Result<Vec<Member>> {
-        let members =
-            self.topology.resolve(&self.selector).await.with_context(|| format!("resolving `{}`", self.written))?;
+        let members = self
+            .topology
+            .resolve(&self.selector, self.pick)
+            .await
+            .with_context(|| format!("resolving `{}`", self.written))?;
         anyhow::ensure!(!members.is_empty(), "`{}` selects no container now", self.written);
         Ok(members)
     }

@@ -10,20 +10,14 @@
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use indexmap::IndexMap;
 
 use crate::client::{Container, Docker, Network};
-use faultline_kind::topology::{FailoverMember, FailoverPlan, TopologyKind};
+use faultline_kind::topology::{self, FailoverMember, FailoverPlan, MemberSet, TopologyKind};
 use faultline_kind::TargetDriver;
 use faultline_model::roles::Role;
-
-/// How long a member has to say its role when a selector is resolved: a
-/// member that has not answered by then (paused, cut off) is left out; a
-/// busy machine can take seconds to schedule a container's reply.
-const ASK_ROLE_LIMIT: Duration = Duration::from_secs(5);
 
 /// One container of a target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,80 +95,14 @@ impl Topology {
     /// Every member's role, asked now. A member that cannot be asked (paused,
     /// stopped, cut off) has an error instead.
     pub async fn roles(&self) -> Vec<(Member, anyhow::Result<Role>)> {
-        self.roles_within(ASK_ROLE_LIMIT).await.into_iter().map(|(m, _, r)| (m, r)).collect()
+        let roles = topology::roles_within(self, topology::ASK_ROLE_LIMIT).await;
+        roles.into_iter().map(|r| (self.members[r.index].clone(), r.role)).collect()
     }
 
-    /// As [`Self::roles`], with an error for a member that does not answer
-    /// within `limit`, and the `host:port` each member was asked at (None
-    /// when it has no address now), by which the role sampler knows which
-    /// member a driver says answered a read.
-    pub async fn roles_within(&self, limit: Duration) -> Vec<(Member, Option<String>, anyhow::Result<Role>)> {
-        let addresses = futures::future::join_all(self.members.iter().map(|m| self.address(m))).await;
-        let host_ports: Vec<Option<String>> =
-            addresses.iter().map(|a| a.as_ref().ok().map(|(ip, port)| format!("{ip}:{port}"))).collect();
-        let uris: Vec<anyhow::Result<String>> =
-            addresses.into_iter().map(|a| a.map(|(ip, port)| self.driver.uri(&ip.to_string(), port))).collect();
-        let reachable: Vec<(usize, String)> =
-            uris.iter().enumerate().filter_map(|(i, u)| u.as_ref().ok().map(|u| (i, u.clone()))).collect();
-        let asked = self.kind.roles(&reachable.iter().map(|(_, u)| u.clone()).collect::<Vec<_>>(), limit).await;
-        let mut answers: Vec<Option<anyhow::Result<Role>>> = (0..self.members.len()).map(|_| None).collect();
-        for ((i, _), role) in reachable.into_iter().zip(asked) {
-            answers[i] = Some(role);
-        }
-        self.members
-            .iter()
-            .cloned()
-            .zip(uris)
-            .zip(answers)
-            .zip(host_ports)
-            .map(|(((m, uri), role), address)| {
-                let role = match (uri, role) {
-                    (Err(e), _) => Err(e),
-                    (Ok(_), Some(r)) => r,
-                    (Ok(_), None) => Err(anyhow!("not asked")),
-                };
-                (m, address, role)
-            })
-            .collect()
-    }
-
-    /// One line per member: `kv-0: primary, kv-1: replica (link up), …`.
-    pub fn describe_roles(roles: &[(Member, anyhow::Result<Role>)]) -> String {
-        roles
-            .iter()
-            .map(|(m, r)| match r {
-                Ok(role) => format!("{}: {role}", m.name),
-                Err(e) => format!("{}: unknown ({e:#})", m.name),
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    /// What `selector` picks now. `Primary` is an error when no member says
-    /// it is primary, and gives every one that does (two during a split
-    /// brain); `Replicas` may be empty.
-    pub async fn resolve(&self, selector: &Selector) -> anyhow::Result<Vec<Member>> {
-        let by_role = |want: fn(&Role) -> bool, roles: Vec<(Member, anyhow::Result<Role>)>| {
-            roles.into_iter().filter(|(_, r)| r.as_ref().is_ok_and(want)).map(|(m, _)| m).collect::<Vec<_>>()
-        };
+    /// What `selector` picks now (`pick` chooses `Any`'s member): members
+    /// by role or position ([`topology::resolve`]), or companions.
+    pub async fn resolve(&self, selector: &Selector, pick: u64) -> anyhow::Result<Vec<Member>> {
         match selector {
-            Selector::Primary => {
-                let roles = self.roles().await;
-                let described = Self::describe_roles(&roles);
-                let primaries = by_role(|r| *r == Role::Primary, roles);
-                if primaries.is_empty() {
-                    bail!("no member of `{}` says it is primary now: {described}", self.target);
-                }
-                Ok(primaries)
-            }
-            Selector::Replicas => Ok(by_role(|r| matches!(r, Role::Replica { .. }), self.roles().await)),
-            Selector::Members => Ok(self.members.clone()),
-            Selector::Member(i) => self
-                .members
-                .get(*i)
-                .cloned()
-                .map(|m| vec![m])
-                .ok_or_else(|| anyhow!("`{}` has no member {i}", self.target)),
             Selector::Group(g) => {
                 self.companions.get(g).cloned().ok_or_else(|| anyhow!("`{}` has no companion group `{g}`", self.target))
             }
@@ -185,6 +113,10 @@ impl Topology {
                 .cloned()
                 .map(|m| vec![m])
                 .ok_or_else(|| anyhow!("`{}` has no companion `{g}[{i}]`", self.target)),
+            members => {
+                let picked = topology::resolve(self, members, pick).await?;
+                Ok(picked.into_iter().map(|i| self.members[i].clone()).collect())
+            }
         }
     }
 
@@ -198,7 +130,7 @@ impl Topology {
             .get(sentinels)
             .ok_or_else(|| anyhow!("`{}` has no companion group `{sentinels}`", self.target))?;
         let mut replicas = Vec::new();
-        for m in self.resolve(&Selector::Replicas).await? {
+        for m in self.resolve(&Selector::Replicas, 0).await? {
             replicas.push(self.failover_member(&m).await?);
         }
         let mut watchers = Vec::new();
@@ -223,12 +155,39 @@ impl Topology {
 
     /// The single primary now; an error if there is none or more than one.
     pub async fn primary(&self) -> anyhow::Result<Member> {
-        let mut primaries = self.resolve(&Selector::Primary).await?;
+        let mut primaries = self.resolve(&Selector::Primary, 0).await?;
         if primaries.len() > 1 {
             let names: Vec<&str> = primaries.iter().map(|m| m.name.as_str()).collect();
             bail!("`{}` has {} primaries now: {}", self.target, primaries.len(), names.join(", "));
         }
         Ok(primaries.remove(0))
+    }
+}
+
+/// The members as any provider's are seen: by position, reached at
+/// their address on the target's network.
+#[async_trait::async_trait]
+impl MemberSet for Topology {
+    fn target(&self) -> &str {
+        &self.target
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.name.clone()).collect()
+    }
+
+    async fn address(&self, index: usize) -> anyhow::Result<(String, u16)> {
+        let m = self.members.get(index).ok_or_else(|| anyhow!("`{}` has no member {index}", self.target))?;
+        let (ip, port) = Topology::address(self, m).await?;
+        Ok((ip.to_string(), port))
+    }
+
+    fn kind(&self) -> &dyn TopologyKind {
+        self.kind.as_ref()
+    }
+
+    fn uri(&self, host: &str, port: u16) -> String {
+        self.driver.uri(host, port)
     }
 }
 
@@ -254,6 +213,7 @@ mod tests {
         assert_eq!(sel("kv.followers"), Ok(Selector::Replicas));
         assert_eq!(sel("kv.members"), Ok(Selector::Members));
         assert_eq!(sel("kv.member[2]"), Ok(Selector::Member(2)));
+        assert_eq!(sel("kv.any"), Ok(Selector::Any));
         assert_eq!(sel("kv-1"), Ok(Selector::Member(1)));
         assert_eq!(sel("kv.sentinels"), Ok(Selector::Group("sentinels".into())));
         assert_eq!(sel("kv.sentinels[1]"), Ok(Selector::GroupMember("sentinels".into(), 1)));
@@ -268,13 +228,14 @@ mod tests {
         assert!(err("kv.member[3]").contains("has 3 member(s)"), "{}", err("kv.member[3]"));
         assert!(err("kv.sentinels[3]").contains("has 3 container(s)"));
         assert!(
-            err("kv.chief")
-                .contains("known: primary, leader, replicas, secondaries, followers, members, member[i], sentinels"),
+            err("kv.chief").contains(
+                "known: primary, leader, replicas, secondaries, followers, members, member[i], any, sentinels"
+            ),
             "{}",
             err("kv.chief")
         );
         assert!(err("nope.primary").contains("no target named `nope`"));
-        assert!(err("local.primary").contains("not a docker target"));
+        assert!(err("local.primary").contains("runs one server"));
         assert!(err("kv-7").contains("names no container"));
         assert!(err("kv.member[x]").contains("index"));
     }

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::members::{companion_name, member_name, Member, Topology};
 use crate::{say_err, ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard, MEMBER_LABEL};
-use faultline_kind::topology::{FailoverMember, MemberPlan, TopologyKind};
+use faultline_kind::topology::{FailoverMember, MemberAddress, MemberPlan, TopologyKind};
 use faultline_kind::{ServerInfo, TargetDriver};
 use faultline_model::roles::Role;
 use faultline_model::units::{format_duration, Size};
@@ -197,6 +197,9 @@ impl Build<'_> {
         let own_port = spec.args.iter().any(|a| a.contains("{port}"));
 
         let names: Vec<String> = (0..member_count).map(|i| member_name(self.name, i)).collect();
+        // Each container has its own address: its host name, the kind's ports.
+        let addresses: Vec<MemberAddress> =
+            names.iter().map(|n| MemberAddress { host: n.clone(), port, peer_port: None }).collect();
         for i in 0..member_count {
             let member = names[i].clone();
             let vars = HashMap::from([
@@ -208,7 +211,15 @@ impl Build<'_> {
             ]);
             let mut cmd = vec![command.clone()];
             if !own_port {
-                cmd.extend(self.kind.member_args(&MemberPlan { index: i, port, names: &names, target: self.name }));
+                cmd.extend(self.kind.member_args(&MemberPlan {
+                    index: i,
+                    port,
+                    names: &names,
+                    addresses: &addresses,
+                    listen: "0.0.0.0",
+                    data_dir: None,
+                    target: self.name,
+                }));
             }
             let mut binds = Vec::new();
             if let Some((root, layer)) = self.fault_disk {

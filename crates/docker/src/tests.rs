@@ -301,9 +301,9 @@ scenarios:
             let topo = Arc::clone(&target.target.topology);
             let result = async {
                 assert_eq!(topo.primary().await?.name, "kv-0");
-                assert_eq!(names(&topo.resolve(&Selector::Replicas).await?), ["kv-1", "kv-2"]);
-                assert_eq!(names(&topo.resolve(&Selector::Member(2)).await?), ["kv-2"]);
-                let sentinel = topo.resolve(&Selector::GroupMember("sentinels".into(), 0)).await?.remove(0);
+                assert_eq!(names(&topo.resolve(&Selector::Replicas, 0).await?), ["kv-1", "kv-2"]);
+                assert_eq!(names(&topo.resolve(&Selector::Member(2), 0).await?), ["kv-2"]);
+                let sentinel = topo.resolve(&Selector::GroupMember("sentinels".into(), 0), 0).await?.remove(0);
                 assert_eq!(topo.uri(&sentinel).await?, format!("redis://{}:26379", topo.ip(&sentinel).await?));
                 let ask =
                     d_exec(&topo, "kv-sentinels-0", "redis-cli -p 26379 sentinel get-master-addr-by-name kv").await?;
@@ -312,7 +312,7 @@ scenarios:
 
                 // A replica promoted by hand: two primaries now (a split brain), said as such.
                 d_exec(&topo, "kv-1", "redis-cli replicaof no one").await?;
-                assert_eq!(names(&topo.resolve(&Selector::Primary).await?), ["kv-0", "kv-1"]);
+                assert_eq!(names(&topo.resolve(&Selector::Primary, 0).await?), ["kv-0", "kv-1"]);
                 let err = topo.primary().await.unwrap_err().to_string();
                 assert!(err.contains("has 2 primaries now: kv-0, kv-1"), "{err}");
 

@@ -136,6 +136,11 @@ impl faultline_spec::Catalog for Kinds {
         self.find(kind).map(|_| ())
     }
 
+    fn shared_host_members(&self, kind: &TargetKind) -> Option<u32> {
+        let members = self.find(kind).ok()?.members?;
+        members().shared_host().map(|s| s.default_members)
+    }
+
     fn kind(
         &self,
         kind: &TargetKind,

@@ -38,6 +38,12 @@ pub trait Catalog: Sync {
         let _ = kind;
         true
     }
+    /// How many members a process target of `kind` starts unless its spec
+    /// says (`members`); None: the kind's process targets are one server.
+    fn shared_host_members(&self, kind: &TargetKind) -> Option<u32> {
+        let _ = kind;
+        None
+    }
     /// `kind` with `options` (the target's, overlaid by a scenario's); the
     /// error names the field under `options` and what is wrong.
     fn kind(&self, kind: &TargetKind, options: Option<&serde_json::Value>) -> Result<Arc<dyn KindInfo>, OptionsError>;

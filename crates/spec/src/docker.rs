@@ -12,7 +12,7 @@ use super::units::{Dur, Size};
 pub const MAX_CONTAINERS: u32 = 16;
 
 /// Group names a selector uses for roles; a companion group may not take them.
-pub const RESERVED_GROUPS: [&str; 5] = ["primary", "replicas", "members", "member", "all"];
+pub const RESERVED_GROUPS: [&str; 6] = ["primary", "replicas", "members", "member", "all", "any"];
 
 /// A group of extra containers next to a target's members, e.g. Sentinels.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

@@ -39,8 +39,9 @@ pub struct FaultSpec {
     pub name: String,
     /// Offset into the measured window.
     pub at: Dur,
-    /// What it hits: a process target's name, or a docker target's selector
-    /// (`kv.primary`, `kv.replicas`, `kv.member[1]`, `kv-2`, `kv.sentinels[0]`).
+    /// What it hits: a target of one server by its name, or a selector of a
+    /// target's members (`kv.primary`, `kv.replicas`, `kv.any`, `kv.member[1]`,
+    /// `kv-2`, `kv.sentinels[0]`).
     pub target: String,
     /// The registered action's name (`kill`, `pause`, `stepdown`, …).
     pub action: String,
@@ -329,7 +330,7 @@ fn common_properties(generator: &mut schemars::SchemaGenerator) -> serde_json::M
     [
         ("name", schemars::json_schema!({"type": "string", "description": "Names it in results, the report and gates (`denied_window(NAME)`)."}).to_value()),
         ("at", described(duration.clone(), "Offset into the measured window.")),
-        ("target", schemars::json_schema!({"type": "string", "description": "A process target's name, or a docker target's selector (`kv.primary`, `kv.replicas`, `kv.member[1]`, `kv-2`, `kv.sentinels[0]`)."}).to_value()),
+        ("target", schemars::json_schema!({"type": "string", "description": "A target of one server by its name, or a selector of a target's members (`kv.primary`, `kv.replicas`, `kv.any`, `kv.member[1]`, `kv-2`, `kv.sentinels[0]`)."}).to_value()),
         ("heal_after", described(duration, "Undo the fault after this long; without it, at the end of the cell.")),
     ]
     .into_iter()

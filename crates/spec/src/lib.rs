@@ -346,6 +346,14 @@ fn typed(
         err_at(line, column, field, message)
     })?;
     spec.params = params.clone();
+    // A process target of a kind whose members share a host starts its
+    // kind's number of them unless told: selectors, the plan and the
+    // results all read this one count.
+    for t in spec.targets.values_mut() {
+        if t.provider == ProviderKind::Process && t.members.is_none() {
+            t.members = catalog.shared_host_members(&t.kind);
+        }
+    }
 
     // Cross-references and value ranges.
     validate::validate(&spec, catalog).map_err(|(field, message)| {

@@ -31,8 +31,20 @@ use super::Spec;
 
 /// Placeholders faultline fills in at run time, never matrix dimensions:
 /// a target's and a probe's own, and docker members' and companions'.
-pub const RUNTIME_PLACEHOLDERS: [&str; 11] =
-    ["port", "pid", "uri", "target_dir", "run_dir", "member", "index", "name", "primary_host", "primary_ip", "quorum"];
+pub const RUNTIME_PLACEHOLDERS: [&str; 12] = [
+    "port",
+    "peer_port",
+    "pid",
+    "uri",
+    "target_dir",
+    "run_dir",
+    "member",
+    "index",
+    "name",
+    "primary_host",
+    "primary_ip",
+    "quorum",
+];
 
 /// The most points one scenario's matrix may have.
 pub const MAX_POINTS: usize = 1_000;

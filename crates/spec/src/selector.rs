@@ -1,8 +1,10 @@
-//! Fault targets inside a multi-container target, as a spec writes them:
-//! by role (`kv.primary`, `kv.replicas`, `kv.member[1]`, `kv.sentinels[0]`)
-//! or by a container's name (`kv-1`, `kv-sentinels-2`), checked against
-//! the spec's docker targets. Resolving a role to a container happens at
-//! run time, by asking the servers (the runner's topology).
+//! Fault targets inside a target of several members, as a spec writes
+//! them: by role (`kv.primary`, `kv.replicas`, `kv.any`, `kv.member[1]`,
+//! `kv.sentinels[0]`) or by a member's name (`kv-1`, `kv-sentinels-2`),
+//! checked against the spec's targets that have members (docker targets,
+//! and process targets of a kind whose members share a host). Resolving a
+//! role to a member happens at run time, by asking the servers
+//! (`faultline_kind::topology::resolve`).
 
 use crate::{ProviderKind, Spec};
 
@@ -17,6 +19,9 @@ pub enum Selector {
     Members,
     /// Member i by position (`member[i]`, or its name `kv-i`).
     Member(usize),
+    /// One member, whatever its role, chosen by the spec's seed and the
+    /// fault's name ([`pick`]).
+    Any,
     /// Every container of a companion group.
     Group(String),
     /// Container i of a companion group (`sentinels[i]`, or `kv-sentinels-i`).
@@ -38,9 +43,31 @@ impl std::fmt::Display for Selection {
             Selector::Replicas => write!(f, "{t}.replicas"),
             Selector::Members => write!(f, "{t}.members"),
             Selector::Member(i) => write!(f, "{t}.member[{i}]"),
+            Selector::Any => write!(f, "{t}.any"),
             Selector::Group(g) => write!(f, "{t}.{g}"),
             Selector::GroupMember(g, i) => write!(f, "{t}.{g}[{i}]"),
         }
+    }
+}
+
+/// Which member `kv.any` picks for the fault named `fault` (FNV-1a of the
+/// spec's seed and the name): the same one on every run of the spec.
+pub fn pick(seed: u64, fault: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in seed.to_le_bytes().iter().chain(fault.as_bytes()) {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// Whether `t` has members a selector can name: a docker target's
+/// containers, or a process target of several members side by side
+/// (its `members` is filled at load for kinds whose members share a host).
+pub fn has_members(t: &crate::TargetSpec) -> bool {
+    match t.provider {
+        ProviderKind::Docker => true,
+        ProviderKind::Process => t.members.is_some(),
+        ProviderKind::External => false,
     }
 }
 
@@ -55,17 +82,16 @@ pub fn companion_name(target: &str, group: &str, index: usize) -> String {
 }
 
 /// Parses `kv.primary` (or `kv.leader`), `kv.replicas` (or `kv.secondaries`,
-/// `kv.followers`), `kv.members`, `kv.member[1]`,
-/// `kv.sentinels`, `kv.sentinels[2]`, or a container's name (`kv-1`,
-/// `kv-sentinels-2`), and checks it against the spec's docker targets. The
-/// error is a message for a spec error at the selector's field.
+/// `kv.followers`), `kv.members`, `kv.member[1]`, `kv.any`,
+/// `kv.sentinels`, `kv.sentinels[2]`, or a member's name (`kv-1`,
+/// `kv-sentinels-2`), and checks it against the spec's targets that have
+/// members. The error is a message for a spec error at the selector's field.
 pub fn parse_selector(text: &str, spec: &Spec) -> Result<Selection, String> {
     let text = text.trim();
-    let docker_targets: Vec<&String> =
-        spec.targets.iter().filter(|(_, t)| t.provider == ProviderKind::Docker).map(|(n, _)| n).collect();
+    let with_members: Vec<&String> = spec.targets.iter().filter(|(_, t)| has_members(t)).map(|(n, _)| n).collect();
     let Some((target, rest)) = text.split_once('.') else {
         // A bare name: find the container it names.
-        for name in &docker_targets {
+        for name in &with_members {
             let t = &spec.targets[*name];
             for i in 0..t.members.unwrap_or(1) as usize {
                 if member_name(name, i) == text {
@@ -92,8 +118,8 @@ pub fn parse_selector(text: &str, spec: &Spec) -> Result<Selection, String> {
         let known: Vec<&str> = spec.targets.keys().map(String::as_str).collect();
         return Err(format!("`{text}`: no target named `{target}` (defined: {})", known.join(", ")));
     };
-    if t.provider != ProviderKind::Docker {
-        return Err(format!("`{text}`: target `{target}` is not a docker target, so it has no members to select"));
+    if !has_members(t) {
+        return Err(format!("`{text}`: target `{target}` runs one server, so it has no members to select"));
     }
     let (word, index) = match rest.split_once('[') {
         Some((w, i)) => {
@@ -112,6 +138,7 @@ pub fn parse_selector(text: &str, spec: &Spec) -> Result<Selection, String> {
         // MongoDB calls them secondaries.
         ("replicas" | "secondaries" | "followers", None) => Selector::Replicas,
         ("members", None) => Selector::Members,
+        ("any", None) => Selector::Any,
         ("member", Some(i)) if i < members => Selector::Member(i),
         ("member", Some(i)) => {
             return Err(format!("`{text}`: target `{target}` has {members} member(s), numbered from 0; no member {i}"))
@@ -127,7 +154,8 @@ pub fn parse_selector(text: &str, spec: &Spec) -> Result<Selection, String> {
             }
         },
         _ => {
-            let mut known = vec!["primary", "leader", "replicas", "secondaries", "followers", "members", "member[i]"];
+            let mut known =
+                vec!["primary", "leader", "replicas", "secondaries", "followers", "members", "member[i]", "any"];
             known.extend(t.companions.keys().map(String::as_str));
             return Err(format!(
                 "`{text}`: `{rest}` is not a role or group of `{target}` (known: {})",

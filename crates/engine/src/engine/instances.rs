@@ -135,11 +135,14 @@ impl Instances {
             if *name == cell.instance {
                 continue;
             }
-            if let Some(pgid) = t.process_group() {
-                if provider::process_group::signal(pgid, libc::SIGSTOP).is_ok() {
-                    self.frozen.push(pgid);
-                    frozen.push(name.clone());
+            let groups = t.process_groups();
+            for pgid in &groups {
+                if provider::process_group::signal(*pgid, libc::SIGSTOP).is_ok() {
+                    self.frozen.push(*pgid);
                 }
+            }
+            if !groups.is_empty() {
+                frozen.push(name.clone());
             }
         }
         frozen

@@ -1,4 +1,5 @@
-//! Who was primary when: during a cell with faults on a docker target, every
+//! Who was primary when: during a cell with faults on a target of several
+//! members (containers, or a kind's processes side by side), every
 //! member is asked its role a few times a second, and each change is kept
 //! as a [`RoleChange`]. A target of one server (a process or external
 //! MongoDB) has its one server sampled the same way, and so are cells whose
@@ -16,8 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use faultline_docker::members::Topology;
-use faultline_kind::topology::TopologyKind;
+use faultline_kind::topology::{self, MemberSet, TopologyKind};
 use faultline_model::roles::{Role, RoleChange};
 
 /// How often every member is asked.
@@ -25,8 +25,8 @@ const EVERY: Duration = Duration::from_millis(250);
 
 /// Whose roles are sampled.
 pub enum Watched {
-    /// A docker target's members.
-    Members(Arc<Topology>),
+    /// A target's members, whichever provider started them.
+    Members(Arc<dyn MemberSet>),
     /// The one server of a target, asked through its kind; `address` is the
     /// `host:port` its driver names it by, when the kind's driver names one.
     Server { name: String, uri: String, address: Option<String>, kind: Arc<dyn TopologyKind> },
@@ -35,7 +35,7 @@ pub enum Watched {
 impl Watched {
     fn len(&self) -> usize {
         match self {
-            Watched::Members(t) => t.members.len(),
+            Watched::Members(set) => set.names().len(),
             Watched::Server { .. } => 1,
         }
     }
@@ -43,7 +43,10 @@ impl Watched {
     /// Each member's name, address and role now.
     async fn roles_within(&self, limit: Duration) -> Vec<(String, Option<String>, anyhow::Result<Role>)> {
         match self {
-            Watched::Members(t) => t.roles_within(limit).await.into_iter().map(|(m, a, r)| (m.name, a, r)).collect(),
+            Watched::Members(set) => {
+                let roles = topology::roles_within(set.as_ref(), limit).await;
+                roles.into_iter().map(|m| (m.name, m.address, m.role)).collect()
+            }
             Watched::Server { name, uri, address, kind } => {
                 let role = kind.roles(std::slice::from_ref(uri), limit).await.pop();
                 vec![(name.clone(), address.clone(), role.unwrap_or_else(|| Err(anyhow::anyhow!("not asked"))))]

@@ -85,8 +85,8 @@ async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec, kinds: &K
         own::apply(target, fault, spec).await
     } else if let Some(topology) = target.topology() {
         faultline_docker::fault::apply(topology, fault, spec).await
-    } else if let Some(slot) = target.process() {
-        process::apply(&target.name, slot, fault).await
+    } else if let Some(members) = target.process() {
+        process::apply(&target.name, members, fault, spec).await
     } else {
         anyhow::bail!("target `{}` is external: faultline cannot inject faults into it", target.name)
     }

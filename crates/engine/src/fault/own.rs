@@ -7,18 +7,23 @@
 use crate::provider::RunningTarget;
 use crate::spec::{FaultSpec, Spec};
 use faultline_kind::fault::{Applied, Server};
+use faultline_kind::topology;
 
 /// The servers a fault names: each selected member by the URI of that one
 /// server, or the target's one server.
 async fn servers(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Vec<Server>> {
-    let Some(topology) = target.topology() else {
-        return Ok(vec![Server { name: target.name.clone(), uri: target.uri.clone() }]);
-    };
+    let one = Server { name: target.name.clone(), uri: target.uri.clone() };
+    let Some(set) = target.member_set() else { return Ok(vec![one]) };
+    // The target's own name: the whole target, as its clients reach it.
+    if spec.targets.contains_key(fault.target.trim()) {
+        return Ok(vec![one]);
+    }
     let selection = faultline_spec::selector::parse_selector(&fault.target, spec).map_err(anyhow::Error::msg)?;
+    let pick = faultline_spec::selector::pick(spec.seed, &fault.name);
+    let names = set.names();
     let mut out = Vec::new();
-    for m in topology.resolve(&selection.selector).await? {
-        let uri = topology.uri(&m).await?;
-        out.push(Server { name: m.name, uri });
+    for i in topology::resolve(set.as_ref(), &selection.selector, pick).await? {
+        out.push(Server { name: names[i].clone(), uri: topology::member_uri(set.as_ref(), i).await? });
     }
     Ok(out)
 }

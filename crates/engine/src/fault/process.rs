@@ -9,6 +9,9 @@
 //! loss, a full, failing or slow disk) act on the fault filesystem the
 //! target's data runs on (faultline-faultfs, mounted by the provider when a
 //! spec names one of them). Each action is a type and a line in [`FAULTS`].
+//! A target of a kind's members side by side (etcd on loopback) is hit
+//! member by member, picked by the fault's selector when it fires
+//! (`kv.leader`, `kv.any`); members killed together start again together.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,14 +20,16 @@ use anyhow::Context;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::provider::process::ProcessSlot;
+use crate::provider::process::{ProcessMembers, ProcessSlot};
 use crate::provider::process_group;
 use crate::spec::fault::Site;
-use crate::spec::{Action, FaultSpec, Registered};
+use crate::spec::{Action, FaultSpec, Registered, Spec};
 use faultline_faultfs::actions::{DiskError, DiskFull, DiskWindow, PowerLoss, SlowDisk};
 use faultline_faultfs::Faults;
 use faultline_kind::fault::{Applied, Apply, Fault, Healed, Undo};
+use faultline_kind::topology;
 use faultline_model::faults::Restart as RestartKind;
+use faultline_spec::selector::{parse_selector, Selector};
 
 /// Every process fault, in the order errors list them.
 pub static FAULTS: &[&dyn Fault<Process>] = &[
@@ -38,29 +43,83 @@ pub static FAULTS: &[&dyn Fault<Process>] = &[
     &Registered::<SlowDisk>::NEW,
 ];
 
-/// What a process fault reaches its target by.
+/// What a process fault reaches its target by: the members its selector
+/// picks when it fires (a target of one server is its one slot).
 pub struct Process {
     /// The target's name.
     pub name: String,
-    pub slot: Arc<ProcessSlot>,
+    pub members: Arc<ProcessMembers>,
+    /// None: the fault names the target itself (every member).
+    pub selector: Option<Selector>,
+    /// The selector as the spec wrote it (`kv.leader`), for errors.
+    pub written: String,
+    /// Which member `kv.any` picks.
+    pub pick: u64,
 }
 
 impl Process {
-    /// The running server's process group, or why there is none.
-    fn group(&self) -> anyhow::Result<i32> {
-        match self.slot.process_group() {
-            Some(pgid) => Ok(pgid),
-            None => anyhow::bail!("target `{}` is not running (killed earlier and not started again yet)", self.name),
-        }
+    /// The slots the fault hits now (at least one).
+    async fn slots(&self) -> anyhow::Result<Vec<Arc<ProcessSlot>>> {
+        let all = self.members.slots();
+        let picked = match (&self.selector, self.members.member_set()) {
+            (Some(selector), Some(set)) => topology::resolve(set.as_ref(), selector, self.pick)
+                .await
+                .with_context(|| format!("resolving `{}`", self.written))?,
+            _ => (0..all.len()).collect(),
+        };
+        anyhow::ensure!(!picked.is_empty(), "`{}` selects no member now", self.written);
+        Ok(picked.into_iter().map(|i| Arc::clone(&all[i])).collect())
     }
 
-    fn hit(&self, pgid: i32) -> Vec<String> {
-        vec![format!("{} (process group {pgid})", self.name)]
+    /// The slots the fault hits and each one's running process group, or
+    /// why one has none.
+    async fn groups(&self) -> anyhow::Result<Vec<(Arc<ProcessSlot>, i32)>> {
+        let mut groups = Vec::new();
+        for slot in self.slots().await? {
+            match slot.process_group() {
+                Some(pgid) => groups.push((slot, pgid)),
+                None => anyhow::bail!(
+                    "`{}` of target `{}` is not running (killed earlier and not started again yet)",
+                    slot.member(),
+                    self.name
+                ),
+            }
+        }
+        Ok(groups)
     }
 }
 
-pub async fn apply(name: &str, slot: &Arc<ProcessSlot>, fault: &FaultSpec) -> anyhow::Result<Applied> {
-    let on = Process { name: name.to_string(), slot: Arc::clone(slot) };
+/// What a fault hit: each member by its name and process group.
+fn hit(groups: &[(Arc<ProcessSlot>, i32)]) -> Vec<String> {
+    groups.iter().map(|(slot, pgid)| format!("{} (process group {pgid})", slot.member())).collect()
+}
+
+/// One line of evidence per member, named when there are several.
+fn each_said(slots: &[Arc<ProcessSlot>], said: Vec<String>) -> String {
+    match slots.len() {
+        1 => said.into_iter().collect(),
+        _ => slots.iter().zip(said).map(|(s, e)| format!("{}: {e}", s.member())).collect::<Vec<_>>().join("; "),
+    }
+}
+
+pub async fn apply(
+    name: &str,
+    members: &Arc<ProcessMembers>,
+    fault: &FaultSpec,
+    spec: &Spec,
+) -> anyhow::Result<Applied> {
+    // A fault on the target's own name hits its one server (or every member).
+    let selector = match spec.targets.contains_key(fault.target.trim()) {
+        true => None,
+        false => Some(parse_selector(&fault.target, spec).map_err(anyhow::Error::msg)?.selector),
+    };
+    let on = Process {
+        name: name.to_string(),
+        members: Arc::clone(members),
+        selector,
+        written: fault.target.clone(),
+        pick: faultline_spec::selector::pick(spec.seed, &fault.name),
+    };
     faultline_kind::fault::apply(FAULTS, "process", &fault.action, &fault.fields, &on).await
 }
 
@@ -98,38 +157,86 @@ fn signal_named(name: Option<&str>, takes: &[(&str, i32)]) -> Option<i32> {
 const KILL_SIGNALS: [(&str, i32); 3] = [("KILL", libc::SIGKILL), ("TERM", libc::SIGTERM), ("INT", libc::SIGINT)];
 const RESTART_SIGNALS: [(&str, i32); 2] = [("KILL", libc::SIGKILL), ("TERM", libc::SIGTERM)];
 
-/// SIGSTOP to the group, confirmed by every member stopped; thawed by SIGCONT.
+/// SIGSTOP to each group, confirmed by every process of it stopped;
+/// thawed by SIGCONT. A group that does not stop thaws those stopped.
 async fn freeze(on: &Process) -> anyhow::Result<Applied> {
-    let pgid = on.group()?;
-    signal(pgid, libc::SIGSTOP)?;
+    let groups = on.groups().await?;
     let stopped = |live: &[(i32, char)]| !live.is_empty() && live.iter().all(|(_, s)| *s == 'T');
-    let evidence = wait_for(pgid, stopped, "stopped").await?;
-    Ok(Applied::undone_by(on.hit(pgid), evidence, Thaw { pgid }))
+    let mut evidence = Vec::new();
+    for (i, (_, pgid)) in groups.iter().enumerate() {
+        let frozen = async {
+            signal(*pgid, libc::SIGSTOP)?;
+            wait_for(*pgid, stopped, "stopped").await
+        };
+        match frozen.await {
+            Ok(said) => evidence.push(said),
+            Err(e) => {
+                let thaw = Thaw { pgids: groups[..=i].iter().map(|(_, p)| *p).collect() };
+                let undone = thaw.heal().await.map(|h| h.evidence).unwrap_or_else(|u| format!("{u:#}"));
+                return Err(e.context(format!("undone where done: {undone}")));
+            }
+        }
+    }
+    let slots: Vec<_> = groups.iter().map(|(s, _)| Arc::clone(s)).collect();
+    let thaw = Thaw { pgids: groups.iter().map(|(_, p)| *p).collect() };
+    Ok(Applied::undone_by(hit(&groups), each_said(&slots, evidence), thaw))
 }
 
-/// SIGCONT to a group a pause stopped.
+/// SIGCONT to the groups a pause stopped.
 struct Thaw {
-    pgid: i32,
+    pgids: Vec<i32>,
 }
 
 #[async_trait::async_trait]
 impl Undo for Thaw {
     async fn heal(&self) -> anyhow::Result<Healed> {
-        signal(self.pgid, libc::SIGCONT)?;
-        Ok(wait_for(self.pgid, |live| live.iter().all(|(_, s)| *s != 'T'), "running").await?.into())
+        let mut said = Vec::new();
+        for pgid in &self.pgids {
+            signal(*pgid, libc::SIGCONT)?;
+            said.push(wait_for(*pgid, |live| live.iter().all(|(_, s)| *s != 'T'), "running").await?);
+        }
+        Ok(said.join("; ").into())
     }
 }
 
-/// Starts a killed server again on its own port and data.
+/// Starts killed servers again on their own ports and data: all spawned
+/// first, then waited for together (members that form a quorum only
+/// answer once enough of them are back).
+async fn start_all(slots: &[Arc<ProcessSlot>]) -> anyhow::Result<String> {
+    let started = std::time::Instant::now();
+    for slot in slots {
+        slot.spawn_again().await?;
+    }
+    let readies = futures::future::join_all(slots.iter().map(|s| s.ready_again(started))).await;
+    Ok(each_said(slots, readies.into_iter().collect::<anyhow::Result<Vec<_>>>()?))
+}
+
+/// Ends each server with `sig`; a server that does not end has the ones
+/// ended before it started again.
+async fn end_all(slots: &[Arc<ProcessSlot>], sig: i32) -> anyhow::Result<String> {
+    let mut said = Vec::new();
+    for (i, slot) in slots.iter().enumerate() {
+        match slot.end(sig).await {
+            Ok(ended) => said.push(ended),
+            Err(e) => {
+                let undone = start_all(&slots[..i]).await.unwrap_or_else(|u| format!("{u:#}"));
+                return Err(e.context(format!("{} (started again where ended: {undone})", slot.member())));
+            }
+        }
+    }
+    Ok(each_said(slots, said))
+}
+
+/// Starts killed servers again on their own port and data.
 struct StartAgain {
-    slot: Arc<ProcessSlot>,
+    slots: Vec<Arc<ProcessSlot>>,
     restart: RestartKind,
 }
 
 #[async_trait::async_trait]
 impl Undo for StartAgain {
     async fn heal(&self) -> anyhow::Result<Healed> {
-        Ok(Healed { evidence: self.slot.start_again().await?, restart: Some(self.restart) })
+        Ok(Healed { evidence: start_all(&self.slots).await?, restart: Some(self.restart) })
     }
 }
 
@@ -152,14 +259,15 @@ impl Action for Kill {
 #[async_trait::async_trait]
 impl Apply<Process> for Kill {
     async fn apply(&self, on: &Process) -> anyhow::Result<Applied> {
-        let pgid = on.group()?;
         let Some(sig) = signal_named(self.signal.as_deref(), &KILL_SIGNALS) else {
             let named = self.signal.as_deref().unwrap_or_default().trim_start_matches("SIG");
             anyhow::bail!("signal `{named}` is not supported for process targets (KILL, TERM, INT)")
         };
-        let evidence = on.slot.end(sig).await?;
+        let groups = on.groups().await?;
+        let slots: Vec<_> = groups.iter().map(|(s, _)| Arc::clone(s)).collect();
+        let evidence = end_all(&slots, sig).await?;
         let restart = RestartKind::by_signal(self.signal.as_deref());
-        Ok(Applied::undone_by(on.hit(pgid), evidence, StartAgain { slot: Arc::clone(&on.slot), restart }))
+        Ok(Applied::undone_by(hit(&groups), evidence, StartAgain { slots, restart }))
     }
 }
 
@@ -224,40 +332,54 @@ impl Action for Restart {
 #[async_trait::async_trait]
 impl Apply<Process> for Restart {
     async fn apply(&self, on: &Process) -> anyhow::Result<Applied> {
-        let pgid = on.group()?;
         let sig = signal_named(self.signal.as_deref(), &RESTART_SIGNALS).context("a signal validation refuses")?;
-        let ended = on.slot.end(sig).await?;
-        let started = on.slot.start_again().await?;
-        Ok(Applied::done(on.hit(pgid), format!("{ended}; {started}")))
+        let groups = on.groups().await?;
+        let slots: Vec<_> = groups.iter().map(|(s, _)| Arc::clone(s)).collect();
+        let ended = end_all(&slots, sig).await?;
+        let started = start_all(&slots).await?;
+        Ok(Applied::done(hit(&groups), format!("{ended}; {started}")))
     }
 }
 
-/// Starts a killed server again on what its disk kept since its last fsyncs.
+/// Each server killed at once with its disk, and started again on what
+/// the disk kept since its last fsyncs.
 #[async_trait::async_trait]
 impl Apply<Process> for PowerLoss {
     async fn apply(&self, on: &Process) -> anyhow::Result<Applied> {
-        let pgid = on.group()?;
-        // Known before the server is killed: a power loss that cannot
-        // undo anything must not leave it down.
-        anyhow::ensure!(on.slot.disk().is_some(), "target `{}` does not run on the fault filesystem", on.name);
-        let ended = on.slot.end(libc::SIGKILL).await?;
-        let lost = {
-            let mut disk = on.slot.disk();
+        let groups = on.groups().await?;
+        let slots: Vec<_> = groups.iter().map(|(s, _)| Arc::clone(s)).collect();
+        // Known before a server is killed: a power loss that cannot undo
+        // anything must not leave it down.
+        if let Some(bare) = slots.iter().find(|s| s.disk().is_none()) {
+            anyhow::bail!("`{}` of target `{}` does not run on the fault filesystem", bare.member(), on.name);
+        }
+        let ended = end_all(&slots, libc::SIGKILL).await?;
+        let mut lost = Vec::new();
+        for slot in &slots {
+            let mut disk = slot.disk();
             let mounted = disk.as_mut().context("the target does not run on the fault filesystem")?;
-            mounted.power_loss(self.torn_seed(), self.names).context("after the power loss, mounting its disk again")?
-        };
-        anyhow::ensure!(lost.failed.is_empty(), "the power loss could not undo every file: {lost}");
-        let started = on.slot.start_again().await?;
-        Ok(Applied::done(on.hit(pgid), format!("{ended}; {lost}; {started}")))
+            let kept = mounted.power_loss(self.torn_seed(), self.names);
+            let kept =
+                kept.with_context(|| format!("{}: after the power loss, mounting its disk again", slot.member()))?;
+            anyhow::ensure!(
+                kept.failed.is_empty(),
+                "{}: the power loss could not undo every file: {kept}",
+                slot.member()
+            );
+            lost.push(kept.to_string());
+        }
+        let started = start_all(&slots).await?;
+        Ok(Applied::done(hit(&groups), format!("{ended}; {}; {started}", each_said(&slots, lost))))
     }
 }
 
-/// A disk fault in force from its apply until its undo.
+/// A disk fault in force from its apply until its undo, on each disk.
 async fn disk_window(fault: &impl DiskWindow, on: &Process) -> anyhow::Result<Applied> {
-    let evidence = on.change_disk(|f| fault.set(f))?;
-    let hit = vec![format!("{} (its disk)", on.name)];
+    let slots = on.slots().await?;
+    let evidence = change_disks(&on.name, &slots, |f| fault.set(f))?;
+    let hit = slots.iter().map(|s| format!("{} (its disk)", s.member())).collect();
     let heal = fault.healer();
-    Ok(Applied::undone_by(hit, evidence, DiskHeals { name: on.name.clone(), slot: Arc::clone(&on.slot), heal }))
+    Ok(Applied::undone_by(hit, evidence, DiskHeals { name: on.name.clone(), slots, heal }))
 }
 
 #[async_trait::async_trait]
@@ -281,28 +403,28 @@ impl Apply<Process> for SlowDisk {
     }
 }
 
-impl Process {
-    /// Changes the faults of the disk under the target; says what they are now.
-    fn change_disk(&self, change: impl FnOnce(&mut Faults)) -> anyhow::Result<String> {
-        let disk = self.slot.disk();
-        match disk.as_ref() {
-            Some(mounted) => Ok(mounted.change(change)),
-            None => anyhow::bail!("target `{}` does not run on the fault filesystem", self.name),
+/// Changes the faults of the disk under each server; says what they are now.
+fn change_disks(name: &str, slots: &[Arc<ProcessSlot>], change: impl Fn(&mut Faults)) -> anyhow::Result<String> {
+    let mut said = Vec::new();
+    for slot in slots {
+        match slot.disk().as_ref() {
+            Some(mounted) => said.push(mounted.change(&change)),
+            None => anyhow::bail!("`{}` of target `{name}` does not run on the fault filesystem", slot.member()),
         }
     }
+    Ok(each_said(slots, said))
 }
 
 /// Puts back the disk faults a fault set.
 struct DiskHeals {
     name: String,
-    slot: Arc<ProcessSlot>,
+    slots: Vec<Arc<ProcessSlot>>,
     heal: fn(&mut Faults),
 }
 
 #[async_trait::async_trait]
 impl Undo for DiskHeals {
     async fn heal(&self) -> anyhow::Result<Healed> {
-        let on = Process { name: self.name.clone(), slot: Arc::clone(&self.slot) };
-        Ok(on.change_disk(self.heal)?.into())
+        Ok(change_disks(&self.name, &self.slots, self.heal)?.into())
     }
 }

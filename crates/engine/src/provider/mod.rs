@@ -16,6 +16,7 @@ use anyhow::bail;
 use crate::events::Events;
 use crate::spec::{ProviderKind, TargetSpec};
 use faultline_kind::registry::Kinds;
+use faultline_kind::topology::MemberSet;
 use faultline_kind::{ServerInfo, TargetDriver};
 
 /// A target that is up and answering.
@@ -24,10 +25,11 @@ pub struct RunningTarget {
     pub uri: String,
     pub server: ServerInfo,
     pub provider: ProviderKind,
-    /// The port it listens on, where faultline knows it (process targets).
+    /// The port it listens on, where faultline knows it (process targets:
+    /// member 0's).
     pub port: Option<u16>,
-    /// Kept so the process is stopped when the target is (also on drop).
-    process: Option<Arc<process::ProcessSlot>>,
+    /// Kept so the processes are stopped when the target is (also on drop).
+    process: Option<Arc<process::ProcessMembers>>,
     /// Docker targets: the containers (removed when the target stops, also
     /// on drop).
     docker: Option<faultline_docker::provider::DockerTarget>,
@@ -48,7 +50,7 @@ impl RunningTarget {
             Err(_) => events.warn(&format!("target `{}`: cleaning up took longer than 20s", self.name)),
         }
         if let Some(p) = self.process.take() {
-            if let Err(e) = p.stop().await {
+            for e in p.stop().await {
                 events.warn(&format!("target `{}`: {e}", self.name));
             }
         }
@@ -74,14 +76,31 @@ impl RunningTarget {
     }
 
     /// The process group of a `process` target (its id is the pid of the
-    /// process faultline started); None for other providers.
+    /// process faultline started; member 0's for a target of members);
+    /// None for other providers.
     pub fn process_group(&self) -> Option<i32> {
-        self.process.as_ref().and_then(|p| p.process_group())
+        self.process.as_ref().and_then(|p| p.slots().first()?.process_group())
     }
 
-    /// A process target's server: its working directory and program.
-    pub fn process(&self) -> Option<&Arc<process::ProcessSlot>> {
+    /// Every running process group of a `process` target (one per member).
+    pub fn process_groups(&self) -> Vec<i32> {
+        let slots = self.process.iter().flat_map(|p| p.slots());
+        slots.filter_map(|s| s.process_group()).collect()
+    }
+
+    /// A process target's servers: its working directory, program, members.
+    pub fn process(&self) -> Option<&Arc<process::ProcessMembers>> {
         self.process.as_ref()
+    }
+
+    /// The target's members, whichever provider started them, asked their
+    /// roles and resolved by selectors; None for a target of one server.
+    pub fn member_set(&self) -> Option<Arc<dyn MemberSet>> {
+        match (&self.docker, &self.process) {
+            (Some(d), _) => Some(Arc::clone(&d.topology) as Arc<dyn MemberSet>),
+            (None, Some(p)) => p.member_set(),
+            (None, None) => None,
+        }
     }
 
     /// Its containers' ids (none for other providers): whose CPU is the
@@ -125,7 +144,9 @@ pub async fn start(
                 run_dir: dirs.run_dir,
                 log_path: &log_path,
             };
-            process::start(name, spec, driver, &own).await?
+            // A kind whose members share a host starts `members` of them.
+            let shared = kinds.members(&spec.kind).ok().filter(|k| k.shared_host().is_some());
+            process::start(name, spec, driver, &own, shared).await?
         }
         // Validation refuses the fault filesystem under an external target.
         ProviderKind::External => return external::start(name, spec, driver).await,

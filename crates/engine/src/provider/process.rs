@@ -5,6 +5,13 @@
 //! directory of its own (under the run directory), so whatever it writes
 //! relative to it — an AOF, an RDB — is its alone and gone with the run; a
 //! restart starts it again there, on the same port, so it finds its data.
+//!
+//! A kind whose members can share a host (etcd: `TopologyKind::shared_host`)
+//! gets `members` of them side by side: each its own process group,
+//! loopback ports and directory (`targets/INSTANCE/kv-i`), all spawned
+//! before any is waited for (a member alone has no quorum to be ready
+//! with). [`ProcessMembers`] holds them, one slot for a single server,
+//! and answers as a [`MemberSet`] for roles and selectors.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,7 +26,9 @@ use tokio::process::{Child, Command};
 use super::process_group::{self, Guardian};
 use super::{wait_ready, RunningTarget};
 use crate::spec::{ProviderKind, TargetSpec};
+use faultline_kind::topology::{MemberAddress, MemberPlan, MemberSet, TopologyKind};
 use faultline_kind::TargetDriver;
+use faultline_spec::selector::member_name;
 
 pub struct ManagedProcess {
     child: Child,
@@ -114,14 +123,21 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free loopback port")?;
-    Ok(listener.local_addr()?.port())
+/// `n` distinct free loopback ports: every listener is held until all are
+/// found, so no two are the same.
+fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free loopback port"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    listeners.iter().map(|l| Ok(l.local_addr()?.port())).collect()
 }
 
 /// Everything needed to start the server again the same way: same binary,
 /// arguments, port and working directory (so it finds its own data).
 struct Launch {
+    /// The member's name (`kv-1`), or the target's for a single server.
+    member: String,
+    port: u16,
     command: String,
     args: Vec<String>,
     work_dir: PathBuf,
@@ -170,13 +186,9 @@ impl ProcessSlot {
         Some(self.pgid.load(Ordering::SeqCst)).filter(|p| *p > 0)
     }
 
-    pub fn work_dir(&self) -> &Path {
-        &self.launch.work_dir
-    }
-
-    /// The program it runs, as given (found on PATH when it has no `/`).
-    pub fn command(&self) -> &str {
-        &self.launch.command
+    /// The member's name (`kv-1`), or the target's for a single server.
+    pub fn member(&self) -> &str {
+        &self.launch.member
     }
 
     /// Stops the server, for good: the target is stopping; then the
@@ -213,6 +225,15 @@ impl ProcessSlot {
     /// Starts the server again on the same port and working directory and
     /// waits until the driver's `ready` answers.
     pub async fn start_again(&self) -> anyhow::Result<String> {
+        let started = std::time::Instant::now();
+        self.spawn_again().await?;
+        self.ready_again(started).await
+    }
+
+    /// Starts the server again on the same port and working directory,
+    /// without waiting for it: members that need each other (a quorum)
+    /// are all spawned before any is waited for.
+    pub async fn spawn_again(&self) -> anyhow::Result<()> {
         let mut current = self.current.lock().await;
         if let Some(mut old) = current.take() {
             // Whatever is left of the old group goes first: one server per port and directory.
@@ -220,20 +241,120 @@ impl ProcessSlot {
                 old.end(libc::SIGKILL).await?;
             }
         }
-        let started = std::time::Instant::now();
         let process = spawn(&self.launch)?;
         self.pgid.store(process.pgid, Ordering::SeqCst);
-        let process = current.insert(process);
-        let server = ready(&self.launch, process).await?;
+        *current = Some(process);
+        Ok(())
+    }
+
+    /// Waits until the server spawned again answers the driver's `ready`;
+    /// says how long since `started`.
+    pub async fn ready_again(&self, started: std::time::Instant) -> anyhow::Result<String> {
+        let server = self.wait_ready().await?;
         Ok(format!(
             "started again as pid {} at {}; the probe answered after {:.2}s ({})",
-            process.pgid,
+            self.pgid.load(Ordering::SeqCst),
             self.launch.uri,
             started.elapsed().as_secs_f64(),
             server.version
         ))
     }
+
+    /// Waits until the server spawned answers the driver's `ready`.
+    async fn wait_ready(&self) -> anyhow::Result<faultline_kind::ServerInfo> {
+        let mut current = self.current.lock().await;
+        let Some(process) = current.as_mut() else { anyhow::bail!("{} is not running", self.launch.label) };
+        ready(&self.launch, process).await
+    }
 }
+
+/// A process target's servers: one, or a kind's members side by side.
+pub struct ProcessMembers {
+    target: String,
+    /// The target's own directory (`{target_dir}`); members' are inside it.
+    work_dir: PathBuf,
+    /// The program, as given (found on PATH when it has no `/`).
+    command: String,
+    slots: Vec<Arc<ProcessSlot>>,
+    /// How to ask a member its role: the kind's, when its members share a host.
+    kind: Option<Arc<dyn TopologyKind>>,
+    driver: Arc<dyn TargetDriver>,
+}
+
+impl ProcessMembers {
+    /// Every member's slot, by position (one for a single server).
+    pub fn slots(&self) -> &[Arc<ProcessSlot>] {
+        &self.slots
+    }
+
+    /// Whether the target is a kind's members rather than one server.
+    pub fn has_members(&self) -> bool {
+        self.kind.is_some()
+    }
+
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    /// Stops every member, one after another from the last; says what
+    /// could not be undone. Not all at once: an etcd leader stopped beside
+    /// its peers hands leadership to one of them that is stopping too, and
+    /// waits out the transfer (5 s); alone, with its peers gone, it stops
+    /// at once, and one stopped while they run hands over in milliseconds.
+    pub async fn stop(&self) -> Vec<String> {
+        let mut failed = Vec::new();
+        for slot in self.slots.iter().rev() {
+            failed.extend(slot.stop().await.err());
+        }
+        failed
+    }
+}
+
+impl ProcessMembers {
+    /// The members as a [`MemberSet`] (roles, selectors), for a kind's
+    /// members; None for a single server.
+    pub fn member_set(self: &Arc<Self>) -> Option<Arc<dyn MemberSet>> {
+        let kind = Arc::clone(self.kind.as_ref()?);
+        Some(Arc::new(OnLoopback { members: Arc::clone(self), kind }))
+    }
+}
+
+/// Process members as a [`MemberSet`]: each on its own loopback port.
+struct OnLoopback {
+    members: Arc<ProcessMembers>,
+    kind: Arc<dyn TopologyKind>,
+}
+
+#[async_trait::async_trait]
+impl MemberSet for OnLoopback {
+    fn target(&self) -> &str {
+        &self.members.target
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.members.slots.iter().map(|s| s.launch.member.clone()).collect()
+    }
+
+    async fn address(&self, index: usize) -> anyhow::Result<(String, u16)> {
+        let slot = self.members.slots.get(index).ok_or_else(|| anyhow!("`{}` has no member {index}", self.target()))?;
+        Ok((LOOPBACK.to_string(), slot.launch.port))
+    }
+
+    fn kind(&self) -> &dyn TopologyKind {
+        self.kind.as_ref()
+    }
+
+    fn uri(&self, host: &str, port: u16) -> String {
+        self.members.driver.uri(host, port)
+    }
+}
+
+/// Where process targets listen, and where faultline reaches them.
+const LOOPBACK: &str = "127.0.0.1";
 
 /// Where a process target keeps its files.
 pub struct Dirs<'a> {
@@ -247,20 +368,16 @@ pub struct Dirs<'a> {
     pub log_path: &'a Path,
 }
 
+/// Starts the target's server, or with `shared` (a kind whose members
+/// share a host, and the spec's `members`) every member, and waits until
+/// each answers.
 pub async fn start(
     name: &str,
     spec: &TargetSpec,
     driver: Arc<dyn TargetDriver>,
     dirs: &Dirs<'_>,
+    shared: Option<Arc<dyn TopologyKind>>,
 ) -> anyhow::Result<RunningTarget> {
-    let port = free_port()?;
-    let fill = |text: &str| {
-        text.replace("{port}", &port.to_string())
-            .replace("{target_dir}", &dirs.work_dir.display().to_string())
-            .replace("{run_dir}", &dirs.run_dir.display().to_string())
-    };
-    let command = fill(spec.command.as_deref().unwrap_or_else(|| driver.default_command()));
-    let mut args: Vec<String> = Vec::new();
     // Listed for `faultline teardown` should this run be killed.
     let data = faultline_kind::ledger::Resource::DataDirectory {
         target: name.to_string(),
@@ -268,48 +385,163 @@ pub async fn start(
     };
     faultline_kind::ledger::record(data)?;
     std::fs::create_dir_all(dirs.work_dir).with_context(|| format!("cannot create {}", dirs.work_dir.display()))?;
-    let disk = match dirs.fault_disk {
-        Some(layer) => Some(fault_disk(name, dirs.work_dir, layer)?),
-        None => None,
-    };
-    if !spec.args.iter().any(|a| a.contains("{port}")) {
-        args.extend(driver.listen_args(port, dirs.work_dir));
-    }
-    args.extend(spec.args.iter().map(|a| fill(a)));
-    let launch = Launch {
-        label: format!("target `{name}` ({command})"),
-        uri: driver.uri("127.0.0.1", port),
-        command,
-        args,
-        work_dir: dirs.work_dir.to_path_buf(),
-        log_path: dirs.log_path.to_path_buf(),
-        ready_timeout: spec.ready_timeout.0,
-        driver,
-    };
-    let mut process = spawn(&launch)?;
-    let target_driver = Arc::clone(&launch.driver);
-    match ready(&launch, &mut process).await {
-        Ok(server) => Ok(RunningTarget {
-            name: name.to_string(),
-            uri: launch.uri.clone(),
-            server,
-            provider: ProviderKind::Process,
-            port: Some(port),
-            process: Some(Arc::new(ProcessSlot {
-                pgid: AtomicI32::new(process.pgid),
-                current: tokio::sync::Mutex::new(Some(process)),
-                launch,
-                disk: std::sync::Mutex::new(disk),
-            })),
-            docker: None,
-            driver: target_driver,
-            fault_filesystem: None,
-        }),
+    let (launches, addresses) = plan(name, spec, &driver, dirs, shared.as_deref())?;
+    let mut slots = Vec::new();
+    let server = match start_slots(launches, dirs.fault_disk, &mut slots).await {
+        Ok(server) => server,
         Err(e) => {
-            process.stop().await;
-            Err(e)
+            stop_all(&slots).await;
+            return Err(e);
         }
+    };
+    let hosts: Vec<String> = addresses.iter().map(|a| format!("{}:{}", a.host, a.port)).collect();
+    let uri = shared.as_ref().and_then(|k| k.group_uri(&hosts)).unwrap_or_else(|| slots[0].launch.uri.clone());
+    let members = ProcessMembers {
+        target: name.to_string(),
+        work_dir: dirs.work_dir.to_path_buf(),
+        command: slots[0].launch.command.clone(),
+        slots,
+        kind: shared,
+        driver: Arc::clone(&driver),
+    };
+    Ok(RunningTarget {
+        name: name.to_string(),
+        uri,
+        server,
+        provider: ProviderKind::Process,
+        port: Some(addresses[0].port),
+        process: Some(Arc::new(members)),
+        docker: None,
+        driver,
+        fault_filesystem: None,
+    })
+}
+
+/// How each member starts: its name, free ports, directory, command line
+/// and log (one server: the target's own name, directory and log).
+fn plan(
+    name: &str,
+    spec: &TargetSpec,
+    driver: &Arc<dyn TargetDriver>,
+    dirs: &Dirs<'_>,
+    shared: Option<&dyn TopologyKind>,
+) -> anyhow::Result<(Vec<Launch>, Vec<MemberAddress>)> {
+    let written_command = spec.command.as_deref().unwrap_or_else(|| driver.default_command());
+    let own_port = spec.args.iter().any(|a| a.contains("{port}"));
+    let members: Vec<String> = match shared {
+        Some(_) => (0..spec.members.unwrap_or(1) as usize).map(|i| member_name(name, i)).collect(),
+        None => vec![name.to_string()],
+    };
+    let peer_ports = shared.and_then(|k| k.shared_host()).is_some_and(|h| h.peer_port);
+    let mut ports = free_ports(members.len() * if peer_ports { 2 } else { 1 })?.into_iter();
+    let addresses: Vec<MemberAddress> = members
+        .iter()
+        .map(|_| MemberAddress {
+            host: LOOPBACK.to_string(),
+            port: ports.next().unwrap_or_default(),
+            peer_port: if peer_ports { ports.next() } else { None },
+        })
+        .collect();
+    let mut launches = Vec::new();
+    for (index, (member, address)) in members.iter().zip(&addresses).enumerate() {
+        let work_dir = match shared {
+            Some(_) => dirs.work_dir.join(member),
+            None => dirs.work_dir.to_path_buf(),
+        };
+        std::fs::create_dir_all(&work_dir).with_context(|| format!("cannot create {}", work_dir.display()))?;
+        let fills = Fills { address, name: member, index, work_dir: &work_dir, run_dir: dirs.run_dir };
+        let command = fill(written_command, &fills);
+        let mut args: Vec<String> = Vec::new();
+        match (shared, own_port) {
+            (_, true) => {}
+            (None, false) => args.extend(driver.listen_args(address.port, &work_dir)),
+            (Some(kind), false) => args.extend(kind.member_args(&MemberPlan {
+                index,
+                port: address.port,
+                names: &members,
+                addresses: &addresses,
+                listen: LOOPBACK,
+                data_dir: Some(&work_dir.display().to_string()),
+                target: name,
+            })),
+        }
+        args.extend(spec.args.iter().map(|a| fill(a, &fills)));
+        let (label, log_path) = match shared {
+            Some(_) => (format!("target `{name}` member `{member}` ({command})"), member_log(dirs.log_path, member)),
+            None => (format!("target `{name}` ({command})"), dirs.log_path.to_path_buf()),
+        };
+        launches.push(Launch {
+            member: member.clone(),
+            port: address.port,
+            label,
+            uri: driver.uri(LOOPBACK, address.port),
+            command,
+            args,
+            work_dir,
+            log_path,
+            ready_timeout: spec.ready_timeout.0,
+            driver: Arc::clone(driver),
+        });
     }
+    Ok((launches, addresses))
+}
+
+/// Mounts each member's disk (when its faults need one) and spawns it,
+/// every one before any is waited for; then waits for all at once. Each
+/// slot joins `slots` before its process starts, so the caller stops
+/// whatever did start when this fails. The first member's server answers.
+async fn start_slots(
+    launches: Vec<Launch>,
+    fault_disk: Option<faultline_faultfs::Layer>,
+    slots: &mut Vec<Arc<ProcessSlot>>,
+) -> anyhow::Result<faultline_kind::ServerInfo> {
+    for launch in launches {
+        let disk = match fault_disk {
+            Some(layer) => Some(self::fault_disk(&launch.member, &launch.work_dir, layer)?),
+            None => None,
+        };
+        let slot = Arc::new(ProcessSlot {
+            current: tokio::sync::Mutex::new(None),
+            pgid: AtomicI32::new(0),
+            launch,
+            disk: std::sync::Mutex::new(disk),
+        });
+        slots.push(Arc::clone(&slot));
+        slot.spawn_again().await?;
+    }
+    let readies = futures::future::join_all(slots.iter().map(|s| s.wait_ready())).await;
+    let mut servers = readies.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(servers.swap_remove(0))
+}
+
+/// Stops every slot that was started (an abandoned start).
+async fn stop_all(slots: &[Arc<ProcessSlot>]) {
+    futures::future::join_all(slots.iter().map(|s| s.stop())).await;
+}
+
+/// A member's log beside the target's: `logs/kv.log` → `logs/kv.kv-1.log`.
+fn member_log(target_log: &Path, member: &str) -> PathBuf {
+    target_log.with_extension(format!("{member}.log"))
+}
+
+/// What fills a process target's placeholders: `{port}` (and `{peer_port}`,
+/// `{name}`, `{index}` for a kind's members), `{target_dir}` (the
+/// member's own directory), `{run_dir}`.
+struct Fills<'a> {
+    address: &'a MemberAddress,
+    name: &'a str,
+    index: usize,
+    work_dir: &'a Path,
+    run_dir: &'a Path,
+}
+
+fn fill(text: &str, f: &Fills) -> String {
+    text.replace("{port}", &f.address.port.to_string())
+        .replace("{peer_port}", &f.address.peer_port.map(|p| p.to_string()).unwrap_or_default())
+        .replace("{name}", f.name)
+        .replace("{index}", &f.index.to_string())
+        .replace("{target_dir}", &f.work_dir.display().to_string())
+        .replace("{run_dir}", &f.run_dir.display().to_string())
 }
 
 /// Starts the server in its own process group, with a guardian.
@@ -383,5 +615,107 @@ fn tail(path: &Path, lines: usize) -> String {
         "  (empty)".into()
     } else {
         shown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{KindCost, KindInfo, OpKind};
+    use faultline_kind::{Connection, ServerInfo};
+    use faultline_model::roles::Role;
+
+    /// A kind whose members share a host: `sleep` processes, ready as soon
+    /// as they run, each told its own ports on its command line.
+    struct Sleepers;
+
+    impl KindInfo for Sleepers {
+        fn default_command(&self) -> &'static str {
+            "sleep"
+        }
+        fn check_uri(&self, _: &str) -> Result<(), String> {
+            Ok(())
+        }
+        fn supports(&self, _: OpKind) -> bool {
+            true
+        }
+        fn cost(&self) -> KindCost {
+            KindCost { connection: 1 << 10, slot: 64 }
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl TargetDriver for Sleepers {
+        fn listen_args(&self, _: u16, _: &Path) -> Vec<String> {
+            vec!["600".into()]
+        }
+        fn uri(&self, host: &str, port: u16) -> String {
+            format!("sleep://{host}:{port}")
+        }
+        async fn ready(&self, _: &str) -> anyhow::Result<ServerInfo> {
+            Ok(ServerInfo { version: "sleep".into() })
+        }
+        async fn connect(&self, _: &str, _: Arc<faultline_kind::workload::Workload>) -> anyhow::Result<Connection> {
+            anyhow::bail!("sleepers take no load")
+        }
+        async fn read_values(&self, _: &str, keys: &[Vec<u8>]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+            Ok(vec![None; keys.len()])
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl TopologyKind for Sleepers {
+        fn container_port(&self) -> u16 {
+            1
+        }
+        /// `sleep 600.PORT PEER_PORT0`: a duration `sleep` takes (it sums
+        /// its arguments), naming the member's ports.
+        fn member_args(&self, m: &MemberPlan) -> Vec<String> {
+            let me = &m.addresses[m.index];
+            vec![format!("600.{}", me.port), format!("{}", me.peer_port.unwrap_or_default())]
+        }
+        fn shared_host(&self) -> Option<faultline_kind::topology::SharedHost> {
+            Some(faultline_kind::topology::SharedHost { default_members: 3, peer_port: true })
+        }
+        async fn role(&self, _: &str) -> anyhow::Result<Role> {
+            Ok(Role::Replica { linked: true })
+        }
+    }
+
+    #[tokio::test]
+    async fn members_run_side_by_side_each_on_its_own_ports_and_directory_and_stop_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec: TargetSpec = serde_yaml_ng::from_str("kind: sleepers\nprovider: process\nmembers: 3\n").unwrap();
+        let work_dir = dir.path().join("targets").join("kv");
+        let log_path = dir.path().join("kv.log");
+        let dirs = Dirs { work_dir: &work_dir, fault_disk: None, run_dir: dir.path(), log_path: &log_path };
+        let target = start("kv", &spec, Arc::new(Sleepers), &dirs, Some(Arc::new(Sleepers))).await.unwrap();
+
+        let groups = target.process_groups();
+        assert_eq!(groups.len(), 3, "{groups:?}");
+        let members = target.process().unwrap();
+        let set = members.member_set().expect("members answer as a member set");
+        assert_eq!(set.names(), ["kv-0", "kv-1", "kv-2"]);
+        let mut ports = Vec::new();
+        for (i, slot) in members.slots().iter().enumerate() {
+            assert!(work_dir.join(format!("kv-{i}")).is_dir());
+            assert!(dir.path().join(format!("kv.kv-{i}.log")).is_file());
+            let (host, port) = set.address(i).await.unwrap();
+            assert_eq!(host, "127.0.0.1");
+            // Its own command line names its own client and peer ports.
+            let cmdline = std::fs::read(format!("/proc/{}/cmdline", slot.process_group().unwrap())).unwrap();
+            let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into()).collect();
+            assert_eq!(args[1], format!("600.{port}"), "{args:?}");
+            ports.extend([port, args[2].parse::<u16>().unwrap()]);
+        }
+        ports.sort();
+        ports.dedup();
+        assert_eq!(ports.len(), 6, "every client and peer port distinct: {ports:?}");
+        assert_eq!(target.uri, "sleep://127.0.0.1:".to_string() + &set.address(0).await.unwrap().1.to_string());
+
+        assert_eq!(members.stop().await, Vec::<String>::new());
+        for pgid in groups {
+            assert!(process_group::live_members(pgid).is_empty(), "group {pgid} is gone");
+        }
     }
 }

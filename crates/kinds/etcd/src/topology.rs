@@ -11,7 +11,7 @@ use etcd_client::StatusResponse;
 
 use super::endpoints;
 use super::EtcdOptions;
-use faultline_kind::topology::{MemberPlan, TopologyKind};
+use faultline_kind::topology::{MemberAddress, MemberPlan, SharedHost, TopologyKind};
 use faultline_model::roles::Role;
 
 /// etcd's own client port, which members listen on in their containers.
@@ -57,23 +57,28 @@ impl TopologyKind for EtcdTopology {
 
     fn member_args(&self, member: &MemberPlan) -> Vec<String> {
         let name = &member.names[member.index];
-        let peer_port = if member.port == PEER_PORT { PEER_PORT + 1 } else { PEER_PORT };
-        let cluster: Vec<String> = member.names.iter().map(|n| format!("{n}=http://{n}:{peer_port}")).collect();
+        let default_peer = if member.port == PEER_PORT { PEER_PORT + 1 } else { PEER_PORT };
+        let peer = |a: &MemberAddress| a.peer_port.unwrap_or(default_peer);
+        let cluster: Vec<String> = (member.names.iter().zip(member.addresses))
+            .map(|(n, a)| format!("{n}=http://{}:{}", a.host, peer(a)))
+            .collect();
+        let me = &member.addresses[member.index];
         [
             "--name",
             name,
-            // In the container's own filesystem, kept across a restart
-            // (`data_args` puts it on the fault filesystem instead).
+            // In a container, its own filesystem, kept across a restart
+            // (`data_args` puts it on the fault filesystem instead); a
+            // process member's own directory.
             "--data-dir",
-            "/var/lib/etcd/member",
+            &format!("{}/member", member.data_dir.unwrap_or("/var/lib/etcd")),
             "--listen-client-urls",
-            &format!("http://0.0.0.0:{}", member.port),
+            &format!("http://{}:{}", member.listen, member.port),
             "--advertise-client-urls",
-            &format!("http://{name}:{}", member.port),
+            &format!("http://{}:{}", me.host, me.port),
             "--listen-peer-urls",
-            &format!("http://0.0.0.0:{peer_port}"),
+            &format!("http://{}:{}", member.listen, peer(me)),
             "--initial-advertise-peer-urls",
-            &format!("http://{name}:{peer_port}"),
+            &format!("http://{}:{}", me.host, peer(me)),
             "--initial-cluster",
             &cluster.join(","),
             // Two targets' clusters never take each other's members.
@@ -90,6 +95,11 @@ impl TopologyKind for EtcdTopology {
         .chain(LOG_TO_STDERR)
         .map(String::from)
         .collect()
+    }
+
+    /// Three members on loopback, each on its own client and peer port.
+    fn shared_host(&self) -> Option<SharedHost> {
+        Some(SharedHost { default_members: 3, peer_port: true })
     }
 
     fn group_uri(&self, hosts: &[String]) -> Option<String> {
@@ -121,13 +131,50 @@ mod tests {
     #[test]
     fn every_member_lists_the_whole_cluster_and_none_leads_by_position() {
         let names = ["kv-0".to_string(), "kv-1".into(), "kv-2".into()];
-        let plan = |index| MemberPlan { index, port: CLIENT_PORT, names: &names, target: "kv" };
+        let addresses: Vec<MemberAddress> =
+            names.iter().map(|n| MemberAddress { host: n.clone(), port: CLIENT_PORT, peer_port: None }).collect();
+        let plan = |index| MemberPlan {
+            index,
+            port: CLIENT_PORT,
+            names: &names,
+            addresses: &addresses,
+            listen: "0.0.0.0",
+            data_dir: None,
+            target: "kv",
+        };
         let args = EtcdTopology.member_args(&plan(1));
         let after = |flag: &str| args[args.iter().position(|a| a == flag).unwrap() + 1].clone();
         assert_eq!(after("--name"), "kv-1");
         assert_eq!(after("--initial-cluster"), "kv-0=http://kv-0:2380,kv-1=http://kv-1:2380,kv-2=http://kv-2:2380");
         assert_eq!(after("--initial-advertise-peer-urls"), "http://kv-1:2380");
+        assert_eq!(after("--listen-client-urls"), "http://0.0.0.0:2379");
+        assert_eq!(after("--data-dir"), "/var/lib/etcd/member");
         let first = EtcdTopology.member_args(&plan(0));
         assert_eq!(first.iter().filter(|a| a.contains("kv-1")).count(), 1, "member 0 is started like any other");
+    }
+
+    #[test]
+    fn members_on_one_host_each_have_their_own_ports_and_directory() {
+        let names = ["kv-0".to_string(), "kv-1".into()];
+        let addresses = [
+            MemberAddress { host: "127.0.0.1".into(), port: 4001, peer_port: Some(4002) },
+            MemberAddress { host: "127.0.0.1".into(), port: 4003, peer_port: Some(4004) },
+        ];
+        let plan = MemberPlan {
+            index: 1,
+            port: 4003,
+            names: &names,
+            addresses: &addresses,
+            listen: "127.0.0.1",
+            data_dir: Some("/run/t/kv-1"),
+            target: "kv",
+        };
+        let args = EtcdTopology.member_args(&plan);
+        let after = |flag: &str| args[args.iter().position(|a| a == flag).unwrap() + 1].clone();
+        assert_eq!(after("--initial-cluster"), "kv-0=http://127.0.0.1:4002,kv-1=http://127.0.0.1:4004");
+        assert_eq!(after("--listen-client-urls"), "http://127.0.0.1:4003");
+        assert_eq!(after("--listen-peer-urls"), "http://127.0.0.1:4004");
+        assert_eq!(after("--advertise-client-urls"), "http://127.0.0.1:4003");
+        assert_eq!(after("--data-dir"), "/run/t/kv-1/member");
     }
 }

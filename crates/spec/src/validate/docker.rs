@@ -35,11 +35,6 @@ pub fn validate(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> {
         Some(i) if i.trim().is_empty() => return Err((format!("{at}.image"), "must not be empty".into())),
         Some(_) => {}
     }
-    if let Some(m) = t.members {
-        if m == 0 || m > MAX_CONTAINERS {
-            return Err((format!("{at}.members"), format!("must be from 1 to {MAX_CONTAINERS}")));
-        }
-    }
     if t.port == Some(0) {
         return Err((format!("{at}.port"), "must be a port from 1 to 65535".into()));
     }
@@ -117,11 +112,18 @@ fn discovery(at: &str, t: &TargetSpec, d: &DiscoverySpec) -> Result<(), Problem>
     Ok(())
 }
 
+/// A target's `members`, on any provider that takes them.
+pub fn member_count(at: &str, members: u32) -> Result<(), Problem> {
+    match members {
+        1..=MAX_CONTAINERS => Ok(()),
+        _ => Err((format!("{at}.members"), format!("must be from 1 to {MAX_CONTAINERS}"))),
+    }
+}
+
 /// The fields only docker targets have, for the error on other providers.
 pub fn docker_only_fields(t: &TargetSpec) -> Option<&'static str> {
     [
         ("image", t.image.is_some()),
-        ("members", t.members.is_some()),
         ("port", t.port.is_some()),
         ("env", !t.env.is_empty()),
         ("memory", t.memory.is_some()),

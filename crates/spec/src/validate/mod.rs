@@ -235,6 +235,21 @@ fn validate_target(at: &str, name: &str, t: &TargetSpec, catalog: &dyn Catalog) 
             return Err((format!("{at}.{field}"), "applies only to provider: docker".into()));
         }
     }
+    if let Some(m) = t.members {
+        docker::member_count(at, m)?;
+        if t.provider != ProviderKind::Docker && catalog.shared_host_members(&t.kind).is_none() {
+            let message = match t.provider {
+                ProviderKind::Process => format!(
+                    "applies only to provider: docker for `{}` targets (a `{}` process target is one server)",
+                    t.kind, t.kind
+                ),
+                _ => "applies only to provider: docker, and to process targets of kinds whose members share a host \
+                      (etcd): an external target is its URI"
+                    .into(),
+            };
+            return Err((format!("{at}.members"), message));
+        }
+    }
     match t.provider {
         ProviderKind::Docker if !catalog.runs_in_containers(&t.kind) => {
             return Err((
@@ -965,7 +980,8 @@ fn validate_faults(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn Catalo
             return Err((field, format!("`{}` is not a target of scenario `{}`", f.target, s.name)));
         }
         let t = &spec.targets[&target];
-        if t.provider == ProviderKind::Docker && selection.is_none() {
+        let several = t.provider == ProviderKind::Process && t.members.is_some_and(|m| m > 1);
+        if (t.provider == ProviderKind::Docker || several) && selection.is_none() {
             return Err((
                 field,
                 format!("name the members of `{target}`, e.g. `{target}.primary` or `{target}.member[0]`"),

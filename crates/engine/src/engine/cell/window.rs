@@ -415,10 +415,10 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     // Who is primary, sampled through the window, for targets with
     // members, and for one server whose role its kind can ask: in cells
     // with faults, and in cells whose reads only the primary may answer.
-    let watched = match (faults.is_empty() && !reads_need_primary, run.running.topology()) {
+    let watched = match (faults.is_empty() && !reads_need_primary, run.running.member_set()) {
         (true, _) => None,
         _ if place.is_agent() => None,
-        (false, Some(t)) if t.members.len() > 1 => Some(Watched::Members(Arc::clone(t))),
+        (false, Some(set)) if set.names().len() > 1 => Some(Watched::Members(set)),
         // A server's role is asked as its kind asks a member's.
         (false, _) if driver.has_roles() => run.engine.kinds.members(&target_spec.kind).ok().map(|kind| {
             Watched::Server { name: run.running.name.clone(), uri: uri.to_string(), address: kind.address(uri), kind }
