@@ -19,6 +19,8 @@ pub mod rounds;
 mod schedule;
 #[cfg(test)]
 mod test_lane;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -187,14 +187,26 @@ struct Thaw {
     pgids: Vec<i32>,
 }
 
+/// Every group is thawed, also when one fails: a group that has gone since
+/// it was paused (a later fault killed it) has nothing left to thaw.
 #[async_trait::async_trait]
 impl Undo for Thaw {
     async fn heal(&self) -> anyhow::Result<Healed> {
-        let mut said = Vec::new();
-        for pgid in &self.pgids {
-            signal(*pgid, libc::SIGCONT)?;
-            said.push(wait_for(*pgid, |live| live.iter().all(|(_, s)| *s != 'T'), "running").await?);
+        let (mut said, mut failed) = (Vec::new(), Vec::new());
+        for &pgid in &self.pgids {
+            match process_group::signal(pgid, libc::SIGCONT) {
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                    said.push(format!("process group {pgid} gone since it was paused"));
+                    continue;
+                }
+                Err(e) => failed.push(format!("kill(-{pgid}, SIGCONT): {e}")),
+                Ok(()) => match wait_for(pgid, |live| live.iter().all(|(_, s)| *s != 'T'), "running").await {
+                    Ok(running) => said.push(running),
+                    Err(e) => failed.push(format!("{e:#}")),
+                },
+            }
         }
+        anyhow::ensure!(failed.is_empty(), "{} (the others: {})", failed.join("; "), said.join("; "));
         Ok(said.join("; ").into())
     }
 }
@@ -354,22 +366,28 @@ impl Apply<Process> for PowerLoss {
             anyhow::bail!("`{}` of target `{}` does not run on the fault filesystem", bare.member(), on.name);
         }
         let ended = end_all(&slots, libc::SIGKILL).await?;
-        let mut lost = Vec::new();
+        // Each disk loses what it had not made durable; a member whose disk
+        // could not be put back stays down (a start on an unknown disk would
+        // be a guess), the others start again whatever happened to it.
+        let (mut lost, mut failed, mut back) = (Vec::new(), Vec::new(), Vec::new());
         for slot in &slots {
             let mut disk = slot.disk();
-            let mounted = disk.as_mut().context("the target does not run on the fault filesystem")?;
-            let kept = mounted.power_loss(self.torn_seed(), self.names);
-            let kept =
-                kept.with_context(|| format!("{}: after the power loss, mounting its disk again", slot.member()))?;
-            anyhow::ensure!(
-                kept.failed.is_empty(),
-                "{}: the power loss could not undo every file: {kept}",
-                slot.member()
-            );
-            lost.push(kept.to_string());
+            let Some(mounted) = disk.as_mut() else { continue };
+            match mounted.power_loss(self.torn_seed(), self.names) {
+                Ok(kept) if kept.failed.is_empty() => {
+                    lost.push(kept.to_string());
+                    back.push(Arc::clone(slot));
+                }
+                Ok(kept) => failed.push(format!("{}: the power loss could not undo every file: {kept}", slot.member())),
+                Err(e) => failed.push(format!("{}: after the power loss, mounting its disk again: {e}", slot.member())),
+            }
         }
-        let started = start_all(&slots).await?;
-        Ok(Applied::done(hit(&groups), format!("{ended}; {}; {started}", each_said(&slots, lost))))
+        let started = start_all(&back).await;
+        if !failed.is_empty() {
+            let others = started.unwrap_or_else(|e| format!("starting the others failed too: {e:#}"));
+            anyhow::bail!("{} (left down; the others: {others})", failed.join("; "));
+        }
+        Ok(Applied::done(hit(&groups), format!("{ended}; {}; {}", each_said(&slots, lost), started?)))
     }
 }
 
@@ -403,16 +421,14 @@ impl Apply<Process> for SlowDisk {
     }
 }
 
-/// Changes the faults of the disk under each server; says what they are now.
+/// Changes the faults of the disk under each server; says what they are
+/// now. Every server is checked first: no disk is changed unless all are.
 fn change_disks(name: &str, slots: &[Arc<ProcessSlot>], change: impl Fn(&mut Faults)) -> anyhow::Result<String> {
-    let mut said = Vec::new();
-    for slot in slots {
-        match slot.disk().as_ref() {
-            Some(mounted) => said.push(mounted.change(&change)),
-            None => anyhow::bail!("`{}` of target `{name}` does not run on the fault filesystem", slot.member()),
-        }
+    if let Some(bare) = slots.iter().find(|s| s.disk().is_none()) {
+        anyhow::bail!("`{}` of target `{name}` does not run on the fault filesystem", bare.member());
     }
-    Ok(each_said(slots, said))
+    let said = slots.iter().filter_map(|slot| slot.disk().as_ref().map(|mounted| mounted.change(&change)));
+    Ok(each_said(slots, said.collect()))
 }
 
 /// Puts back the disk faults a fault set.

@@ -390,8 +390,11 @@ pub async fn start(
     let server = match start_slots(launches, dirs.fault_disk, &mut slots).await {
         Ok(server) => server,
         Err(e) => {
-            stop_all(&slots).await;
-            return Err(e);
+            let left = stop_all(&slots).await;
+            return Err(match left.is_empty() {
+                true => e,
+                false => e.context(format!("stopping what had started: {}", left.join("; "))),
+            });
         }
     };
     let hosts: Vec<String> = addresses.iter().map(|a| format!("{}:{}", a.host, a.port)).collect();
@@ -449,7 +452,8 @@ fn plan(
             None => dirs.work_dir.to_path_buf(),
         };
         std::fs::create_dir_all(&work_dir).with_context(|| format!("cannot create {}", work_dir.display()))?;
-        let fills = Fills { address, name: member, index, work_dir: &work_dir, run_dir: dirs.run_dir };
+        let member_fills = shared.is_some().then_some((member.as_str(), index, address.peer_port));
+        let fills = Fills { port: address.port, member: member_fills, work_dir: &work_dir, run_dir: dirs.run_dir };
         let command = fill(written_command, &fills);
         let mut args: Vec<String> = Vec::new();
         match (shared, own_port) {
@@ -509,14 +513,16 @@ async fn start_slots(
         slots.push(Arc::clone(&slot));
         slot.spawn_again().await?;
     }
-    let readies = futures::future::join_all(slots.iter().map(|s| s.wait_ready())).await;
-    let mut servers = readies.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    // The first that fails ends the wait: the others may wait for it in vain.
+    let mut servers = futures::future::try_join_all(slots.iter().map(|s| s.wait_ready())).await?;
     Ok(servers.swap_remove(0))
 }
 
-/// Stops every slot that was started (an abandoned start).
-async fn stop_all(slots: &[Arc<ProcessSlot>]) {
-    futures::future::join_all(slots.iter().map(|s| s.stop())).await;
+/// Stops every slot that was started (an abandoned start); says what
+/// could not be undone.
+async fn stop_all(slots: &[Arc<ProcessSlot>]) -> Vec<String> {
+    let stopped = futures::future::join_all(slots.iter().map(|s| s.stop())).await;
+    stopped.into_iter().filter_map(Result::err).collect()
 }
 
 /// A member's log beside the target's: `logs/kv.log` → `logs/kv.kv-1.log`.
@@ -524,24 +530,29 @@ fn member_log(target_log: &Path, member: &str) -> PathBuf {
     target_log.with_extension(format!("{member}.log"))
 }
 
-/// What fills a process target's placeholders: `{port}` (and `{peer_port}`,
-/// `{name}`, `{index}` for a kind's members), `{target_dir}` (the
-/// member's own directory), `{run_dir}`.
+/// What fills a process target's placeholders: `{port}`, `{target_dir}`
+/// (a member's own directory), `{run_dir}`, and for a kind's members
+/// `{name}` (`kv-1`), `{index}` and `{peer_port}`.
 struct Fills<'a> {
-    address: &'a MemberAddress,
-    name: &'a str,
-    index: usize,
+    port: u16,
+    /// The member's name, position and peer port (None: one server).
+    member: Option<(&'a str, usize, Option<u16>)>,
     work_dir: &'a Path,
     run_dir: &'a Path,
 }
 
 fn fill(text: &str, f: &Fills) -> String {
-    text.replace("{port}", &f.address.port.to_string())
-        .replace("{peer_port}", &f.address.peer_port.map(|p| p.to_string()).unwrap_or_default())
-        .replace("{name}", f.name)
-        .replace("{index}", &f.index.to_string())
+    let mut text = text
+        .replace("{port}", &f.port.to_string())
         .replace("{target_dir}", &f.work_dir.display().to_string())
-        .replace("{run_dir}", &f.run_dir.display().to_string())
+        .replace("{run_dir}", &f.run_dir.display().to_string());
+    if let Some((name, index, peer_port)) = f.member {
+        text = text
+            .replace("{name}", name)
+            .replace("{index}", &index.to_string())
+            .replace("{peer_port}", &peer_port.map(|p| p.to_string()).unwrap_or_default());
+    }
+    text
 }
 
 /// Starts the server in its own process group, with a guardian.

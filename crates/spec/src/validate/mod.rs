@@ -237,7 +237,12 @@ fn validate_target(at: &str, name: &str, t: &TargetSpec, catalog: &dyn Catalog) 
     }
     if let Some(m) = t.members {
         docker::member_count(at, m)?;
-        if t.provider != ProviderKind::Docker && catalog.shared_host_members(&t.kind).is_none() {
+        let takes = match t.provider {
+            ProviderKind::Docker => true,
+            ProviderKind::Process => catalog.shared_host_members(&t.kind).is_some(),
+            ProviderKind::External => false,
+        };
+        if !takes {
             let message = match t.provider {
                 ProviderKind::Process => format!(
                     "applies only to provider: docker for `{}` targets (a `{}` process target is one server)",
