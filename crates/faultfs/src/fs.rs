@@ -322,7 +322,11 @@ impl FaultFs {
                 false => std::fs::hard_link(self.real(to), self.real(grave))?,
                 true => {
                     std::fs::DirBuilder::new().mode(meta.mode() & 0o7777).create(self.real(grave))?;
-                    std::os::unix::fs::lchown(self.real(grave), Some(meta.uid()), Some(meta.gid()))?;
+                    // A keeper that cannot take the owner goes again: nothing half-made stays.
+                    if let Err(e) = std::os::unix::fs::lchown(self.real(grave), Some(meta.uid()), Some(meta.gid())) {
+                        let _ = std::fs::remove_dir(self.real(grave));
+                        return Err(e);
+                    }
                 }
             }
         }

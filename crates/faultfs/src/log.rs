@@ -139,12 +139,14 @@ impl UndoLog {
             match entry {
                 Entry::Write { offset, len, old_len, pre, writes } => {
                     let kept = if i == keep && *len > 0 { prefix % len } else { 0 };
-                    let survivor = read_at(file, *offset, kept)?;
-                    file.write_all_at(pre, *offset)?;
-                    file.set_len(*old_len)?;
-                    if kept > 0 {
-                        file.write_all_at(&survivor, *offset)?;
+                    // The first `kept` bytes written stay where they are (never
+                    // read back: a torn append may be gigabytes); the rest goes
+                    // back to what it overwrote, the file to its length then,
+                    // or to the end of what survived when that lies past it.
+                    if let Some(rest) = pre.get(kept as usize..) {
+                        file.write_all_at(rest, offset + kept)?;
                     }
+                    file.set_len(if kept > 0 { (*old_len).max(offset + kept) } else { *old_len })?;
                     reverted.bytes += len - kept;
                     reverted.changes += writes;
                 }
@@ -229,5 +231,26 @@ mod tests {
         let reverted = log.revert(&file, Some((0, 6))).unwrap();
         assert_eq!(content(&file), b"aaaabb");
         assert_eq!(reverted, Reverted { changes: 3, bytes: 6 });
+    }
+
+    /// Torn inside what it overwrote: the prefix is new, the rest is the
+    /// old bytes; torn past the old end of a write beyond it: the file
+    /// ends where the prefix does, the gap before it a hole.
+    #[test]
+    fn a_torn_overwrite_keeps_the_old_bytes_after_its_prefix() {
+        let (_keep, file) = file(b"0123456789");
+        let mut log = UndoLog::default();
+        write(&mut log, &file, 2, b"ABCDEF");
+        log.revert(&file, Some((0, 3))).unwrap();
+        assert_eq!(content(&file), b"01ABC56789");
+
+        let (_keep, short) = self::file(b"0123");
+        let mut log = UndoLog::default();
+        write(&mut log, &short, 6, b"XY");
+        log.revert(&short, Some((0, 1))).unwrap();
+        assert_eq!(content(&short), b"0123\0\0X");
+        write(&mut log, &short, 6, b"XY");
+        log.revert(&short, None).unwrap();
+        assert_eq!(content(&short), b"0123\0\0X", "untorn: back to the length before");
     }
 }
