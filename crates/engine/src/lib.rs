@@ -28,6 +28,8 @@ mod probe;
 pub mod provenance;
 mod provider;
 pub mod results;
+#[cfg(test)]
+mod test_kind;
 
 pub use engine::agent;
 pub use engine::{load_threads::LoadThreads, place::Place, Engine, EngineOutcome};

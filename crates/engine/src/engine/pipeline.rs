@@ -319,7 +319,6 @@ mod tests {
 
     use super::*;
     use crate::engine::test_lane::OneLane;
-    use crate::spec::{KindCost, KindInfo};
     use faultline_kind::workload::Op;
     use faultline_kind::{Reply, ServerInfo};
     use faultline_model::ops::OpKind;
@@ -392,20 +391,7 @@ mod tests {
     /// A kind whose every connection is a new one to the fake server.
     struct OneByteKind(Arc<Server>);
 
-    impl KindInfo for OneByteKind {
-        fn default_command(&self) -> &'static str {
-            "true"
-        }
-        fn check_uri(&self, _: &str) -> Result<(), String> {
-            Ok(())
-        }
-        fn supports(&self, op: OpKind) -> bool {
-            op == OpKind::Get
-        }
-        fn cost(&self) -> KindCost {
-            KindCost { connection: 1 << 10, slot: 64 }
-        }
-    }
+    crate::test_kind::kind_info_for_tests!(OneByteKind, command: "true", supports: |op| op == OpKind::Get);
 
     #[async_trait::async_trait]
     impl TargetDriver for OneByteKind {

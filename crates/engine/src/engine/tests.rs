@@ -17,7 +17,7 @@ use super::load_threads::LoadThreads;
 use super::place::Place;
 use super::{Engine, EngineOutcome};
 use crate::events::{Events, Recorded};
-use crate::spec::{KindCost, KindInfo, OpKind};
+use crate::spec::OpKind;
 use faultline_kind::registry::{Kind, Kinds, Listed};
 use faultline_kind::workload::{Op, Workload};
 use faultline_kind::{Connection, ReadValue, RequestClient, Response, ServerInfo, TargetDriver};
@@ -46,20 +46,7 @@ fn with_store<T>(uri: &str, f: impl FnOnce(&mut Store) -> T) -> T {
 /// `memory://lossy-NAME` for one that drops every other write it acknowledges.
 struct Memory;
 
-impl KindInfo for Memory {
-    fn default_command(&self) -> &'static str {
-        "true"
-    }
-    fn check_uri(&self, uri: &str) -> Result<(), String> {
-        uri.starts_with("memory://").then_some(()).ok_or_else(|| "write memory://NAME".into())
-    }
-    fn supports(&self, op: OpKind) -> bool {
-        matches!(op, OpKind::Get | OpKind::Set)
-    }
-    fn cost(&self) -> KindCost {
-        KindCost { connection: 1 << 10, slot: 64 }
-    }
-}
+crate::test_kind::kind_info_for_tests!(Memory, command: "true", supports: |op| matches!(op, OpKind::Get | OpKind::Set));
 
 #[async_trait::async_trait]
 impl TargetDriver for Memory {

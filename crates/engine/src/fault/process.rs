@@ -73,11 +73,14 @@ impl Process {
 
     /// The slots the fault hits and each one's running process group, or
     /// why one has none.
-    async fn groups(&self) -> anyhow::Result<Vec<(Arc<ProcessSlot>, i32)>> {
-        let mut groups = Vec::new();
+    async fn running(&self) -> anyhow::Result<Running> {
+        let mut running = Running { slots: Vec::new(), pgids: Vec::new() };
         for slot in self.slots().await? {
             match slot.process_group() {
-                Some(pgid) => groups.push((slot, pgid)),
+                Some(pgid) => {
+                    running.pgids.push(pgid);
+                    running.slots.push(slot);
+                }
                 None => anyhow::bail!(
                     "`{}` of target `{}` is not running (killed earlier and not started again yet)",
                     slot.member(),
@@ -85,13 +88,22 @@ impl Process {
                 ),
             }
         }
-        Ok(groups)
+        Ok(running)
     }
 }
 
-/// What a fault hit: each member by its name and process group.
-fn hit(groups: &[(Arc<ProcessSlot>, i32)]) -> Vec<String> {
-    groups.iter().map(|(slot, pgid)| format!("{} (process group {pgid})", slot.member())).collect()
+/// The running members a fault hits, and their process groups.
+struct Running {
+    slots: Vec<Arc<ProcessSlot>>,
+    pgids: Vec<i32>,
+}
+
+impl Running {
+    /// Each member by its name and process group.
+    fn hit(&self) -> Vec<String> {
+        let each = self.slots.iter().zip(&self.pgids);
+        each.map(|(slot, pgid)| format!("{} (process group {pgid})", slot.member())).collect()
+    }
 }
 
 /// One line of evidence per member, named when there are several.
@@ -160,10 +172,10 @@ const RESTART_SIGNALS: [(&str, i32); 2] = [("KILL", libc::SIGKILL), ("TERM", lib
 /// SIGSTOP to each group, confirmed by every process of it stopped;
 /// thawed by SIGCONT. A group that does not stop thaws those stopped.
 async fn freeze(on: &Process) -> anyhow::Result<Applied> {
-    let groups = on.groups().await?;
+    let running = on.running().await?;
     let stopped = |live: &[(i32, char)]| !live.is_empty() && live.iter().all(|(_, s)| *s == 'T');
     let mut evidence = Vec::new();
-    for (i, (_, pgid)) in groups.iter().enumerate() {
+    for (i, pgid) in running.pgids.iter().enumerate() {
         let frozen = async {
             signal(*pgid, libc::SIGSTOP)?;
             wait_for(*pgid, stopped, "stopped").await
@@ -171,15 +183,14 @@ async fn freeze(on: &Process) -> anyhow::Result<Applied> {
         match frozen.await {
             Ok(said) => evidence.push(said),
             Err(e) => {
-                let thaw = Thaw { pgids: groups[..=i].iter().map(|(_, p)| *p).collect() };
+                let thaw = Thaw { pgids: running.pgids[..=i].to_vec() };
                 let undone = thaw.heal().await.map(|h| h.evidence).unwrap_or_else(|u| format!("{u:#}"));
                 return Err(e.context(format!("undone where done: {undone}")));
             }
         }
     }
-    let slots: Vec<_> = groups.iter().map(|(s, _)| Arc::clone(s)).collect();
-    let thaw = Thaw { pgids: groups.iter().map(|(_, p)| *p).collect() };
-    Ok(Applied::undone_by(hit(&groups), each_said(&slots, evidence), thaw))
+    let evidence = each_said(&running.slots, evidence);
+    Ok(Applied::undone_by(running.hit(), evidence, Thaw { pgids: running.pgids }))
 }
 
 /// SIGCONT to the groups a pause stopped.
@@ -275,11 +286,10 @@ impl Apply<Process> for Kill {
             let named = self.signal.as_deref().unwrap_or_default().trim_start_matches("SIG");
             anyhow::bail!("signal `{named}` is not supported for process targets (KILL, TERM, INT)")
         };
-        let groups = on.groups().await?;
-        let slots: Vec<_> = groups.iter().map(|(s, _)| Arc::clone(s)).collect();
-        let evidence = end_all(&slots, sig).await?;
+        let running = on.running().await?;
+        let evidence = end_all(&running.slots, sig).await?;
         let restart = RestartKind::by_signal(self.signal.as_deref());
-        Ok(Applied::undone_by(hit(&groups), evidence, StartAgain { slots, restart }))
+        Ok(Applied::undone_by(running.hit(), evidence, StartAgain { slots: running.slots, restart }))
     }
 }
 
@@ -345,11 +355,10 @@ impl Action for Restart {
 impl Apply<Process> for Restart {
     async fn apply(&self, on: &Process) -> anyhow::Result<Applied> {
         let sig = signal_named(self.signal.as_deref(), &RESTART_SIGNALS).context("a signal validation refuses")?;
-        let groups = on.groups().await?;
-        let slots: Vec<_> = groups.iter().map(|(s, _)| Arc::clone(s)).collect();
-        let ended = end_all(&slots, sig).await?;
-        let started = start_all(&slots).await?;
-        Ok(Applied::done(hit(&groups), format!("{ended}; {started}")))
+        let running = on.running().await?;
+        let ended = end_all(&running.slots, sig).await?;
+        let started = start_all(&running.slots).await?;
+        Ok(Applied::done(running.hit(), format!("{ended}; {started}")))
     }
 }
 
@@ -358,19 +367,19 @@ impl Apply<Process> for Restart {
 #[async_trait::async_trait]
 impl Apply<Process> for PowerLoss {
     async fn apply(&self, on: &Process) -> anyhow::Result<Applied> {
-        let groups = on.groups().await?;
-        let slots: Vec<_> = groups.iter().map(|(s, _)| Arc::clone(s)).collect();
+        let running = on.running().await?;
+        let slots = &running.slots;
         // Known before a server is killed: a power loss that cannot undo
         // anything must not leave it down.
         if let Some(bare) = slots.iter().find(|s| s.disk().is_none()) {
             anyhow::bail!("`{}` of target `{}` does not run on the fault filesystem", bare.member(), on.name);
         }
-        let ended = end_all(&slots, libc::SIGKILL).await?;
+        let ended = end_all(slots, libc::SIGKILL).await?;
         // Each disk loses what it had not made durable; a member whose disk
         // could not be put back stays down (a start on an unknown disk would
         // be a guess), the others start again whatever happened to it.
         let (mut lost, mut failed, mut back) = (Vec::new(), Vec::new(), Vec::new());
-        for slot in &slots {
+        for slot in slots {
             let mut disk = slot.disk();
             let Some(mounted) = disk.as_mut() else { continue };
             match mounted.power_loss(self.torn_seed(), self.names) {
@@ -387,7 +396,7 @@ impl Apply<Process> for PowerLoss {
             let others = started.unwrap_or_else(|e| format!("starting the others failed too: {e:#}"));
             anyhow::bail!("{} (left down; the others: {others})", failed.join("; "));
         }
-        Ok(Applied::done(hit(&groups), format!("{ended}; {}; {}", each_said(&slots, lost), started?)))
+        Ok(Applied::done(running.hit(), format!("{ended}; {}; {}", each_said(slots, lost), started?)))
     }
 }
 

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::run_schedule;
 use crate::provider::RunningTarget;
-use crate::spec::{Action, KindCost, KindInfo, OpKind, Registered};
+use crate::spec::{Action, Registered};
 use faultline_kind::fault::{Applied, Apply, Fault, Healed, KindFaults, Server, Undo};
 use faultline_kind::registry::{Kind, Kinds, Listed};
 use faultline_kind::{Connection, ServerInfo, TargetDriver};
@@ -83,20 +83,7 @@ static MARKS: &[&dyn Fault<[Server]>] = &[&Registered::<Mark>::NEW];
 /// A kind whose only capability is its own fault.
 struct Marker;
 
-impl KindInfo for Marker {
-    fn default_command(&self) -> &'static str {
-        "true"
-    }
-    fn check_uri(&self, _: &str) -> Result<(), String> {
-        Ok(())
-    }
-    fn supports(&self, _: OpKind) -> bool {
-        true
-    }
-    fn cost(&self) -> KindCost {
-        KindCost { connection: 1 << 10, slot: 64 }
-    }
-}
+crate::test_kind::kind_info_for_tests!(Marker, command: "true", supports: |_| true);
 
 #[async_trait::async_trait]
 impl TargetDriver for Marker {

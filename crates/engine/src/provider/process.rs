@@ -632,7 +632,6 @@ fn tail(path: &Path, lines: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{KindCost, KindInfo, OpKind};
     use faultline_kind::{Connection, ServerInfo};
     use faultline_model::roles::Role;
 
@@ -640,20 +639,7 @@ mod tests {
     /// as they run, each told its own ports on its command line.
     struct Sleepers;
 
-    impl KindInfo for Sleepers {
-        fn default_command(&self) -> &'static str {
-            "sleep"
-        }
-        fn check_uri(&self, _: &str) -> Result<(), String> {
-            Ok(())
-        }
-        fn supports(&self, _: OpKind) -> bool {
-            true
-        }
-        fn cost(&self) -> KindCost {
-            KindCost { connection: 1 << 10, slot: 64 }
-        }
-    }
+    crate::test_kind::kind_info_for_tests!(Sleepers, command: "sleep", supports: |_| true);
 
     #[async_trait::async_trait]
     impl TargetDriver for Sleepers {
