@@ -7,8 +7,10 @@
 //! build holds without it). The list is the CLI's because its cargo
 //! features choose it; the engine is handed it as [`CATALOG`]. A kind's
 //! `options:` are parsed into the kind's own typed struct (so errors name
-//! the field), checked, and turned into the kind's driver. A scenario's `options:` overlay its target's, key by key,
-//! so one campaign can compare, say, read concerns on the same servers.
+//! the field), checked, and turned into the kind's driver; the same struct
+//! describes them in `faultline schema` (faultline_spec::schema asks the
+//! catalog). A scenario's `options:` overlay its target's, key by key, so
+//! one campaign can compare, say, read concerns on the same servers.
 
 use faultline_kind::registry::{Kinds, Listed};
 
@@ -39,45 +41,6 @@ pub static CATALOG: Kinds = Kinds {
     checkers: faultline_check::checker::declared,
     provider_faults: faultline_engine::fault::provider_faults,
 };
-
-/// The spec's JSON schema as this build knows it (`faultline schema`):
-/// `kind` is one of the kinds it holds, and each kind's `options` are
-/// described by its own typed options, which the spec model keeps as
-/// plain YAML since it does not know the kinds.
-pub fn spec_schema() -> serde_json::Value {
-    let mut generator = schemars::SchemaGenerator::default();
-    let options: Vec<_> = CATALOG
-        .held()
-        .map(|k| {
-            let schema = match k.options {
-                Some(schema_of) => serde_json::to_value(schema_of(&mut generator)).expect("a schema is JSON"),
-                None => serde_json::json!({"type": ["object", "null"], "maxProperties": 0}),
-            };
-            serde_json::json!({"if": {"properties": {"kind": {"const": k.name}}}, "then": {"properties": {"options": schema}}})
-        })
-        .collect();
-    let root = generator.into_root_schema_for::<crate::spec::Spec>();
-    let mut root = serde_json::to_value(root).expect("a schema is JSON");
-    let target = root.pointer_mut("/$defs/TargetSpec").expect("the spec schema defines TargetSpec");
-    target["properties"]["kind"]["enum"] = CATALOG.held().map(|k| k.name).collect();
-    target["allOf"] = options.into();
-    // Checkers, like kinds, are a registry rather than a closed enum: the
-    // campaign's `checkers` and each scenario's name the build's.
-    let checkers: Vec<&str> = faultline_check::checker::declared().iter().map(|c| c.name()).collect();
-    for at in ["/properties/checkers/items", "/$defs/ScenarioSpec/properties/checkers/items"] {
-        let items = root.pointer_mut(at).unwrap_or_else(|| panic!("the spec schema has {at}"));
-        items["enum"] = checkers.clone().into();
-    }
-    // Faults, too: each registered action with its own fields.
-    let mut generator = schemars::SchemaGenerator::default();
-    let faults = faultline_spec::fault::schema_of(&faultline_spec::Catalog::every_fault(&CATALOG), &mut generator);
-    let defs = root.pointer_mut("/$defs").expect("the spec schema has $defs");
-    defs["FaultSpec"] = faults;
-    for (name, schema) in generator.take_definitions(true) {
-        defs.as_object_mut().expect("$defs is an object").entry(name).or_insert(schema);
-    }
-    root
-}
 
 #[cfg(test)]
 mod tests {
@@ -112,7 +75,7 @@ mod tests {
     /// kind's own options reach it (MongoDB's read concern, DynamoDB's table).
     #[test]
     fn the_schema_names_each_kind_and_its_options() {
-        let schema = spec_schema();
+        let schema = faultline_spec::schema::of(&CATALOG);
         let target = &schema["$defs"]["TargetSpec"];
         let kinds: Vec<_> = target["properties"]["kind"]["enum"].as_array().unwrap().iter().collect();
         assert_eq!(kinds.len(), CATALOG.held().count());

@@ -397,7 +397,8 @@ fn main() -> ExitCode {
             let served = key.and_then(|key| {
                 let watcher = console::Console::events(None)?;
                 let args = agent::serve::AgentArgs { connect, name, key, events: watcher };
-                agent::serve::run(args, &kinds::CATALOG)
+                let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+                runtime.block_on(agent::serve::serve(args, &kinds::CATALOG))
             });
             match served {
                 Ok(()) => 0,
@@ -518,7 +519,7 @@ fn main() -> ExitCode {
         }
         Command::Teardown { run, force, dry_run } => teardown::run(teardown::TeardownArgs { run, force, dry_run }),
         Command::Schema => {
-            let schema = kinds::spec_schema();
+            let schema = faultline_spec::schema::of(&kinds::CATALOG);
             crate::stdout::say!("{}", serde_json::to_string_pretty(&schema).expect("schema serializes"));
             0
         }

@@ -41,11 +41,3 @@ pub use client::{
 };
 pub use ops::{Confirmed, ExecOutput};
 pub use teardown::{remove_labeled_blocking, Owned, Removed, ResourceKind, TeardownGuard};
-
-/// `eprintln!` with credentials redacted (as the runner's `say_err!`): for
-/// warnings that may quote a URI or a server's answer.
-pub(crate) fn say_err(line: std::fmt::Arguments<'_>) {
-    use std::io::Write as _;
-    let line = format!("{line}\n");
-    let _ = std::io::stderr().write_all(faultline_model::redact::text(&line).as_bytes());
-}

@@ -22,7 +22,7 @@ use indexmap::IndexMap;
 use tokio::time::Instant;
 
 use crate::members::{companion_name, member_name, Member, Topology};
-use crate::{say_err, ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard, MEMBER_LABEL};
+use crate::{ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard, MEMBER_LABEL};
 use faultline_kind::topology::{FailoverMember, MemberAddress, MemberPlan, TopologyKind};
 use faultline_kind::{ServerInfo, TargetDriver};
 use faultline_model::roles::Role;
@@ -41,22 +41,21 @@ pub struct DockerTarget {
 
 impl DockerTarget {
     /// Saves every container's logs into the run directory, then removes
-    /// the containers and the network.
-    pub async fn stop(mut self) {
-        save_all_logs(&self.topology.docker, self.topology.all(), &self.logs).await;
+    /// the containers and the network; says what could not be done.
+    pub async fn stop(mut self) -> Vec<String> {
+        let mut problems = save_all_logs(&self.topology.docker, self.topology.all(), &self.logs).await;
         let removed = self.topology.docker.remove_labeled(&self.labels).await;
-        for e in &removed.errors {
-            say_err(format_args!("error: removing target `{}`: {e}", self.topology.target));
-        }
+        problems.extend(removed.errors.iter().map(|e| format!("removing its containers: {e}")));
         // The containers are gone: the filesystems under their data can go.
         let disks = std::mem::take(&mut *self.topology.disks.lock().unwrap_or_else(|p| p.into_inner()));
         for (member, disk) in disks {
             if let Err(e) = disk.unmount() {
-                say_err(format_args!("warning: `{member}`: unmounting its fault filesystem: {e}"));
+                problems.push(format!("`{member}`: unmounting its fault filesystem: {e}"));
             }
         }
         // What is left (if anything) the guard cannot remove either.
         self.guard.disarm();
+        problems
     }
 }
 
@@ -116,7 +115,7 @@ pub async fn start(
             Ok(Started { uri, server, target: DockerTarget { topology: Arc::new(topology), labels, logs, guard } })
         }
         Err((e, culprit)) => {
-            save_all_logs(&docker, build.created.iter(), &logs).await;
+            let unsaved = save_all_logs(&docker, build.created.iter(), &logs).await;
             let tail = match culprit {
                 Some(c) => format!(
                     "\nlast lines of {} (saved in {}):\n{}",
@@ -128,26 +127,26 @@ pub async fn start(
             };
             let removed = docker.remove_labeled(&labels).await;
             guard.disarm();
-            let leftovers = if removed.errors.is_empty() {
-                String::new()
-            } else {
-                format!("\nteardown problems: {}", removed.errors.join("; "))
+            let problems: Vec<String> = unsaved.into_iter().chain(removed.errors).collect();
+            let leftovers = match problems.is_empty() {
+                true => String::new(),
+                false => format!("\nteardown problems: {}", problems.join("; ")),
             };
             Err(anyhow!("{label}: {e:#}{tail}{leftovers}"))
         }
     }
 }
 
-async fn save_all_logs<'a>(docker: &Docker, members: impl Iterator<Item = &'a Member>, dir: &Path) {
+/// Saves each member's log as `dir/NAME.log`; says which could not be saved.
+async fn save_all_logs<'a>(docker: &Docker, members: impl Iterator<Item = &'a Member>, dir: &Path) -> Vec<String> {
     let saves = members.map(|m| {
         let path = dir.join(format!("{}.log", m.name));
         async move {
-            if let Err(e) = docker.save_logs(&m.container, &path).await {
-                say_err(format_args!("warning: cannot save the logs of `{}`: {e:#}", m.name));
-            }
+            let saved = docker.save_logs(&m.container, &path).await;
+            saved.err().map(|e| format!("cannot save the logs of `{}`: {e:#}", m.name))
         }
     });
-    futures::future::join_all(saves).await;
+    futures::future::join_all(saves).await.into_iter().flatten().collect()
 }
 
 type Failure = (anyhow::Error, Option<Member>);

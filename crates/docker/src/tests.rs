@@ -26,6 +26,10 @@ impl Catalog for RedisOnly {
         vec![faultline_kind_redis::KIND.name]
     }
 
+    fn options_schema(&self, _: &str, generator: &mut schemars::SchemaGenerator) -> Option<schemars::Schema> {
+        faultline_kind_redis::KIND.options.map(|schema_of| schema_of(generator))
+    }
+
     fn kind(
         &self,
         kind: &TargetKind,

@@ -37,7 +37,7 @@ impl ProbeTarget<'_> {
     /// The command with the placeholders filled in, or why it cannot run.
     fn command(&self, probe: &ProbeSpec) -> Result<String, String> {
         let t = self.target;
-        let work_dir = t.process().map(|p| p.work_dir().display().to_string());
+        let work_dir = t.work_dir().map(|d| d.display().to_string());
         let fills: [(&str, Option<String>, &str); 5] = [
             (
                 "{pid}",

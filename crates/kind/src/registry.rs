@@ -128,6 +128,11 @@ impl faultline_spec::Catalog for Kinds {
         self.held().map(|k| k.name).collect()
     }
 
+    fn options_schema(&self, kind: &str, generator: &mut schemars::SchemaGenerator) -> Option<schemars::Schema> {
+        let options = self.held().find(|k| k.name == kind)?.options?;
+        Some(options(generator))
+    }
+
     fn runs_in_containers(&self, kind: &TargetKind) -> bool {
         self.find(kind).is_ok_and(|k| k.members.is_some())
     }

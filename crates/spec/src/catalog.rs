@@ -44,6 +44,9 @@ pub trait Catalog: Sync {
         let _ = kind;
         None
     }
+    /// The JSON Schema of `kind`'s `options:`, from its typed options (what
+    /// `faultline schema` says of them); None: the kind takes none.
+    fn options_schema(&self, kind: &str, generator: &mut schemars::SchemaGenerator) -> Option<schemars::Schema>;
     /// `kind` with `options` (the target's, overlaid by a scenario's); the
     /// error names the field under `options` and what is wrong.
     fn kind(&self, kind: &TargetKind, options: Option<&serde_json::Value>) -> Result<Arc<dyn KindInfo>, OptionsError>;
@@ -96,6 +99,9 @@ pub(crate) mod plain {
         }
         fn names(&self) -> Vec<&'static str> {
             vec!["redis", "mongodb", "dynamodb"]
+        }
+        fn options_schema(&self, _: &str, _: &mut schemars::SchemaGenerator) -> Option<schemars::Schema> {
+            None
         }
         fn kind(
             &self,

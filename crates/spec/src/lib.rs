@@ -30,6 +30,7 @@ pub mod options;
 pub mod plan;
 pub mod probe;
 pub mod problem;
+pub mod schema;
 pub mod selector;
 pub mod target;
 pub use faultline_model::units;

@@ -5,11 +5,11 @@
 //!
 //! The scheduler knows no action: it finds the fault's backend (the kind's
 //! own faults through its driver, else the provider's registry: docker's in
-//! faultline-docker, processes' in process.rs), applies it there, and files
-//! the undo that came back (faultline_kind::fault::Undo) in its ledger.
+//! faultline-docker, processes' in provider/process/faults.rs), applies it
+//! there through the target's provider, and files the undo that came back
+//! (faultline_kind::fault::Undo) in its ledger.
 
 mod own;
-mod process;
 #[cfg(test)]
 mod tests;
 
@@ -30,7 +30,7 @@ pub use faultline_model::faults::FaultRecord;
 /// CLI's catalog hands this to the spec loader).
 pub fn provider_faults(provider: ProviderKind) -> Vec<&'static dyn FaultType> {
     match provider {
-        ProviderKind::Process => faultline_kind::fault::declared(process::FAULTS),
+        ProviderKind::Process => faultline_kind::fault::declared(crate::provider::process::faults::FAULTS),
         ProviderKind::Docker => faultline_docker::fault::declared(),
         ProviderKind::External => Vec::new(),
     }
@@ -78,17 +78,13 @@ fn backend_type(
 
 /// The backend that applies the fault: the kind's own (its driver), else
 /// the provider's (containers: faultline_docker::fault; processes:
-/// process.rs), as validation chose it.
+/// provider/process/faults.rs), as validation chose it.
 async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec, kinds: &Kinds) -> anyhow::Result<Applied> {
     let kind = spec.targets.get(&target.name).and_then(|t| kinds.find(&t.kind).ok());
     if kind.is_some_and(|k| (k.faults)().iter().any(|f| f.name() == fault.action)) {
         own::apply(target, fault, spec).await
-    } else if let Some(topology) = target.topology() {
-        faultline_docker::fault::apply(topology, fault, spec).await
-    } else if let Some(members) = target.process() {
-        process::apply(&target.name, members, fault, spec).await
     } else {
-        anyhow::bail!("target `{}` is external: faultline cannot inject faults into it", target.name)
+        target.apply_provider_fault(fault, spec).await
     }
 }
 

@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use super::{wait_ready, RunningTarget};
-use crate::spec::{ProviderKind, TargetSpec};
+use super::{wait_ready, RunningTarget, Started};
+use crate::spec::{FaultSpec, ProviderKind, Spec, TargetSpec};
+use faultline_kind::fault::Applied;
 use faultline_kind::TargetDriver;
 
 pub async fn start(name: &str, spec: &TargetSpec, driver: Arc<dyn TargetDriver>) -> anyhow::Result<RunningTarget> {
@@ -22,9 +23,23 @@ pub async fn start(name: &str, spec: &TargetSpec, driver: Arc<dyn TargetDriver>)
         server,
         provider: ProviderKind::External,
         port,
-        process: None,
-        docker: None,
+        started: Box::new(Reached),
         driver,
         fault_filesystem: None,
     })
+}
+
+/// A server faultline reached but did not start: nothing to stop, nothing
+/// of faultline's to fault.
+pub(super) struct Reached;
+
+#[async_trait::async_trait]
+impl Started for Reached {
+    async fn stop(self: Box<Self>) -> Vec<String> {
+        Vec::new()
+    }
+
+    async fn apply(&self, target: &str, _: &FaultSpec, _: &Spec) -> anyhow::Result<Applied> {
+        anyhow::bail!("target `{target}` is external: faultline cannot inject faults into it")
+    }
 }

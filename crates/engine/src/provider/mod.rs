@@ -1,8 +1,14 @@
 //! Providers bring a target up and take it down: a local process, an
 //! external server someone else runs, or containers (docker, whose provider
-//! is `faultline_docker::provider`: here it is handed its kind's members
-//! and wrapped in a [`RunningTarget`]).
+//! is `faultline_docker::provider`: docker.rs hands it its kind's members).
+//! Each gives the engine a [`RunningTarget`] holding what it started as a
+//! [`Started`]: the engine asks that for members, process groups,
+//! containers and the provider's own faults, and stops it, without naming
+//! the provider. A provider is its folder or file here: how it starts,
+//! its `Started`, and its faults beside it (process/faults.rs; docker's in
+//! faultline-docker).
 
+mod docker;
 mod external;
 pub mod process;
 pub mod process_group;
@@ -14,7 +20,8 @@ use std::time::Duration;
 use anyhow::bail;
 
 use crate::events::Events;
-use crate::spec::{ProviderKind, TargetSpec};
+use crate::spec::{FaultSpec, ProviderKind, Spec, TargetSpec};
+use faultline_kind::fault::Applied;
 use faultline_kind::registry::Kinds;
 use faultline_kind::topology::MemberSet;
 use faultline_kind::{ServerInfo, TargetDriver};
@@ -28,34 +35,72 @@ pub struct RunningTarget {
     /// The port it listens on, where faultline knows it (process targets:
     /// member 0's).
     pub port: Option<u16>,
-    /// Kept so the processes are stopped when the target is (also on drop).
-    process: Option<Arc<process::ProcessMembers>>,
-    /// Docker targets: the containers (removed when the target stops, also
-    /// on drop).
-    docker: Option<faultline_docker::provider::DockerTarget>,
+    /// What the provider started: stopped when the target is (also, by its
+    /// guards, on drop).
+    started: Box<dyn Started>,
     /// Its kind's driver, with the target's own options (for its faults).
     pub driver: Arc<dyn TargetDriver>,
     /// Its data runs on the fault filesystem, cached so.
     pub fault_filesystem: Option<faultline_model::faults::Caching>,
 }
 
+/// What a provider started, as the target holds it. Each provider answers
+/// what it has; the defaults say it has none of it.
+#[async_trait::async_trait]
+pub trait Started: Send + Sync {
+    /// Stops what was started, for good; says what could not be undone.
+    async fn stop(self: Box<Self>) -> Vec<String>;
+
+    /// Applies one of the provider's own faults to the target `target`.
+    async fn apply(&self, target: &str, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied>;
+
+    /// The members, asked their roles and resolved by selectors; None for a
+    /// target of one server.
+    fn member_set(&self) -> Option<Arc<dyn MemberSet>> {
+        None
+    }
+
+    /// The process faultline started (member 0's), while it runs: `{pid}`
+    /// in probes, the leader of its process group.
+    fn pid(&self) -> Option<i32> {
+        None
+    }
+
+    /// Every running process group (one per member): what `isolation: stop`
+    /// freezes.
+    fn process_groups(&self) -> Vec<i32> {
+        Vec::new()
+    }
+
+    /// Its containers' ids: whose CPU is the target's when the host is watched.
+    fn container_ids(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The target's own working directory (`{target_dir}`), where it has one.
+    fn work_dir(&self) -> Option<&Path> {
+        None
+    }
+
+    /// The program it runs, as given, where faultline started one (the
+    /// results record its checksum).
+    fn program(&self) -> Option<&str> {
+        None
+    }
+}
+
 impl RunningTarget {
     /// Undoes what the kind set up on the server (a table it created), then
     /// stops what the provider started; external servers are left running.
     /// What could not be undone is a warning to `events`.
-    pub async fn stop(mut self, events: &Events) {
+    pub async fn stop(self, events: &Events) {
         match tokio::time::timeout(Duration::from_secs(20), self.driver.clean_up(&self.uri)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => events.warn(&format!("target `{}`: {e:#}", self.name)),
             Err(_) => events.warn(&format!("target `{}`: cleaning up took longer than 20s", self.name)),
         }
-        if let Some(p) = self.process.take() {
-            for e in p.stop().await {
-                events.warn(&format!("target `{}`: {e}", self.name));
-            }
-        }
-        if let Some(d) = self.docker.take() {
-            d.stop().await;
+        for e in self.started.stop().await {
+            events.warn(&format!("target `{}`: {e}", self.name));
         }
     }
 
@@ -68,51 +113,50 @@ impl RunningTarget {
             server: ServerInfo { version: String::new() },
             provider: ProviderKind::External,
             port: None,
-            process: None,
-            docker: None,
+            started: Box::new(external::Reached),
             driver,
             fault_filesystem: None,
         }
     }
 
-    /// The process group of a `process` target (its id is the pid of the
-    /// process faultline started; member 0's for a target of members);
-    /// None for other providers.
+    /// Applies one of its provider's own faults (validation chose that
+    /// backend for it).
+    pub async fn apply_provider_fault(&self, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
+        self.started.apply(&self.name, fault, spec).await
+    }
+
+    /// The process group of member 0 of a `process` target (its id is the
+    /// pid of the process faultline started); None for other providers.
     pub fn process_group(&self) -> Option<i32> {
-        self.process.as_ref().and_then(|p| p.slots().first()?.process_group())
+        self.started.pid()
     }
 
-    /// Every running process group of a `process` target (one per member).
+    /// Every running process group (one per member; none for a provider
+    /// without processes of faultline's).
     pub fn process_groups(&self) -> Vec<i32> {
-        let slots = self.process.iter().flat_map(|p| p.slots());
-        slots.filter_map(|s| s.process_group()).collect()
-    }
-
-    /// A process target's servers: its working directory, program, members.
-    pub fn process(&self) -> Option<&Arc<process::ProcessMembers>> {
-        self.process.as_ref()
+        self.started.process_groups()
     }
 
     /// The target's members, whichever provider started them, asked their
     /// roles and resolved by selectors; None for a target of one server.
     pub fn member_set(&self) -> Option<Arc<dyn MemberSet>> {
-        match (&self.docker, &self.process) {
-            (Some(d), _) => Some(Arc::clone(&d.topology) as Arc<dyn MemberSet>),
-            (None, Some(p)) => p.member_set(),
-            (None, None) => None,
-        }
+        self.started.member_set()
     }
 
     /// Its containers' ids (none for other providers): whose CPU is the
     /// target's when the host is watched.
     pub fn container_ids(&self) -> Vec<String> {
-        self.topology().map(|t| t.all().map(|m| m.container.id.clone()).collect()).unwrap_or_default()
+        self.started.container_ids()
     }
 
-    /// The members and companions of a docker target, with their roles on
-    /// request; None for other providers.
-    pub fn topology(&self) -> Option<&std::sync::Arc<faultline_docker::members::Topology>> {
-        self.docker.as_ref().map(|d| &d.topology)
+    /// The target's own working directory, where it has one (process targets).
+    pub fn work_dir(&self) -> Option<&Path> {
+        self.started.work_dir()
+    }
+
+    /// The program faultline started for it, as given (process targets).
+    pub fn program(&self) -> Option<&str> {
+        self.started.program()
     }
 }
 
@@ -150,24 +194,7 @@ pub async fn start(
         }
         // Validation refuses the fault filesystem under an external target.
         ProviderKind::External => return external::start(name, spec, driver).await,
-        ProviderKind::Docker => {
-            let members = kinds.members(&spec.kind).map_err(|e| anyhow::anyhow!("target `{name}`: {e}"))?;
-            let fault_disk = dirs.fault_disk.map(|layer| (dirs.work_dir, layer));
-            let started =
-                faultline_docker::provider::start(name, spec, Arc::clone(&driver), members, dirs.log_dir, fault_disk)
-                    .await?;
-            RunningTarget {
-                name: name.to_string(),
-                uri: started.uri,
-                server: started.server,
-                provider: ProviderKind::Docker,
-                port: None,
-                process: None,
-                docker: Some(started.target),
-                driver,
-                fault_filesystem: None,
-            }
-        }
+        ProviderKind::Docker => docker::start(name, spec, driver, kinds, dirs).await?,
     };
     target.fault_filesystem = dirs.fault_disk.map(|layer| layer.caching);
     Ok(target)

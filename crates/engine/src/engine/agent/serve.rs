@@ -51,14 +51,6 @@ pub struct AgentArgs {
     pub events: Events,
 }
 
-/// Serves the run until the coordinator says goodbye; an error when it
-/// could not be served (the coordinator refused this agent, or went away
-/// mid-run). `kinds` is the build's list, as the coordinator's.
-pub fn run(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start a runtime")?;
-    runtime.block_on(serve(args, kinds))
-}
-
 async fn dial(address: &str) -> anyhow::Result<TcpStream> {
     let deadline = Instant::now() + DIAL_LIMIT;
     loop {
@@ -72,7 +64,11 @@ async fn dial(address: &str) -> anyhow::Result<TcpStream> {
     }
 }
 
-async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
+/// Serves the run until the coordinator says goodbye; an error when it
+/// could not be served (the coordinator refused this agent, or went away
+/// mid-run). `kinds` is the build's list, as the coordinator's. Runs on
+/// the caller's runtime (the CLI's `faultline agent`).
+pub async fn serve(args: AgentArgs, kinds: &'static Kinds) -> anyhow::Result<()> {
     clock::since_epoch(Instant::now());
     let events = args.events.clone();
     let tcp = dial(&args.connect).await?;

@@ -14,6 +14,8 @@ mod finish;
 mod judge;
 mod merge;
 mod summarize;
+#[cfg(test)]
+mod tests;
 mod window;
 
 pub use bring_up::bring_up;

@@ -13,7 +13,8 @@
 //! with). [`ProcessMembers`] holds them, one slot for a single server,
 //! and answers as a [`MemberSet`] for roles and selectors.
 
-use std::io::Write;
+pub mod faults;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -24,11 +25,19 @@ use anyhow::{anyhow, Context};
 use tokio::process::{Child, Command};
 
 use super::process_group::{self, Guardian};
-use super::{wait_ready, RunningTarget};
-use crate::spec::{ProviderKind, TargetSpec};
+use super::{wait_ready, RunningTarget, Started};
+use crate::spec::{FaultSpec, ProviderKind, Spec, TargetSpec};
+use faultline_kind::fault::Applied;
 use faultline_kind::topology::{MemberAddress, MemberPlan, MemberSet, TopologyKind};
 use faultline_kind::TargetDriver;
 use faultline_spec::selector::member_name;
+
+/// How a process group ended: what was done, and whether it took SIGKILL
+/// where another signal was sent.
+struct Ended {
+    how: String,
+    forced: bool,
+}
 
 pub struct ManagedProcess {
     child: Child,
@@ -46,25 +55,24 @@ const GRACE: Duration = Duration::from_secs(5);
 impl ManagedProcess {
     /// SIGTERM to the whole group, then SIGKILL to what is left of it after
     /// [`GRACE`]; returns once the started process is reaped and no process
-    /// of the group runs any more (children that outlive it included).
-    pub async fn stop(mut self) {
-        let _ = self.end(libc::SIGTERM).await;
+    /// of the group runs any more (children that outlive it included). Says
+    /// so when it took SIGKILL, or when not even that emptied the group.
+    pub async fn stop(mut self) -> Result<(), String> {
+        match self.end(libc::SIGTERM).await {
+            Ok(Ended { forced: false, .. }) => Ok(()),
+            Ok(Ended { how, forced: true }) => Err(format!("{}: {how}", self.label)),
+            Err(e) => Err(format!("{e:#}")),
+        }
     }
 
     /// Sends `sig` to the group (SIGKILL after [`GRACE`] if it is not gone
     /// by then) and waits until it is; says how it ended.
-    async fn end(&mut self, sig: i32) -> anyhow::Result<String> {
+    async fn end(&mut self, sig: i32) -> anyhow::Result<Ended> {
         let started = std::time::Instant::now();
         let _ = process_group::signal(self.pgid, sig);
         let mut how = format!("process group {} gone after {}", self.pgid, signal_name(sig));
-        if !self.wait_until_gone(GRACE).await {
-            let _ = writeln!(
-                std::io::stderr(),
-                "{} did not exit {}s after {}; killing its process group",
-                self.label,
-                GRACE.as_secs(),
-                signal_name(sig)
-            );
+        let forced = !self.wait_until_gone(GRACE).await;
+        if forced {
             how = format!(
                 "process group {} did not exit {}s after {}: killed",
                 self.pgid,
@@ -74,18 +82,12 @@ impl ManagedProcess {
             let _ = process_group::signal(self.pgid, libc::SIGKILL);
             if !self.wait_until_gone(Duration::from_secs(2)).await {
                 let live = process_group::live_members(self.pgid);
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "{}: processes of group {} still there after SIGKILL: {live:?}",
-                    self.label,
-                    self.pgid,
-                );
                 anyhow::bail!("{}: processes of group {} still there after SIGKILL: {live:?}", self.label, self.pgid);
             }
         }
         self.stopped = true;
         self.guardian.dismiss();
-        Ok(format!("{how} ({:.2}s)", started.elapsed().as_secs_f64()))
+        Ok(Ended { how: format!("{how} ({:.2}s)", started.elapsed().as_secs_f64()), forced })
     }
 
     /// Reaps the leader and waits for the rest of the group, up to `limit`.
@@ -197,12 +199,17 @@ impl ProcessSlot {
     pub async fn stop(&self) -> Result<(), String> {
         let current = self.current.lock().await.take();
         self.pgid.store(0, Ordering::SeqCst);
-        if let Some(p) = current {
-            p.stop().await;
-        }
-        match self.disk().take().map(|disk| disk.unmount()) {
+        let stopped = match current {
+            Some(p) => p.stop().await,
+            None => Ok(()),
+        };
+        let unmounted = match self.disk().take().map(|disk| disk.unmount()) {
             Some(Err(e)) => Err(format!("{}: unmounting its fault filesystem: {e}", self.launch.label)),
             _ => Ok(()),
+        };
+        match (stopped, unmounted) {
+            (Err(a), Err(b)) => Err(format!("{a}; {b}")),
+            (stopped, unmounted) => stopped.and(unmounted),
         }
     }
 
@@ -219,7 +226,7 @@ impl ProcessSlot {
         let Some(process) = current.as_mut() else { anyhow::bail!("{} is not running", self.launch.label) };
         let ended = process.end(sig).await;
         self.pgid.store(0, Ordering::SeqCst);
-        ended
+        ended.map(|e| e.how)
     }
 
     /// Starts the server again on the same port and working directory and
@@ -285,19 +292,6 @@ impl ProcessMembers {
     /// Every member's slot, by position (one for a single server).
     pub fn slots(&self) -> &[Arc<ProcessSlot>] {
         &self.slots
-    }
-
-    /// Whether the target is a kind's members rather than one server.
-    pub fn has_members(&self) -> bool {
-        self.kind.is_some()
-    }
-
-    pub fn work_dir(&self) -> &Path {
-        &self.work_dir
-    }
-
-    pub fn command(&self) -> &str {
-        &self.command
     }
 
     /// Stops every member, one after another from the last; says what
@@ -413,11 +407,42 @@ pub async fn start(
         server,
         provider: ProviderKind::Process,
         port: Some(addresses[0].port),
-        process: Some(Arc::new(members)),
-        docker: None,
+        started: Box::new(Arc::new(members)),
         driver,
         fault_filesystem: None,
     })
+}
+
+/// The process provider's part of a running target: its members.
+#[async_trait::async_trait]
+impl Started for Arc<ProcessMembers> {
+    async fn stop(self: Box<Self>) -> Vec<String> {
+        ProcessMembers::stop(&self).await
+    }
+
+    async fn apply(&self, target: &str, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
+        faults::apply(target, self, fault, spec).await
+    }
+
+    fn member_set(&self) -> Option<Arc<dyn MemberSet>> {
+        ProcessMembers::member_set(self)
+    }
+
+    fn pid(&self) -> Option<i32> {
+        self.slots[0].process_group()
+    }
+
+    fn process_groups(&self) -> Vec<i32> {
+        self.slots.iter().filter_map(|s| s.process_group()).collect()
+    }
+
+    fn work_dir(&self) -> Option<&Path> {
+        Some(&self.work_dir)
+    }
+
+    fn program(&self) -> Option<&str> {
+        Some(&self.command)
+    }
 }
 
 /// How each member starts: its name, free ports, directory, command line
@@ -690,17 +715,16 @@ mod tests {
 
         let groups = target.process_groups();
         assert_eq!(groups.len(), 3, "{groups:?}");
-        let members = target.process().unwrap();
-        let set = members.member_set().expect("members answer as a member set");
+        let set = target.member_set().expect("members answer as a member set");
         assert_eq!(set.names(), ["kv-0", "kv-1", "kv-2"]);
         let mut ports = Vec::new();
-        for (i, slot) in members.slots().iter().enumerate() {
+        for (i, pgid) in groups.iter().enumerate() {
             assert!(work_dir.join(format!("kv-{i}")).is_dir());
             assert!(dir.path().join(format!("kv.kv-{i}.log")).is_file());
             let (host, port) = set.address(i).await.unwrap();
             assert_eq!(host, "127.0.0.1");
             // Its own command line names its own client and peer ports.
-            let cmdline = std::fs::read(format!("/proc/{}/cmdline", slot.process_group().unwrap())).unwrap();
+            let cmdline = std::fs::read(format!("/proc/{pgid}/cmdline")).unwrap();
             let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into()).collect();
             assert_eq!(args[1], format!("600.{port}"), "{args:?}");
             ports.extend([port, args[2].parse::<u16>().unwrap()]);
@@ -710,7 +734,7 @@ mod tests {
         assert_eq!(ports.len(), 6, "every client and peer port distinct: {ports:?}");
         assert_eq!(target.uri, "sleep://127.0.0.1:".to_string() + &set.address(0).await.unwrap().1.to_string());
 
-        assert_eq!(members.stop().await, Vec::<String>::new());
+        assert_eq!(target.started.stop().await, Vec::<String>::new());
         for pgid in groups {
             assert!(process_group::live_members(pgid).is_empty(), "group {pgid} is gone");
         }
