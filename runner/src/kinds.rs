@@ -45,7 +45,7 @@ pub static CATALOG: Kinds = Kinds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::TargetKind;
+    use faultline_model::ops::TargetKind;
     use faultline_spec::options::overlay;
     use serde_json::json;
 

@@ -236,11 +236,11 @@ enum Command {
         model: ModelArg,
         file: PathBuf,
         /// Give up (verdict unknown) after this long, reading the file included.
-        #[arg(long, default_value = "60s", value_parser = spec::units::parse_duration)]
+        #[arg(long, default_value = "60s", value_parser = faultline_model::units::parse_duration)]
         budget: std::time::Duration,
         /// Give up (verdict unknown) rather than use more memory than this
         /// (an estimate of the history and the search).
-        #[arg(long, default_value = "1GiB", value_parser = spec::units::parse_size)]
+        #[arg(long, default_value = "1GiB", value_parser = faultline_model::units::parse_size)]
         memory: u64,
     },
 }
@@ -397,7 +397,8 @@ fn main() -> ExitCode {
             let served = key.and_then(|key| {
                 let watcher = console::Console::events(None)?;
                 let args = agent::serve::AgentArgs { connect, name, key, events: watcher };
-                let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+                let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build();
+                let runtime = runtime.map_err(|e| anyhow::anyhow!("cannot start a runtime: {e}"))?;
                 runtime.block_on(agent::serve::serve(args, &kinds::CATALOG))
             });
             match served {

@@ -299,7 +299,7 @@ fn execute(
         "faultline {}: {} cells, about {} of load; run directory {}",
         spec.name,
         plan.cells.len(),
-        spec::units::format_duration(plan.total_time()),
+        faultline_model::units::format_duration(plan.total_time()),
         dirs.run.display()
     ));
     // Started and ended outside the runtime: ending them joins their threads.
@@ -307,7 +307,9 @@ fn execute(
     let place = Places { dirs: &dirs, events: &events, load_threads: &load_threads };
     let (outcome, agents) = runtime.block_on(run_cells(args, spec, plan, plugins, place, signals))?;
     // Every target is down: what the run created is removed, or kept on purpose.
-    faultline_kind::ledger::close();
+    if let Err(e) = faultline_kind::ledger::close() {
+        events.warn(&format!("{e:#}"));
+    }
     let facts =
         RunFacts { subset_reasons: &plan.subset_reasons, errors: &outcome.errors, interrupted: outcome.interrupted };
     let judged = faultline_judge::judge(spec, &outcome.cells, plugins, facts);

@@ -9,10 +9,10 @@
 use std::collections::BTreeMap;
 
 use crate::kinds;
-use crate::spec::TargetKind;
 use crate::EXIT_USAGE;
 use faultline_docker::{Docker, Owned, ResourceKind};
 use faultline_kind::ledger::{self, faultline_alive, run_id_matches, Resource};
+use faultline_model::ops::TargetKind;
 
 pub struct TeardownArgs {
     pub run: Option<String>,
@@ -35,7 +35,11 @@ async fn teardown(args: TeardownArgs) -> u8 {
     let asked = |run: &str| args.run.as_deref().is_none_or(|asked| run_id_matches(run, asked));
     // The run ledgers first: they need no Docker.
     let mut listed = Vec::new();
-    for (path, entry) in ledger::entries() {
+    let (entries, skipped) = ledger::entries();
+    for line in skipped {
+        crate::stdout::say_err!("warning: {line}");
+    }
+    for (path, entry) in entries {
         if !asked(&entry.run) || entry.resources.is_empty() {
             continue;
         }
@@ -171,7 +175,7 @@ async fn teardown(args: TeardownArgs) -> u8 {
 /// ledger) before the service and its containers go, as the run itself
 /// would have.
 async fn save_agents_logs(docker: &Docker, chosen: &[Owned]) {
-    let runs = ledger::entries();
+    let (runs, _) = ledger::entries();
     for service in chosen.iter().filter(|o| o.kind == ResourceKind::Service) {
         let Some((_, entry)) = runs.iter().find(|(_, e)| e.run == service.run) else { continue };
         let logs = std::path::Path::new(&entry.run_dir).join("logs");

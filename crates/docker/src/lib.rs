@@ -14,12 +14,12 @@
 //! It sits beside the kinds, above `faultline-kind` (a kind's
 //! [`TopologyKind`](faultline_kind::topology::TopologyKind) and
 //! [`TargetDriver`](faultline_kind::TargetDriver) say how its members start
-//! and tell their roles), and below the runner, which keeps what is the
-//! engine's and hands this crate plain data instead:
+//! and tell their roles), and below the engine, which keeps what is its
+//! own and hands this crate plain data instead:
 //! - the build's list of kinds: [`provider::start`] is handed the kind's
 //!   `TopologyKind` rather than looking it up;
 //! - `RunningTarget`, the one type every provider returns: the provider
-//!   returns a [`provider::Started`], which the runner wraps;
+//!   returns a [`provider::Up`], which the engine holds as its `Started`;
 //! - the fault ledger: [`fault::apply`] returns faultline-kind's `Applied`
 //!   with an undo of this crate's own, which the ledger heals through
 //!   without knowing it is a container's.

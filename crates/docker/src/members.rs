@@ -35,7 +35,7 @@ pub struct Member {
     pub port: Option<u16>,
 }
 
-pub use faultline_spec::selector::{companion_name, member_name, Selector};
+use faultline_spec::selector::Selector;
 
 /// A docker target's containers and how to ask them their roles.
 pub struct Topology {

@@ -8,9 +8,9 @@
 //! killed faultline left. Clients reach member 0, or with `discovery` the
 //! primary the target's Sentinels name at each connect.
 //!
-//! The runner's provider dispatch calls [`start`] with the kind's
-//! [`TopologyKind`] (the build's list of kinds is the runner's) and wraps
-//! what comes back, a [`Started`], in its `RunningTarget`.
+//! The engine's docker provider (its provider/docker.rs) calls [`start`]
+//! with the kind's [`TopologyKind`] (the build's list of kinds is the
+//! CLI's) and holds what comes back, an [`Up`], in its `RunningTarget`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,13 +21,14 @@ use anyhow::{anyhow, bail, Context};
 use indexmap::IndexMap;
 use tokio::time::Instant;
 
-use crate::members::{companion_name, member_name, Member, Topology};
+use crate::members::{Member, Topology};
 use crate::{ContainerSpec, Docker, Labels, Network, ReadyCheck, TeardownGuard, MEMBER_LABEL};
 use faultline_kind::topology::{FailoverMember, MemberAddress, MemberPlan, TopologyKind};
 use faultline_kind::{ServerInfo, TargetDriver};
 use faultline_model::roles::Role;
 use faultline_model::units::{format_duration, Size};
 use faultline_spec::docker::{split_tmpfs, CompanionSpec, DiscoverySpec, ReadySpec};
+use faultline_spec::selector::{companion_name, member_name};
 use faultline_spec::TargetSpec;
 
 /// A started docker target: its containers, and the guard that removes
@@ -41,7 +42,9 @@ pub struct DockerTarget {
 
 impl DockerTarget {
     /// Saves every container's logs into the run directory, then removes
-    /// the containers and the network; says what could not be done.
+    /// the containers and the network; says, naming the target, what could
+    /// not be done.
+    #[must_use]
     pub async fn stop(mut self) -> Vec<String> {
         let mut problems = save_all_logs(&self.topology.docker, self.topology.all(), &self.logs).await;
         let removed = self.topology.docker.remove_labeled(&self.labels).await;
@@ -55,12 +58,12 @@ impl DockerTarget {
         }
         // What is left (if anything) the guard cannot remove either.
         self.guard.disarm();
-        problems
+        problems.into_iter().map(|p| format!("target `{}`: {p}", self.topology.target)).collect()
     }
 }
 
-/// A docker target that is up and answering, for the runner to wrap.
-pub struct Started {
+/// A docker target that is up and answering, for the engine to hold.
+pub struct Up {
     /// Where clients connect (member 0, the group, or the primary through
     /// the Sentinels).
     pub uri: String,
@@ -84,7 +87,7 @@ pub async fn start(
     kind: Arc<dyn TopologyKind>,
     log_dir: &Path,
     fault_disk: Option<(&Path, faultline_faultfs::Layer)>,
-) -> anyhow::Result<Started> {
+) -> anyhow::Result<Up> {
     let label = format!("target `{name}` (docker)");
     let docker = Docker::connect().await.with_context(|| label.clone())?;
     let image = spec.image.clone().context("docker targets need `image`")?;
@@ -112,7 +115,7 @@ pub async fn start(
     };
     match build.run(&image).await {
         Ok((topology, server, uri)) => {
-            Ok(Started { uri, server, target: DockerTarget { topology: Arc::new(topology), labels, logs, guard } })
+            Ok(Up { uri, server, target: DockerTarget { topology: Arc::new(topology), labels, logs, guard } })
         }
         Err((e, culprit)) => {
             let unsaved = save_all_logs(&docker, build.created.iter(), &logs).await;

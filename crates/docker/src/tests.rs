@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use faultline_spec::{Catalog, KindInfo, Spec, TargetKind};
+use faultline_model::ops::TargetKind;
+use faultline_spec::{Catalog, KindInfo, Spec};
 
 /// The Redis kind, the one these tests' targets are (and no checker: these
 /// specs name none).
@@ -261,8 +262,8 @@ fn a_missing_image_says_how_to_build_it() {
 
 mod roles {
     use super::*;
-    use crate::members::Selector;
     use faultline_model::roles::Role;
+    use faultline_spec::selector::Selector;
 
     const SPEC: &str = r#"name: roles
 targets:
@@ -331,7 +332,7 @@ scenarios:
                 anyhow::Ok(())
             }
             .await;
-            target.target.stop().await;
+            assert_eq!(target.target.stop().await, Vec::<String>::new());
             result.unwrap();
             let d = Docker::connect().await.unwrap();
             let left = d.list_owned(Some(&faultline_kind::ledger::run_id(&log_dir))).await.unwrap();
@@ -409,7 +410,7 @@ scenarios:
                     anyhow::Ok(())
                 }
                 .await;
-                target.target.stop().await;
+                assert_eq!(target.target.stop().await, Vec::<String>::new());
                 result.unwrap();
                 let mounted = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
                 assert!(!mounted.contains(&data.display().to_string()), "unmounted when the target stopped");

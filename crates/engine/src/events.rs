@@ -63,7 +63,7 @@ impl CellProgress {
                 let line = format!(
                     "{}s/{} ({}s left in run)",
                     self.elapsed.as_secs(),
-                    crate::spec::units::format_duration(self.length),
+                    faultline_model::units::format_duration(self.length),
                     left.as_secs()
                 );
                 (line, self.elapsed.as_secs_f64() / self.length.as_secs_f64().max(1e-3))

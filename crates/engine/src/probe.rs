@@ -24,7 +24,7 @@ const WINDOW_GRACE: Duration = Duration::from_secs(5);
 /// The most output kept inline in results.json (the file has all of it).
 const INLINE_OUTPUT: usize = 4096;
 
-pub use faultline_model::probes::{ProbeOutput, ProbeStatus, SyscallCount};
+use faultline_model::probes::{ProbeOutput, ProbeStatus, SyscallCount};
 
 /// Where a probe runs: the instance's name and what fills its placeholders.
 pub struct ProbeTarget<'a> {

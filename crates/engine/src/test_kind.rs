@@ -13,8 +13,8 @@ macro_rules! kind_info_for_tests {
             fn check_uri(&self, _: &str) -> Result<(), String> {
                 Ok(())
             }
-            fn supports(&self, op: $crate::spec::OpKind) -> bool {
-                let supports: fn($crate::spec::OpKind) -> bool = $supports;
+            fn supports(&self, op: faultline_model::ops::OpKind) -> bool {
+                let supports: fn(faultline_model::ops::OpKind) -> bool = $supports;
                 supports(op)
             }
             fn cost(&self) -> $crate::spec::KindCost {

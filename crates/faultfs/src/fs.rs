@@ -171,6 +171,17 @@ impl Shared {
             n => Ok(n),
         }
     }
+
+    /// Gives back room a write took but could not use (its backing file
+    /// refused it) while the disk is still filling. A disk that write
+    /// filled stays full: the backing disk's own error most likely says
+    /// it is full too.
+    fn give_back(&self, taken: usize) {
+        let mut faults = self.faults.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(room) = faults.room {
+            faults.room = Some(room.saturating_add(taken as u64));
+        }
+    }
 }
 
 pub(crate) struct FaultFs(pub(crate) Arc<Shared>);
@@ -624,36 +635,37 @@ impl Filesystem for FaultFs {
             return reply.error(Errno::EIO);
         }
         std::thread::sleep(faults.slow_write);
-        // A filling disk takes what room it has left: a short write.
-        let data = match self.0.room_for(data.len()) {
-            Ok(n) => &data[..n],
-            Err(e) => return reply.error(e),
-        };
-        let (file, append, sync, ino) = match self.file(fh) {
-            Ok(handle) => handle,
-            Err(e) => return reply.error(e),
-        };
-        let written = (|| -> io::Result<()> {
-            // The log and the write under one lock: a power loss never
-            // lands between them.
+        let written = (|| -> Result<(usize, Arc<File>, bool, u64), Errno> {
+            // The handle, the power, the room, the log and the write under
+            // one lock: a power loss never lands between them, and a write
+            // refused before it reaches the disk takes none of its room.
             let mut state = self.0.state();
+            let handle = state.handles.get(&fh.0).ok_or(Errno::EBADF)?;
+            let (file, append, sync, ino) = (Arc::clone(&handle.file), handle.append, handle.sync, handle.ino);
             if state.powered_off {
-                return Err(power_is_off());
+                return Err(errno(power_is_off()));
             }
+            // A filling disk takes what room it has left: a short write.
+            let n = self.0.room_for(data.len())?;
             let at = (!append).then_some(offset);
-            let at = state.logs.entry(ino).or_default().before_write(&file, at, data.len() as u64)?;
-            file.write_all_at(data, at)
+            let logged = state.logs.entry(ino).or_default().before_write(&file, at, n as u64);
+            if let Err(e) = logged.and_then(|at| file.write_all_at(&data[..n], at)) {
+                self.0.give_back(n);
+                return Err(errno(e));
+            }
+            Ok((n, file, sync, ino))
         })();
-        if let Err(e) = written {
-            return reply.error(errno(e));
-        }
+        let (written, file, sync, ino) = match written {
+            Ok(w) => w,
+            Err(e) => return reply.error(e),
+        };
         let through = self.0.layer.caching == Caching::WriteThrough;
         if sync || (through && flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0) {
             if let Err(e) = self.commit(ino, &file) {
                 return reply.error(errno(e));
             }
         }
-        reply.written(data.len() as u32);
+        reply.written(written as u32);
     }
 
     fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {

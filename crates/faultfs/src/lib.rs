@@ -279,7 +279,13 @@ impl Mounted {
         let Some(session) = self.session.take() else { return Ok(()) };
         let detached = stale::unmount(&self.mountpoint);
         wait_for_end(session);
-        detached
+        // No power loss can come any more: what the server removed is gone
+        // for good, and the graveyard (removals not yet durable) with it.
+        let buried = match std::fs::remove_dir_all(self.shared.backing.join(names::GRAVEYARD)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
+        detached.and(buried)
     }
 }
 

@@ -148,6 +148,23 @@ fn a_removal_made_durable_is_final() {
     m.unmount().unwrap();
 }
 
+/// A removal not yet durable waits in the graveyard for a power loss that
+/// could undo it; once the mount is gone none can, and nothing of it is
+/// left in the backing directory.
+#[test]
+fn an_unmount_leaves_no_removal_behind() {
+    let (dir, m) = mounted("unmounted", Caching::WriteBack);
+    let mnt = m.mountpoint().to_path_buf();
+    std::fs::write(mnt.join("segment"), b"compacted away").unwrap();
+    std::fs::remove_file(mnt.join("segment")).unwrap();
+    let graveyard = dir.path().join("backing/.faultline-removed");
+    assert!(std::fs::read_dir(&graveyard).unwrap().count() > 0, "kept until it is durable");
+    m.unmount().unwrap();
+    assert!(!graveyard.exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("backing")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["existing"]);
+}
+
 /// POSIX's letter: a file created, written and fsynced in a new directory,
 /// and that directory fsynced, is lost with the directory when nothing
 /// fsynced the directory holding it; ext4's order keeps it.

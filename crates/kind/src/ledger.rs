@@ -231,25 +231,26 @@ pub fn lists(resource: &Resource) -> bool {
     current().as_ref().is_some_and(|(_, entry)| entry.resources.iter().any(|r| r.same(resource)))
 }
 
-/// Strikes `resource` off this run's file: removed, or not created after all.
-pub fn forget(resource: &Resource) {
+/// Strikes `resource` off this run's file: removed, or not created after
+/// all. An error when the file could not be written (it then still lists
+/// it, and `faultline teardown` would look for it in vain).
+pub fn forget(resource: &Resource) -> anyhow::Result<()> {
     let mut guard = current();
-    let Some((path, entry)) = guard.as_mut() else { return };
+    let Some((path, entry)) = guard.as_mut() else { return Ok(()) };
     entry.resources.retain(|r| !r.same(resource));
-    if let Err(e) = write(path, entry) {
-        eprintln!("warning: {e:#}");
-    }
+    write(path, entry)
 }
 
 /// The run ended its own way: its data directories stay with its run
 /// directory; a table or collection still listed is one it could not
-/// remove, kept for teardown.
-pub fn close() {
-    if let Some((path, mut entry)) = current().take() {
-        entry.resources.retain(|r| !matches!(r, Resource::DataDirectory { .. }));
-        if let Err(e) = write(&path, &entry) {
-            eprintln!("warning: {e:#}");
+/// remove, kept for teardown. An error when the file could not be written.
+pub fn close() -> anyhow::Result<()> {
+    match current().take() {
+        Some((path, mut entry)) => {
+            entry.resources.retain(|r| !matches!(r, Resource::DataDirectory { .. }));
+            write(&path, &entry)
         }
+        None => Ok(()),
     }
 }
 
@@ -278,11 +279,11 @@ fn write(path: &Path, entry: &Entry) -> anyhow::Result<()> {
     std::fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", tmp.display()))
 }
 
-/// Every run's file, with where it is; unreadable files are skipped with a
-/// warning.
-pub fn entries() -> Vec<(PathBuf, Entry)> {
-    let Ok(listing) = std::fs::read_dir(dir()) else { return Vec::new() };
-    let mut out = Vec::new();
+/// Every run's file, with where it is; and a line for each file that could
+/// not be read (skipped).
+pub fn entries() -> (Vec<(PathBuf, Entry)>, Vec<String>) {
+    let Ok(listing) = std::fs::read_dir(dir()) else { return (Vec::new(), Vec::new()) };
+    let (mut out, mut skipped) = (Vec::new(), Vec::new());
     for path in listing.filter_map(|e| e.ok().map(|e| e.path())) {
         if path.extension().is_none_or(|e| e != "json") {
             continue;
@@ -292,11 +293,11 @@ pub fn entries() -> Vec<(PathBuf, Entry)> {
             .and_then(|bytes| Ok(serde_json::from_slice::<Entry>(&bytes)?));
         match read {
             Ok(entry) => out.push((path, entry)),
-            Err(e) => eprintln!("warning: skipping the run ledger {}: {e:#}", path.display()),
+            Err(e) => skipped.push(format!("skipping the run ledger {}: {e:#}", path.display())),
         }
     }
     out.sort_by(|a, b| a.1.run.cmp(&b.1.run));
-    out
+    (out, skipped)
 }
 
 /// Strikes `resource` off another run's file (teardown removed it, or a
@@ -312,6 +313,7 @@ pub fn strike(path: &Path, resource: &Resource) -> anyhow::Result<()> {
 pub fn claimed_elsewhere(resource: &Resource) -> Option<(PathBuf, Entry)> {
     let own = current().as_ref().map(|(p, _)| p.clone());
     entries()
+        .0
         .into_iter()
         .find(|(path, entry)| Some(path) != own.as_ref() && entry.resources.iter().any(|r| r.same(resource)))
 }

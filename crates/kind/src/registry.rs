@@ -12,8 +12,9 @@ use serde::de::DeserializeOwned;
 use crate::ledger::Resource;
 use crate::topology::TopologyKind;
 use crate::TargetDriver;
+use faultline_model::ops::TargetKind;
 use faultline_spec::options::OptionsError;
-use faultline_spec::{FaultType, ProviderKind, TargetKind};
+use faultline_spec::{FaultType, ProviderKind};
 
 /// Makes a kind's driver from the options a target gave it.
 pub type MakeDriver = fn(Option<&serde_json::Value>) -> Result<Arc<dyn TargetDriver>, OptionsError>;

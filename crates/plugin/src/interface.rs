@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use faultline_model::results::{Criterion, GateOutcome};
 
-use faultline_spec::{OpKind, PluginRef};
+use faultline_model::ops::OpKind;
+use faultline_spec::PluginRef;
 
 pub const DEFAULT_MEMORY: u64 = 64 << 20;
 

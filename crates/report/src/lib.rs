@@ -23,7 +23,8 @@ use anyhow::Context;
 use minijinja::{context, Environment, Value};
 use serde::Serialize;
 
-use faultline_model::results::{CellResult, Results, Word};
+use faultline_model::format::{format_ratio, thousands};
+use faultline_model::results::{format_interval, format_word, CellResult, Results, Word};
 use faultline_model::stats::LatencyStats;
 
 pub const DEFAULT_TEMPLATE: &str = include_str!("../../../reports/templates/default.md.j2");
@@ -157,8 +158,6 @@ pub fn check_template(path: &Path) -> anyhow::Result<()> {
     environment(Template::File(path)).map(|_| ())
 }
 
-pub use faultline_model::format::{format_ratio, thousands};
-pub use faultline_model::results::{format_interval, format_word};
 /// Which template renders a report.
 #[derive(Clone, Copy)]
 pub enum Template<'a> {

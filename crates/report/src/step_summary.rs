@@ -7,7 +7,8 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use faultline_model::results::{GateOutcome, Results};
+use faultline_model::format::format_ratio;
+use faultline_model::results::{format_interval, format_word, GateOutcome, Results};
 
 pub fn markdown(results: &Results, report: &Path) -> String {
     let mut md = format!("### faultline {}: {}\n\n", results.run.name, results.verdict.as_str());
@@ -40,9 +41,9 @@ pub fn markdown(results: &Results, report: &Path) -> String {
                 cell(&group.label()),
                 cell(&c.target),
                 cell(&c.baseline),
-                super::format_ratio(c.throughput.value),
-                super::format_interval(c.throughput.interval),
-                super::format_word(c.word)
+                format_ratio(c.throughput.value),
+                format_interval(c.throughput.interval),
+                format_word(c.word)
             ));
         }
         md.push('\n');

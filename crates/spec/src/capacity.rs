@@ -7,7 +7,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::units::Dur;
+use faultline_model::units::Dur;
 
 /// `capacity: {rate: {from: 1000, to: 2000000}, slo: "p99(set) < 100ms and
 /// error_rate < 0.01 and unsent == 0", step: 30s}`.

@@ -6,7 +6,7 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::units::{Dur, Size};
+use faultline_model::units::{Dur, Size};
 
 /// Most members or companions of one group faultline starts.
 pub const MAX_CONTAINERS: u32 = 16;

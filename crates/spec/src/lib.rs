@@ -33,7 +33,6 @@ pub mod problem;
 pub mod schema;
 pub mod selector;
 pub mod target;
-pub use faultline_model::units;
 pub mod validate;
 
 use std::collections::HashMap;

@@ -6,9 +6,9 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::units::{Dur, Size};
 use crate::fault::FaultSpec;
 use crate::target::TargetSpec;
+use faultline_model::units::{Dur, Size};
 
 /// A campaign: targets to run, workloads to drive them with, load profiles,
 /// scenarios combining them, and gates that decide the verdict.
@@ -61,7 +61,7 @@ fn default_seed() -> u64 {
     1
 }
 
-pub use faultline_model::ops::{OpKind, TargetKind};
+use faultline_model::ops::OpKind;
 
 /// What the clients send: an op mix over a key space.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -236,7 +236,7 @@ impl<'de> Deserialize<'de> for ValueSizeSpec {
                 f.write_str("a size such as 64B, or {min: 16B, max: 1KiB}")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ValueSizeSpec, E> {
-                super::units::parse_size(v).map(|n| ValueSizeSpec::Fixed(Size(n))).map_err(E::custom)
+                faultline_model::units::parse_size(v).map(|n| ValueSizeSpec::Fixed(Size(n))).map_err(E::custom)
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ValueSizeSpec, E> {
                 self.visit_str(&v.to_string())

@@ -9,8 +9,9 @@ use std::time::Duration;
 use indexmap::IndexMap;
 
 use crate::matrix::Point;
-use crate::units::format_duration;
 use crate::{LoadedSpec, Spec};
+use faultline_model::labels::matrix_suffix;
+use faultline_model::units::format_duration;
 
 #[derive(Debug, Clone, Default)]
 pub struct PlanOptions {
@@ -131,8 +132,6 @@ impl Cell {
         hash
     }
 }
-
-pub use faultline_model::labels::matrix_suffix;
 
 pub fn build(loaded: &LoadedSpec, options: &PlanOptions) -> Result<Plan, String> {
     let spec = &loaded.spec;

@@ -4,6 +4,7 @@
 //! configuration once at start). They are plain shell commands, so they work
 //! for every target kind; what they print is kept, never judged.
 
+use faultline_model::probes::ProbeWhen;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -22,5 +23,3 @@ pub struct ProbeSpec {
     #[serde(default)]
     pub targets: Vec<String>,
 }
-
-pub use faultline_model::probes::ProbeWhen;

@@ -8,8 +8,8 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::units::{Dur, Size};
 use faultline_model::ops::TargetKind;
+use faultline_model::units::{Dur, Size};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]

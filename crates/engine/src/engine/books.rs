@@ -7,10 +7,11 @@
 use std::sync::Arc;
 use tokio::time::Instant;
 
-use crate::metrics::{Completion, ErrorClass, Recorder};
+use crate::metrics::{Completion, Recorder};
 use crate::plan::CellTiming;
 use faultline_check::history::{HistoryWriter, Observed, OpRecord, Outcome, Scope};
 use faultline_kind::workload::{Op, OpStream};
+use faultline_model::stats::ErrorClass;
 
 use super::fanout::PublishLedger;
 use super::rounds::RoundSeat;

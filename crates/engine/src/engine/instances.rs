@@ -35,7 +35,7 @@ impl Instances {
     pub fn new(plan: &Plan) -> Instances {
         // An instance stays up to the end of the last scenario point that
         // uses it: the variants of a point see the same company to the end.
-        let group = |c: &Cell| (c.scenario.clone(), crate::plan::matrix_suffix(c.matrix()));
+        let group = |c: &Cell| (c.scenario.clone(), faultline_model::labels::matrix_suffix(c.matrix()));
         let mut group_end: HashMap<(String, String), usize> = HashMap::new();
         for (i, c) in plan.cells.iter().enumerate() {
             group_end.insert(group(c), i);

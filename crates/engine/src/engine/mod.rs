@@ -32,13 +32,15 @@ use tokio_util::sync::CancellationToken;
 use crate::events::Events;
 use crate::plan::{Cell, Plan};
 use crate::plugin::SpecPlugins;
-use crate::probe::{ProbeOutput, ProbeTarget};
+use crate::probe::ProbeTarget;
 use crate::provider::RunningTarget;
 use crate::spec::matrix::Isolation;
-use crate::spec::probe::{ProbeSpec, ProbeWhen};
+use crate::spec::probe::ProbeSpec;
 use crate::spec::Spec;
 use faultline_kind::registry::Kinds;
 use faultline_kind::workload::Workload;
+use faultline_model::probes::ProbeOutput;
+use faultline_model::probes::ProbeWhen;
 use faultline_model::results::{CellResult, CellStatus, TargetInfo};
 use instances::Instances;
 
@@ -114,7 +116,7 @@ impl Engine<'_> {
             let running = instances.get(&cell.instance).expect("checked above");
             let spec = cell.spec(self.spec);
             let workload = workloads
-                .entry((cell.workload.clone(), crate::plan::matrix_suffix(cell.matrix())))
+                .entry((cell.workload.clone(), faultline_model::labels::matrix_suffix(cell.matrix())))
                 .or_insert_with(|| Arc::new(Workload::new(&spec.workloads[&cell.workload], spec.seed, self.run_tag)))
                 .clone();
             let key = (cell.instance.clone(), cell.workload.clone());
@@ -202,7 +204,7 @@ impl Engine<'_> {
                     Ok(())
                 }
                 Ok(Err(e)) => Err(fail(format!("{e:#}"))),
-                Err(_) => Err(fail(format!("took longer than {}", crate::spec::units::format_duration(limit)))),
+                Err(_) => Err(fail(format!("took longer than {}", faultline_model::units::format_duration(limit)))),
             },
             _ = self.cancel.cancelled() => Err(fail("interrupted".into())),
         }

@@ -24,10 +24,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::books::{Books, Ending, HistoryLog, LaneEnd, Pending, Settings};
 use super::schedule::{Issue, Issuer};
-use crate::metrics::{ErrorClass, Recorder};
+use crate::metrics::Recorder;
 use faultline_check::history::{parse_value, Observed, Outcome};
 use faultline_kind::workload::{OpStream, Workload};
 use faultline_kind::{Connection, PipelinedConnection, ReplyValue, Stream, TargetDriver, WireProtocol};
+use faultline_model::stats::ErrorClass;
 
 /// How long to wait between reconnect attempts.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);

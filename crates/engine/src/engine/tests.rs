@@ -20,36 +20,48 @@ use super::place::Place;
 use super::{Engine, EngineOutcome};
 use crate::events::{Events, Recorded};
 use crate::provider::RunningTarget;
-use crate::spec::{LoadedSpec, OpKind};
+use crate::spec::LoadedSpec;
 use faultline_kind::registry::{Kind, Kinds, Listed};
 use faultline_kind::workload::{Op, Workload};
 use faultline_kind::{Connection, ReadValue, RequestClient, Response, ServerInfo, TargetDriver};
 use faultline_model::checks::CheckStatus;
+use faultline_model::ops::OpKind;
 use faultline_model::results::{CellResult, CellStatus};
 
 /// A store's keys and values.
 type Store = HashMap<Vec<u8>, Vec<u8>>;
 
-/// Every store, by the URI that names it (each test its own).
-static STORES: Mutex<Vec<(String, Store)>> = Mutex::new(Vec::new());
+/// Every store, by the URI that names it (each test its own), with how
+/// many ops its clients were asked to execute.
+static STORES: Mutex<Vec<(String, Store, u64)>> = Mutex::new(Vec::new());
 
-pub(crate) fn with_store<T>(uri: &str, f: impl FnOnce(&mut Store) -> T) -> T {
+fn with_entry<T>(uri: &str, f: impl FnOnce(&mut Store, &mut u64) -> T) -> T {
     let mut stores = STORES.lock().unwrap_or_else(|e| e.into_inner());
-    let at = match stores.iter().position(|(u, _)| u == uri) {
+    let at = match stores.iter().position(|(u, _, _)| u == uri) {
         Some(at) => at,
         None => {
-            stores.push((uri.to_string(), HashMap::new()));
+            stores.push((uri.to_string(), HashMap::new(), 0));
             stores.len() - 1
         }
     };
-    f(&mut stores[at].1)
+    let (_, store, executed) = &mut stores[at];
+    f(store, executed)
+}
+
+fn with_store<T>(uri: &str, f: impl FnOnce(&mut Store) -> T) -> T {
+    with_entry(uri, |store, _| f(store))
+}
+
+/// How many ops the clients of the store at `uri` were asked to execute.
+pub(crate) fn executed(uri: &str) -> u64 {
+    with_entry(uri, |_, executed| *executed)
 }
 
 /// A key-value store in this process: `memory://NAME`, or
 /// `memory://lossy-NAME` for one that drops every other write it
 /// acknowledges, `memory://refuse-NAME` for one that takes no connection,
 /// `memory://panicky-NAME` for one whose client crashes on its first op.
-pub(crate) struct Memory;
+struct Memory;
 
 crate::test_kind::kind_info_for_tests!(Memory, command: "true", supports: |op| matches!(op, OpKind::Get | OpKind::Set));
 
@@ -86,6 +98,7 @@ struct Client {
 #[async_trait::async_trait]
 impl RequestClient for Client {
     async fn execute(&self, op: &Op) -> Response {
+        with_entry(&self.uri, |_, executed| *executed += 1);
         assert!(!self.uri.starts_with("memory://panicky"), "the client of {} crashes", self.uri);
         // As a client of a server over a network would: answers that are
         // always ready would keep the lanes from ever yielding their thread.
@@ -119,7 +132,7 @@ static HELD: [Listed; 1] = [Listed::Held(Kind {
     remove_listed: None,
 })];
 
-pub(crate) static KINDS: Kinds = Kinds {
+static KINDS: Kinds = Kinds {
     kinds: &HELD,
     checkers: faultline_check::checker::declared,
     provider_faults: crate::fault::provider_faults,

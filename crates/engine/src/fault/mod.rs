@@ -24,7 +24,7 @@ use faultline_kind::registry::Kinds;
 use faultline_model::faults::Caching;
 use faultline_spec::fault::DiskUse;
 
-pub use faultline_model::faults::FaultRecord;
+use faultline_model::faults::FaultRecord;
 
 /// The faults each provider applies itself, as validation sees them (the
 /// CLI's catalog hands this to the spec loader).

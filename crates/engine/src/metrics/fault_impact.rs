@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::recent::Absorb;
-use crate::spec::OpKind;
+use faultline_model::ops::OpKind;
 
 /// Resolution of the fine timeline, in microseconds.
 const BUCKET_US: u64 = 10_000;
@@ -195,7 +195,7 @@ impl FineTimeline {
     }
 }
 
-pub use faultline_model::stats::FaultImpact;
+use faultline_model::stats::FaultImpact;
 
 #[cfg(test)]
 mod tests {

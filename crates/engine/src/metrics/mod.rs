@@ -12,17 +12,19 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::spec::{OpKind, StageSpan};
+use crate::spec::StageSpan;
+use faultline_model::ops::OpKind;
 
 pub mod client_cpu;
 pub mod fault_impact;
 mod recent;
 pub mod windows;
 mod wire;
-use fault_impact::{bucket_of, Bucket, FaultImpact, FineTimelines};
+use fault_impact::{bucket_of, Bucket, FineTimelines};
 use faultline_model::roles;
+use faultline_model::stats::{FaultImpact, WindowLatency};
 use recent::{absorb_at, entry_at, Absorb, Recent};
-use windows::{FaultSpan, WindowLatency, WindowSamples};
+use windows::{FaultSpan, WindowSamples};
 
 /// Latencies are recorded in microseconds, up to an hour, 3 significant digits.
 const HIST_MAX_US: u64 = 3_600_000_000;
@@ -31,7 +33,7 @@ pub(crate) fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_US, 3).expect("static histogram bounds")
 }
 
-pub use faultline_model::stats::{
+use faultline_model::stats::{
     status_class, CellStats, ErrorClass, ErrorCounts, ErrorLabel, LatencyStats, OpStats, OpenLoopStats, StageStats,
     TimelinePoint,
 };

@@ -10,9 +10,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{new_histogram, HIST_MAX_US};
-use crate::spec::OpKind;
+use faultline_model::ops::OpKind;
 
-pub use faultline_model::stats::{Side, WindowLatency};
+use faultline_model::stats::{Side, WindowLatency};
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Sample {

@@ -48,7 +48,9 @@ pub struct RunningTarget {
 /// what it has; the defaults say it has none of it.
 #[async_trait::async_trait]
 pub trait Started: Send + Sync {
-    /// Stops what was started, for good; says what could not be undone.
+    /// Stops what was started, for good; says, naming the target, what
+    /// could not be undone or had to be forced (a process group that
+    /// needed SIGKILL).
     async fn stop(self: Box<Self>) -> Vec<String>;
 
     /// Applies one of the provider's own faults to the target `target`.
@@ -100,7 +102,7 @@ impl RunningTarget {
             Err(_) => events.warn(&format!("target `{}`: cleaning up took longer than 20s", self.name)),
         }
         for e in self.started.stop().await {
-            events.warn(&format!("target `{}`: {e}", self.name));
+            events.warn(&e);
         }
     }
 
@@ -239,7 +241,7 @@ pub(crate) async fn wait_ready(
             bail!(
                 "did not answer at {uri} within {} ({probes} probes, the last begun {:.2} s in, ended {:.2} s in); \
                  last probe error: {}",
-                crate::spec::units::format_duration(timeout),
+                faultline_model::units::format_duration(timeout),
                 last_probe.as_secs_f64(),
                 (now - began).as_secs_f64(),
                 last_error.unwrap_or_default()

@@ -43,7 +43,7 @@ pub struct Workload {
     distribution: KeyDistribution,
     key_count: u64,
     zipf_exponent: f64,
-    /// Zipfian key spaces up to `zipf::TABLE_MAX_KEYS`: the alias table.
+    /// Zipfian key spaces up to `faultline_spec::memory::ZIPF_TABLE_MAX_KEYS`: the alias table.
     zipf_table: Option<ZipfTable>,
     hot_keys: u64,
     hot_op_fraction: f64,
@@ -115,7 +115,8 @@ impl Workload {
             distribution: keys.distribution,
             key_count: keys.count,
             zipf_exponent: keys.exponent.unwrap_or(0.99),
-            zipf_table: (keys.distribution == KeyDistribution::Zipfian && keys.count <= zipf::TABLE_MAX_KEYS)
+            zipf_table: (keys.distribution == KeyDistribution::Zipfian
+                && keys.count <= faultline_spec::memory::ZIPF_TABLE_MAX_KEYS)
                 .then(|| ZipfTable::new(keys.count, keys.exponent.unwrap_or(0.99))),
             hot_keys: hot_keys.clamp(1, keys.count),
             hot_op_fraction: keys.hot_op_fraction.unwrap_or(0.9),

@@ -1,16 +1,14 @@
 //! Zipfian keys in constant time: Vose's alias method over the key space,
 //! built once per workload. Rejection-inversion (rand_distr's Zipf) needs a
 //! `powf` per draw — the dearest thing the load generator did per op — so
-//! the table is used whenever it fits; past `TABLE_MAX_KEYS` keys the draw
+//! the table is used whenever it fits (12 bytes a key, up to the spec's
+//! `ZIPF_TABLE_MAX_KEYS`, which its memory estimate reckons with); past that the draw
 //! falls back to rejection-inversion. The WebAssembly SDK's sampler
 //! (plugins/sdk/rust) is this same code, so a plugin and the built-in shape
 //! draw the same keys from the same seed.
 
+use faultline_spec::memory::ZIPF_TABLE_MAX_KEYS;
 use rand::RngCore;
-
-/// The most keys drawn from a table (12 bytes a key: 1M keys take 12 MiB);
-/// the spec's memory estimate reckons with the same limit.
-pub use faultline_spec::memory::ZIPF_TABLE_MAX_KEYS as TABLE_MAX_KEYS;
 
 /// P(key k) ∝ 1 / (k + 1)^s for k in 0..n: key 0 is the hottest.
 #[derive(Debug)]
@@ -22,7 +20,7 @@ pub struct ZipfTable {
 
 impl ZipfTable {
     pub fn new(n: u64, s: f64) -> ZipfTable {
-        assert!((1..=TABLE_MAX_KEYS).contains(&n), "table for 1..=2^20 keys");
+        assert!((1..=ZIPF_TABLE_MAX_KEYS).contains(&n), "table for 1..=2^20 keys");
         let n = n as usize;
         let weights: Vec<f64> = (0..n).map(|k| ((k + 1) as f64).powf(-s)).collect();
         let total: f64 = weights.iter().sum();

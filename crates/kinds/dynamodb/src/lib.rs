@@ -486,16 +486,17 @@ impl TargetDriver for DynamoDriver {
         let mut done = match table::create(&client, &self.options.table).await {
             Ok(done) => done,
             Err(e) => {
-                if own {
-                    faultline_kind::ledger::forget(&resource);
-                }
-                return Err(e);
+                let unlisted = if own { faultline_kind::ledger::forget(&resource) } else { Ok(()) };
+                return Err(match unlisted {
+                    Ok(()) => e,
+                    Err(f) => e.context(format!("{f:#}")),
+                });
             }
         };
         if !existed && done.starts_with("created") {
             self.created.store(true, Ordering::SeqCst);
         } else if own {
-            faultline_kind::ledger::forget(&resource);
+            faultline_kind::ledger::forget(&resource)?;
         }
         if let Some(note) = taken_back {
             done = format!("{note}; {done}");
@@ -523,7 +524,7 @@ impl TargetDriver for DynamoDriver {
             return Ok(String::new());
         }
         let done = table::delete(&self.client(uri)?, &self.options.table.name).await?;
-        faultline_kind::ledger::forget(&self.ledger_entry(uri));
+        faultline_kind::ledger::forget(&self.ledger_entry(uri))?;
         Ok(done)
     }
 

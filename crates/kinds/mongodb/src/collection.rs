@@ -66,10 +66,12 @@ pub async fn prepare(client: &Client, uri: &str, options: &MongoOptions) -> anyh
     }
     let own = !options.keep_collection && faultline_kind::ledger::record(resource.clone())?;
     if let Err(e) = database.create_collection(&options.collection).await {
-        if own {
-            faultline_kind::ledger::forget(&resource);
-        }
-        anyhow::bail!("the server refused to create collection `{name}`: {}", errors::explain(&e));
+        let refused = anyhow::anyhow!("the server refused to create collection `{name}`: {}", errors::explain(&e));
+        let unlisted = if own { faultline_kind::ledger::forget(&resource) } else { Ok(()) };
+        return Err(match unlisted {
+            Ok(()) => refused,
+            Err(f) => refused.context(format!("{f:#}")),
+        });
     }
     let kept = if options.keep_collection { ", kept at the end (keep_collection)" } else { "" };
     let done = format!("created collection `{name}`{kept}");
@@ -87,7 +89,7 @@ pub async fn clean_up(client: &Client, uri: &str, options: &MongoOptions) -> any
         return Ok(String::new());
     }
     drop_collection(client, options).await?;
-    faultline_kind::ledger::forget(&resource);
+    faultline_kind::ledger::forget(&resource)?;
     Ok(format!("dropped collection `{}`", name(options)))
 }
 

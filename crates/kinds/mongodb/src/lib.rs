@@ -29,9 +29,9 @@ use faultline_kind::fault::{Applied, KindFaults, Server};
 use faultline_kind::registry::{parse_options, Kind};
 use faultline_kind::workload::Workload;
 use faultline_kind::{Connection, ServerInfo, TargetDriver};
+use faultline_model::ops::OpKind;
 use faultline_spec::fault::Fields;
 use faultline_spec::KindCost;
-use faultline_spec::OpKind;
 pub use options::MongoOptions;
 use topology::MongoTopology;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::sandbox::{PluginError, Sandbox};
 use super::{Limits, Plugin, PluginHost};
 use faultline_kind::workload::{Op, OpSource};
-use faultline_spec::OpKind;
+use faultline_model::ops::OpKind;
 
 mod bindings {
     wasmtime::component::bindgen!({ path: "../../plugins/wit", world: "workload" });

@@ -111,7 +111,8 @@ pub fn validate(spec: &Spec, s: &ScenarioSpec, at: &str, catalog: &dyn crate::Ca
             "a capacity search measures the target undisturbed: run the faults in a scenario of their own, at the rate it finds".into(),
         ));
     }
-    if let Some((i, p)) = s.probes.iter().enumerate().find(|(_, p)| p.when != crate::probe::ProbeWhen::Start) {
+    if let Some((i, p)) = s.probes.iter().enumerate().find(|(_, p)| p.when != faultline_model::probes::ProbeWhen::Start)
+    {
         return Err((
             format!("{scenario}.probes[{i}].when"),
             format!("probe `{}` would run at every step of the search and keep the last step's output: a capacity search takes `when: start` probes only", p.name),

@@ -5,7 +5,7 @@ use indexmap::IndexMap;
 use crate::docker::{CommandLine, DiscoverySpec, ReadySpec, MAX_CONTAINERS, RESERVED_GROUPS};
 use crate::problem::Problem;
 use crate::target::TargetSpec;
-use crate::units::Size;
+use faultline_model::units::Size;
 
 /// Checks a `provider: docker` target.
 pub fn validate(at: &str, name: &str, t: &TargetSpec) -> Result<(), Problem> {

@@ -15,7 +15,8 @@ use crate::limits::{MAX_CELLS, MAX_CONNECTIONS, MAX_IN_FLIGHT, MAX_OPEN_RATE, MA
 use crate::model::*;
 use crate::problem::Problem;
 use crate::target::{ProviderKind, TargetSpec};
-use crate::units::Dur;
+use faultline_model::ops::OpKind;
+use faultline_model::units::Dur;
 
 pub fn validate(spec: &Spec, catalog: &dyn Catalog) -> Result<(), Problem> {
     if spec.name.trim().is_empty() {

@@ -211,7 +211,7 @@ impl Link {
         match tokio::time::timeout(limit, self.replies.lock().await.recv()).await {
             Ok(Some(r)) => r,
             Ok(None) => Reply::Lost("its connection is gone".into()),
-            Err(_) => Reply::Lost(format!("it said nothing for {}", crate::spec::units::format_duration(limit))),
+            Err(_) => Reply::Lost(format!("it said nothing for {}", faultline_model::units::format_duration(limit))),
         }
     }
 

@@ -202,7 +202,9 @@ fn start_in_range(t0_ns: u64) -> Result<(), String> {
 impl Drop for Session {
     /// The scratch directory goes with the session: struck off its ledger.
     fn drop(&mut self) {
-        faultline_kind::ledger::forget(&self.scratch_listed);
+        if let Err(e) = faultline_kind::ledger::forget(&self.scratch_listed) {
+            self.events.warn(&format!("{e:#}"));
+        }
     }
 }
 

@@ -11,8 +11,8 @@ use super::{CellRun, Kept, Stopped};
 use crate::engine::place::Place;
 use crate::plugin::shape::{Setup, Shape};
 use crate::plugin::Limits;
-use crate::spec::probe::ProbeWhen;
 use faultline_kind::{Connection, TargetDriver};
+use faultline_model::probes::ProbeWhen;
 
 /// A cell ready to run: everything its lanes need before the clock starts.
 pub struct Armed {

@@ -6,7 +6,7 @@
 
 use super::judge::Judged;
 use super::CellRun;
-use crate::spec::probe::ProbeWhen;
+use faultline_model::probes::ProbeWhen;
 use faultline_model::results::CellResult;
 
 pub async fn finish(run: &CellRun<'_>, judged: Judged) -> CellResult {

@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use super::summarize::Measured;
 use super::{CellRun, Kept};
-use crate::metrics::CellStats;
-use crate::spec::OpKind;
 use faultline_check::checker::lost_write_times::{self, AckTimes};
 use faultline_check::checker::{self, CheckResult, Checker};
 use faultline_check::history::Scope;
 use faultline_kind::TargetDriver;
+use faultline_model::ops::OpKind;
 use faultline_model::results::CellStatus;
 use faultline_model::roles::{self, NonPrimaryReads, RoleChange};
+use faultline_model::stats::CellStats;
 
 /// How long the linearizability search may take per cell before it says `unknown`.
 const LINEARIZABILITY_BUDGET: Duration = Duration::from_secs(60);
@@ -112,7 +112,7 @@ async fn check_cell(
             Ok(Ok(items)) => Some(keys.iter().copied().zip(items).collect::<HashMap<_, _>>()),
             Ok(Err(e)) => return unknown(format!("cannot read the stored items: {e:#}")),
             Err(_) => {
-                let budget = crate::spec::units::format_duration(items.budget());
+                let budget = faultline_model::units::format_duration(items.budget());
                 return unknown(format!("reading the stored items took longer than {budget}"));
             }
         },

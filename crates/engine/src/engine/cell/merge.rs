@@ -16,12 +16,12 @@ use crate::engine::agent::{served, AgentEnd};
 use crate::engine::fanout::FanoutBooks;
 use crate::engine::role_watch;
 use crate::metrics::CellMetrics;
-use crate::spec::units::format_duration;
 use faultline_check::history::HistoryWriter;
 use faultline_kind::{ReadRule, TargetDriver};
 use faultline_model::ops::OpKind;
 use faultline_model::results::CellStatus;
 use faultline_model::stats::{AgentShare, ClientCpu, HostLoad, ServedCheck};
+use faultline_model::units::format_duration;
 
 /// The lanes' books as one, over the window they measured.
 pub struct Merged {

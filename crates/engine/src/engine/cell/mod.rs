@@ -30,15 +30,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Engine;
-use crate::fault::FaultRecord;
 use crate::plan::Cell;
-use crate::probe::{ProbeOutput, ProbeTarget};
+use crate::probe::ProbeTarget;
 use crate::provider::RunningTarget;
 use crate::spec::arrivals::Arrivals;
-use crate::spec::probe::ProbeWhen;
 use crate::spec::{Load, OpenSpec, Spec, StageSpan, TargetSpec};
 use faultline_check::checker::{self, Checker};
 use faultline_kind::workload::Workload;
+use faultline_model::faults::FaultRecord;
+use faultline_model::probes::ProbeOutput;
+use faultline_model::probes::ProbeWhen;
 use faultline_model::results::{CellResult, CellStatus};
 
 /// What every phase of a cell reads and none changes: the engine, the cell,

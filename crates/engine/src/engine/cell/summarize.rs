@@ -10,10 +10,11 @@ use std::sync::Arc;
 use super::merge::Merged;
 use super::{CellRun, Kept};
 use crate::metrics::windows::FaultSpan;
-use crate::metrics::{CellStats, OpenLoad};
+use crate::metrics::OpenLoad;
 use faultline_kind::TargetDriver;
 use faultline_model::results::CellStatus;
 use faultline_model::roles::{NonPrimaryReads, RoleChange};
+use faultline_model::stats::CellStats;
 
 /// The cell's numbers, and what the checkers still need.
 pub struct Measured {

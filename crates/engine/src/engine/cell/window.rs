@@ -25,11 +25,11 @@ use crate::events;
 use crate::fault;
 use crate::metrics::{client_cpu, LiveCounters, Recorder, SharedTimelines};
 use crate::plugin::shape::{Feed, Shape};
-use crate::spec::probe::ProbeWhen;
 use crate::spec::StageSpan;
 use faultline_check::history::{HistoryWriter, Scope};
 use faultline_kind::workload::{Fanout, OpStream};
 use faultline_kind::{Connection, PipelinedConnection, ReadRule, Stream, TargetDriver};
+use faultline_model::probes::ProbeWhen;
 use faultline_model::stats::{ClientCpu, HostLoad};
 
 /// How long a lane's connection may take to be dialed on its load thread,

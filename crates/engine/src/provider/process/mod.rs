@@ -194,8 +194,8 @@ impl ProcessSlot {
     }
 
     /// Stops the server, for good: the target is stopping; then the
-    /// filesystem under it, if any, is unmounted (an error when it could
-    /// not be).
+    /// filesystem under it, if any, is unmounted. An error, naming the
+    /// server, when it took SIGKILL or the filesystem could not go.
     pub async fn stop(&self) -> Result<(), String> {
         let current = self.current.lock().await.take();
         self.pgid.store(0, Ordering::SeqCst);
@@ -227,14 +227,6 @@ impl ProcessSlot {
         let ended = process.end(sig).await;
         self.pgid.store(0, Ordering::SeqCst);
         ended.map(|e| e.how)
-    }
-
-    /// Starts the server again on the same port and working directory and
-    /// waits until the driver's `ready` answers.
-    pub async fn start_again(&self) -> anyhow::Result<String> {
-        let started = std::time::Instant::now();
-        self.spawn_again().await?;
-        self.ready_again(started).await
     }
 
     /// Starts the server again on the same port and working directory,
@@ -294,11 +286,12 @@ impl ProcessMembers {
         &self.slots
     }
 
-    /// Stops every member, one after another from the last; says what
-    /// could not be undone. Not all at once: an etcd leader stopped beside
+    /// Stops every member, one after another from the last; says, naming
+    /// each, what could not be undone or had to be forced. Not all at once: an etcd leader stopped beside
     /// its peers hands leadership to one of them that is stopping too, and
     /// waits out the transfer (5 s); alone, with its peers gone, it stops
     /// at once, and one stopped while they run hands over in milliseconds.
+    #[must_use]
     pub async fn stop(&self) -> Vec<String> {
         let mut failed = Vec::new();
         for slot in self.slots.iter().rev() {
@@ -429,7 +422,7 @@ impl Started for Arc<ProcessMembers> {
     }
 
     fn pid(&self) -> Option<i32> {
-        self.slots[0].process_group()
+        self.slots.first()?.process_group()
     }
 
     fn process_groups(&self) -> Vec<i32> {
@@ -544,7 +537,7 @@ async fn start_slots(
 }
 
 /// Stops every slot that was started (an abandoned start); says what
-/// could not be undone.
+/// could not be undone or had to be forced.
 async fn stop_all(slots: &[Arc<ProcessSlot>]) -> Vec<String> {
     let stopped = futures::future::join_all(slots.iter().map(|s| s.stop())).await;
     stopped.into_iter().filter_map(Result::err).collect()
