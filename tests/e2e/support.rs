@@ -129,7 +129,9 @@ impl Run {
     }
     pub fn results(&self) -> serde_json::Value {
         let dir = self.dir.as_ref().expect("a run directory was created");
-        let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json written");
+        let text = std::fs::read_to_string(dir.join("results.json")).unwrap_or_else(|e| {
+            panic!("results.json not written ({e}); exit {:?}, stderr:\n{}", self.output.status.code(), self.stderr())
+        });
         serde_json::from_str(&text).expect("results.json is JSON")
     }
     pub fn report(&self) -> String {

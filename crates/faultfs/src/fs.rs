@@ -175,7 +175,8 @@ impl Shared {
     /// Gives back room a write took but could not use (its backing file
     /// refused it) while the disk is still filling. A disk that write
     /// filled stays full: the backing disk's own error most likely says
-    /// it is full too.
+    /// it is full too. (A disk fault set between the take and the give
+    /// back gets the room: a window of one failing write, left open.)
     fn give_back(&self, taken: usize) {
         let mut faults = self.faults.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(room) = faults.room {

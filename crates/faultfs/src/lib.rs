@@ -225,7 +225,9 @@ impl Mounted {
                     self.session = Some(session);
                     return Err(io::Error::other(format!("cannot cut the mount's connection: {e}")));
                 }
-                _ => wait_for_end(session),
+                _ => {
+                    wait_for_end(session);
+                }
             }
         }
         let lost = self.revert(torn, names);
@@ -270,7 +272,9 @@ impl Mounted {
     }
 
     /// Unmounts (lazily: a process still holding a file keeps it until it
-    /// lets go) and stops serving, within a bounded wait.
+    /// lets go) and stops serving, within a bounded wait. Once nothing is
+    /// served any more, the graveyard goes too: no power loss can come to
+    /// undo a removal.
     pub fn unmount(mut self) -> io::Result<()> {
         self.stop()
     }
@@ -278,26 +282,33 @@ impl Mounted {
     fn stop(&mut self) -> io::Result<()> {
         let Some(session) = self.session.take() else { return Ok(()) };
         let detached = stale::unmount(&self.mountpoint);
-        wait_for_end(session);
-        // No power loss can come any more: what the server removed is gone
-        // for good, and the graveyard (removals not yet durable) with it.
-        let buried = match std::fs::remove_dir_all(self.shared.backing.join(names::GRAVEYARD)) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        };
-        detached.and(buried)
+        let ended = wait_for_end(session);
+        // Only when nothing serves the mount: a process that still holds
+        // it could remove a file into the graveyard meanwhile. Else the
+        // graveyard waits for the next mount of the backing directory.
+        if detached.is_ok() && ended {
+            let _serving = self.shared.state();
+            match std::fs::remove_dir_all(self.shared.backing.join(names::GRAVEYARD)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        detached
     }
 }
 
 /// The session's loop ends once the kernel lets the mount go: waits for
 /// it a bounded while, then lets it go (its own unmount finds nothing
 /// mounted, so it never takes a later mount at the same place with it).
-fn wait_for_end(session: fuser::BackgroundSession) {
+/// Whether it ended within the wait.
+fn wait_for_end(session: fuser::BackgroundSession) -> bool {
     let until = Instant::now() + Duration::from_secs(2);
     while !session.guard.is_finished() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(10));
     }
+    let ended = session.guard.is_finished();
     drop(session);
+    ended
 }
 
 impl Drop for Mounted {

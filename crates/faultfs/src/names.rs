@@ -13,7 +13,8 @@
 //! directory of the backing directory, until the removal is durable as
 //! the mount's power losses ask (strictly only where one of them may be
 //! strict: else the graveyard would keep every file a server that never
-//! fsyncs its directories removed) or the power loss is over.
+//! fsyncs its directories removed), the power loss is over, or the mount
+//! is gone (an unmount empties it).
 
 use std::io;
 use std::path::{Path, PathBuf};

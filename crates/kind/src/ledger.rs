@@ -221,7 +221,11 @@ pub fn record(resource: Resource) -> anyhow::Result<bool> {
         return Ok(false);
     }
     entry.resources.push(resource);
-    write(path, entry)?;
+    if let Err(e) = write(path, entry) {
+        // Not written down: not listed (a later write would list it).
+        entry.resources.pop();
+        return Err(e);
+    }
     Ok(true)
 }
 
@@ -267,7 +271,7 @@ fn write(path: &Path, entry: &Entry) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create the run ledger directory {}", dir.display()))?;
     let tmp = path.with_extension("json.tmp");
-    let text = serde_json::to_string_pretty(entry)?;
+    let text = serde_json::to_string_pretty(entry).context("cannot encode the run ledger")?;
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -275,7 +279,9 @@ fn write(path: &Path, entry: &Entry) -> anyhow::Result<()> {
         .mode(0o600)
         .open(&tmp)
         .with_context(|| format!("cannot write the run ledger {}", tmp.display()))?;
-    file.write_all(text.as_bytes()).and_then(|()| file.sync_all())?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("cannot write the run ledger {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", tmp.display()))
 }
 
@@ -309,13 +315,20 @@ pub fn strike(path: &Path, resource: &Resource) -> anyhow::Result<()> {
     write(path, &entry)
 }
 
-/// Another run that listed `resource`: its file and entry.
-pub fn claimed_elsewhere(resource: &Resource) -> Option<(PathBuf, Entry)> {
+/// Another run that listed `resource`: its file and entry; and what the
+/// caller should say when none did but some run's file could not be read
+/// (it may have been that run's), empty otherwise.
+pub fn claimed_elsewhere(resource: &Resource) -> (Option<(PathBuf, Entry)>, String) {
     let own = current().as_ref().map(|(p, _)| p.clone());
-    entries()
-        .0
+    let (entries, skipped) = entries();
+    let claimed = entries
         .into_iter()
-        .find(|(path, entry)| Some(path) != own.as_ref() && entry.resources.iter().any(|r| r.same(resource)))
+        .find(|(path, entry)| Some(path) != own.as_ref() && entry.resources.iter().any(|r| r.same(resource)));
+    let unsure = match (&claimed, skipped.is_empty()) {
+        (None, false) => format!("not known whether a killed run left it: {}", skipped.join("; ")),
+        _ => String::new(),
+    };
+    (claimed, unsure)
 }
 
 #[cfg(test)]

@@ -39,8 +39,7 @@ use crate::spec::probe::ProbeSpec;
 use crate::spec::Spec;
 use faultline_kind::registry::Kinds;
 use faultline_kind::workload::Workload;
-use faultline_model::probes::ProbeOutput;
-use faultline_model::probes::ProbeWhen;
+use faultline_model::probes::{ProbeOutput, ProbeWhen};
 use faultline_model::results::{CellResult, CellStatus, TargetInfo};
 use instances::Instances;
 

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::recent::Absorb;
 use faultline_model::ops::OpKind;
+use faultline_model::stats::FaultImpact;
 
 /// Resolution of the fine timeline, in microseconds.
 const BUCKET_US: u64 = 10_000;
@@ -194,8 +195,6 @@ impl FineTimeline {
             .collect()
     }
 }
-
-use faultline_model::stats::FaultImpact;
 
 #[cfg(test)]
 mod tests {

@@ -157,7 +157,8 @@ impl DynamoDriver {
         client: &Client,
         resource: &Resource,
     ) -> anyhow::Result<Option<String>> {
-        let Some((path, entry)) = faultline_kind::ledger::claimed_elsewhere(resource) else { return Ok(None) };
+        let (claimed, unsure) = faultline_kind::ledger::claimed_elsewhere(resource);
+        let Some((path, entry)) = claimed else { return Ok((!unsure.is_empty()).then_some(unsure)) };
         let name = &self.options.table.name;
         anyhow::ensure!(
             !faultline_kind::ledger::faultline_alive(entry.pid),
@@ -489,14 +490,16 @@ impl TargetDriver for DynamoDriver {
                 let unlisted = if own { faultline_kind::ledger::forget(&resource) } else { Ok(()) };
                 return Err(match unlisted {
                     Ok(()) => e,
-                    Err(f) => e.context(format!("{f:#}")),
+                    Err(f) => anyhow::anyhow!("{e:#}; and the run ledger still lists the table: {f:#}"),
                 });
             }
         };
         if !existed && done.starts_with("created") {
             self.created.store(true, Ordering::SeqCst);
         } else if own {
-            faultline_kind::ledger::forget(&resource)?;
+            // It was there before the run: listed, teardown would remove the user's table.
+            faultline_kind::ledger::forget(&resource)
+                .context("the run ledger still lists a table it did not create")?;
         }
         if let Some(note) = taken_back {
             done = format!("{note}; {done}");

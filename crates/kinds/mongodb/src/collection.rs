@@ -47,8 +47,10 @@ pub async fn prepare(client: &Client, uri: &str, options: &MongoOptions) -> anyh
         .map_err(|e| anyhow::anyhow!("listCollections in `{}`: {}", options.database, errors::explain(&e)))?;
     let mut taken_back = None;
     if listed.contains(&options.collection) {
-        let Some((path, entry)) = faultline_kind::ledger::claimed_elsewhere(&resource) else {
-            return Ok(format!("collection `{name}` exists, used as it is (and left at the end)"));
+        let (claimed, unsure) = faultline_kind::ledger::claimed_elsewhere(&resource);
+        let Some((path, entry)) = claimed else {
+            let unsure = if unsure.is_empty() { unsure } else { format!("; {unsure}") };
+            return Ok(format!("collection `{name}` exists, used as it is (and left at the end){unsure}"));
         };
         // A killed run's collection holds that run's writes: not adopted.
         anyhow::ensure!(
@@ -70,7 +72,7 @@ pub async fn prepare(client: &Client, uri: &str, options: &MongoOptions) -> anyh
         let unlisted = if own { faultline_kind::ledger::forget(&resource) } else { Ok(()) };
         return Err(match unlisted {
             Ok(()) => refused,
-            Err(f) => refused.context(format!("{f:#}")),
+            Err(f) => anyhow::anyhow!("{refused:#}; and the run ledger still lists it: {f:#}"),
         });
     }
     let kept = if options.keep_collection { ", kept at the end (keep_collection)" } else { "" };

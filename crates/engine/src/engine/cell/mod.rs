@@ -38,8 +38,7 @@ use crate::spec::{Load, OpenSpec, Spec, StageSpan, TargetSpec};
 use faultline_check::checker::{self, Checker};
 use faultline_kind::workload::Workload;
 use faultline_model::faults::FaultRecord;
-use faultline_model::probes::ProbeOutput;
-use faultline_model::probes::ProbeWhen;
+use faultline_model::probes::{ProbeOutput, ProbeWhen};
 use faultline_model::results::{CellResult, CellStatus};
 
 /// What every phase of a cell reads and none changes: the engine, the cell,
