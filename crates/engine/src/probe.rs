@@ -37,11 +37,11 @@ impl ProbeTarget<'_> {
     /// The command with the placeholders filled in, or why it cannot run.
     fn command(&self, probe: &ProbeSpec) -> Result<String, String> {
         let t = self.target;
-        let work_dir = t.work_dir().map(|d| d.display().to_string());
+        let work_dir = t.provided().work_dir().map(|d| d.display().to_string());
         let fills: [(&str, Option<String>, &str); 5] = [
             (
                 "{pid}",
-                t.process_group().map(|p| p.to_string()),
+                t.provided().pid().map(|p| p.to_string()),
                 "the target has no process of faultline's (it is not a process target, or it is not running)",
             ),
             ("{port}", t.port.map(|p| p.to_string()), "faultline does not know the target's port"),

@@ -135,7 +135,7 @@ impl Instances {
             if *name == cell.instance {
                 continue;
             }
-            let groups = t.process_groups();
+            let groups = t.provided().process_groups();
             for pgid in &groups {
                 if provider::process_group::signal(*pgid, libc::SIGSTOP).is_ok() {
                     self.frozen.push(*pgid);
@@ -190,7 +190,7 @@ fn scenario_of<'a>(spec: &'a Spec, cell: &Cell) -> &'a crate::spec::ScenarioSpec
 /// and the checksum of the binary it ran.
 fn describe(cell: &Cell, spec: &Spec, t: &RunningTarget, work_dir: Option<PathBuf>) -> TargetInfo {
     let target_spec = &spec.targets[&cell.target];
-    let binary = t.program().map(crate::provenance::binary);
+    let binary = t.provided().program().map(crate::provenance::binary);
     TargetInfo {
         name: cell.target.clone(),
         kind: target_spec.kind.as_str().to_string(),

@@ -84,7 +84,7 @@ async fn apply(target: &RunningTarget, fault: &FaultSpec, spec: &Spec, kinds: &K
     if kind.is_some_and(|k| (k.faults)().iter().any(|f| f.name() == fault.action)) {
         own::apply(target, fault, spec).await
     } else {
-        target.apply_provider_fault(fault, spec).await
+        target.provided().apply(&target.name, fault, spec).await
     }
 }
 

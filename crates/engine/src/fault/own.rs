@@ -13,7 +13,7 @@ use faultline_kind::topology;
 /// server, or the target's one server.
 async fn servers(target: &RunningTarget, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Vec<Server>> {
     let one = Server { name: target.name.clone(), uri: target.uri.clone() };
-    let Some(set) = target.member_set() else { return Ok(vec![one]) };
+    let Some(set) = target.provided().member_set() else { return Ok(vec![one]) };
     // The target's own name: the whole target, as its clients reach it.
     if spec.targets.contains_key(fault.target.trim()) {
         return Ok(vec![one]);

@@ -121,44 +121,10 @@ impl RunningTarget {
         }
     }
 
-    /// Applies one of its provider's own faults (validation chose that
-    /// backend for it).
-    pub async fn apply_provider_fault(&self, fault: &FaultSpec, spec: &Spec) -> anyhow::Result<Applied> {
-        self.started.apply(&self.name, fault, spec).await
-    }
-
-    /// The process group of member 0 of a `process` target (its id is the
-    /// pid of the process faultline started); None for other providers.
-    pub fn process_group(&self) -> Option<i32> {
-        self.started.pid()
-    }
-
-    /// Every running process group (one per member; none for a provider
-    /// without processes of faultline's).
-    pub fn process_groups(&self) -> Vec<i32> {
-        self.started.process_groups()
-    }
-
-    /// The target's members, whichever provider started them, asked their
-    /// roles and resolved by selectors; None for a target of one server.
-    pub fn member_set(&self) -> Option<Arc<dyn MemberSet>> {
-        self.started.member_set()
-    }
-
-    /// Its containers' ids (none for other providers): whose CPU is the
-    /// target's when the host is watched.
-    pub fn container_ids(&self) -> Vec<String> {
-        self.started.container_ids()
-    }
-
-    /// The target's own working directory, where it has one (process targets).
-    pub fn work_dir(&self) -> Option<&Path> {
-        self.started.work_dir()
-    }
-
-    /// The program faultline started for it, as given (process targets).
-    pub fn program(&self) -> Option<&str> {
-        self.started.program()
+    /// What its provider started, asked for members, process groups,
+    /// containers, `{pid}`, `{target_dir}` and the provider's own faults.
+    pub fn provided(&self) -> &dyn Started {
+        self.started.as_ref()
     }
 }
 

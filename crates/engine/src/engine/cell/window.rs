@@ -415,7 +415,7 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     // Who is primary, sampled through the window, for targets with
     // members, and for one server whose role its kind can ask: in cells
     // with faults, and in cells whose reads only the primary may answer.
-    let watched = match (faults.is_empty() && !reads_need_primary, run.running.member_set()) {
+    let watched = match (faults.is_empty() && !reads_need_primary, run.running.provided().member_set()) {
         (true, _) => None,
         _ if place.is_agent() => None,
         (false, Some(set)) if set.names().len() > 1 => Some(Watched::Members(set)),
@@ -495,7 +495,10 @@ pub async fn run_window(run: &CellRun<'_>, armed: Armed) -> Result<Ran, Stopped>
     let host = async {
         match place.is_agent() {
             true => None,
-            false => host_watch::watch(measure_from, stop_at, load_ended.clone(), run.running.container_ids()).await,
+            false => {
+                host_watch::watch(measure_from, stop_at, load_ended.clone(), run.running.provided().container_ids())
+                    .await
+            }
         }
     };
     let ((ends, subscribers, remote), fault_records, role_changes, window_outputs, client_cpu, host) =

@@ -706,9 +706,9 @@ mod tests {
         let dirs = Dirs { work_dir: &work_dir, fault_disk: None, run_dir: dir.path(), log_path: &log_path };
         let target = start("kv", &spec, Arc::new(Sleepers), &dirs, Some(Arc::new(Sleepers))).await.unwrap();
 
-        let groups = target.process_groups();
+        let groups = target.provided().process_groups();
         assert_eq!(groups.len(), 3, "{groups:?}");
-        let set = target.member_set().expect("members answer as a member set");
+        let set = target.provided().member_set().expect("members answer as a member set");
         assert_eq!(set.names(), ["kv-0", "kv-1", "kv-2"]);
         let mut ports = Vec::new();
         for (i, pgid) in groups.iter().enumerate() {
